@@ -1,0 +1,2 @@
+"""retrieval-qa: sentence-level answer retrieval experiments."""
+__version__ = "0.1.0"

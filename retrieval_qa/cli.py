@@ -1,0 +1,117 @@
+"""The ``rqa`` command line. Every command prints one JSON object on the last line of stdout;
+progress and logs go to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from .config import apply_overrides, load_yaml
+from .data import DATASETS, load_pool
+from .data.stats import pool_stats
+from .data.subsets import one_to_many_subset
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS)
+    p.add_argument("--pool", default=None,
+                   help="evaluation pool: dev|train for reqa_*, test|train for multireqa_* "
+                        "(default: dev / test)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with squad/, mrqa/, multireqa/ (else $RQA_DATA_DIR, else "
+                        "../shared/data beside the repository)")
+    p.add_argument("--lenient", action="store_true",
+                   help="skip malformed records (reported in the output) instead of failing")
+    p.add_argument("--no-cache", action="store_true", help="rebuild, do not read or write cache")
+
+
+def _load(args) -> tuple:
+    return load_pool(args.dataset, args.pool, args.data_dir, strict=not args.lenient,
+                     use_cache=not args.no_cache)
+
+
+def cmd_data_stats(args) -> dict:
+    pool, notes = _load(args)
+    return {**pool_stats(pool), "build_notes": notes}
+
+
+def cmd_evaluate(args) -> dict:
+    from .evaluation import evaluate
+
+    eval_cfg = load_yaml("eval/default.yaml")
+    pool, notes = _load(args)
+    if args.min_questions_per_answer:
+        pool = one_to_many_subset(pool, args.min_questions_per_answer)
+    start = time.perf_counter()
+    if args.model == "bm25":
+        from .baselines.bm25 import BM25Scorer, BM25Settings
+
+        cfg = apply_overrides(load_yaml("model/bm25.yaml"), args.overrides)
+        settings = BM25Settings.from_config(cfg)
+        scorer = BM25Scorer(pool, settings, progress=not args.quiet)
+        model_settings = settings.to_dict()
+    else:
+        raise SystemExit(f"unknown model {args.model!r}")
+    index_seconds = time.perf_counter() - start
+    result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
+                      ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
+                      run_file=args.run_file, progress=not args.quiet)
+    return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
+            "model": args.model, "settings": model_settings,
+            "index_seconds": round(index_seconds, 3),
+            "seconds": round(time.perf_counter() - start, 3),
+            "skipped_records": notes.get("skipped_records")}
+
+
+def cmd_metrics(args) -> dict:
+    from .evaluation import metrics_from_run_file
+
+    return {"run_file": args.run_file, "metrics": metrics_from_run_file(args.run_file)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rqa", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command",
+                                                                          required=True)
+    stats = data.add_parser("stats", help="counts of a pool (ENDX Table 1 layout)")
+    _add_data_args(stats)
+    stats.set_defaults(func=cmd_data_stats)
+
+    ev = sub.add_parser("evaluate", help="evaluate a model on a pool")
+    ev.add_argument("--model", default="bm25", choices=["bm25"])
+    _add_data_args(ev)
+    ev.add_argument("--run-file", default=None, help="write one JSON line per question here")
+    ev.add_argument("--min-questions-per-answer", type=int, default=0,
+                    help="evaluate on the one-to-many subset (answers with >= K questions)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bars")
+    ev.add_argument("overrides", nargs="*", help="model config overrides, e.g. k1=0.9")
+    ev.set_defaults(func=cmd_evaluate)
+
+    met = sub.add_parser("metrics", help="recompute metrics from a run file")
+    met.add_argument("--run-file", required=True)
+    met.set_defaults(func=cmd_metrics)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _emit(args.func(args))
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        print(f"rqa: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

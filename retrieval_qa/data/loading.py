@@ -1,0 +1,76 @@
+"""One entry point for every pool: local files (or the hub for SQuAD), built once, cached."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+from . import multireqa, reqa, splitter
+from .cache import cache_root, load_cached_pool, save_pool
+from .errors import DataFileNotFoundError
+from .io import file_sha256
+from .mrqa import read_mrqa
+from .registry import default_pool, resolve_data_dir, source_files
+from .squad import parse_squad, read_squad, squad_from_hub_rows
+from .types import RetrievalPool
+
+log = logging.getLogger(__name__)
+HUB_SQUAD = "rajpurkar/squad"
+
+
+def _cache_key(dataset: str, pool: str, paths: tuple[Path, ...], strict: bool) -> str:
+    h = hashlib.sha256()
+    for part in (dataset, pool, reqa.BUILDER_VERSION, multireqa.BUILDER_VERSION,
+                 splitter.SPLITTER_VERSION, str(strict), *(file_sha256(p) for p in paths)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def _from_hub(dataset: str, pool: str, missing: DataFileNotFoundError
+              ) -> tuple[RetrievalPool, dict]:
+    """SQuAD from the Hugging Face hub, only when no local file exists and the hub answers."""
+    if dataset != "reqa_squad" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        raise missing
+    try:
+        import datasets
+
+        rows = datasets.load_dataset(HUB_SQUAD, split="validation" if pool == "dev" else "train")
+    except Exception as e:  # noqa: BLE001 - any hub failure means "not available"
+        raise DataFileNotFoundError(missing.name, [Path(p) for p in missing.looked],
+                                    f"The hub ({HUB_SQUAD}) did not answer either: {e}.") from e
+    paragraphs, _ = parse_squad(squad_from_hub_rows(rows), f"hub:{HUB_SQUAD}")
+    return reqa.build_reqa(paragraphs, dataset, pool, source=f"hub:{HUB_SQUAD}")
+
+
+def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None = None,
+              configured_dir: str | Path | None = None, cache_dir: str | Path | None = None,
+              strict: bool = True, use_cache: bool = True) -> tuple[RetrievalPool, dict]:
+    """Build (or read from cache) the pool; returns (pool, notes on the build)."""
+    pool = pool or default_pool(dataset)
+    dirs = resolve_data_dir(data_dir, configured_dir)
+    try:
+        files = source_files(dataset, pool, dirs)
+    except DataFileNotFoundError as missing:
+        return _from_hub(dataset, pool, missing)
+    folder = cache_root(cache_dir) / f"{dataset}-{pool}-{_cache_key(dataset, pool, files.paths, strict)}"
+    if use_cache and (cached := load_cached_pool(folder)) is not None:
+        return cached
+    source = ", ".join(str(p) for p in files.paths)
+    if files.kind == "squad":
+        paragraphs, report = read_squad(files.paths[0], strict)
+        built, notes = reqa.build_reqa(paragraphs, dataset, pool, source)
+        notes["skipped_records"] = report.summary()
+    else:
+        bounds, breport = multireqa.read_boundaries(files.paths[0], strict)
+        _, contexts, mreport = read_mrqa(files.paths[1], strict)
+        built, notes = multireqa.build_multireqa(bounds, contexts, dataset, pool,
+                                                 str(files.paths[0]), strict, source)
+        notes["skipped_records"] = [breport.summary(), mreport.summary()]
+    if use_cache:
+        try:
+            save_pool(built, notes, folder)
+        except OSError as e:
+            log.warning("could not write the pool cache at %s: %s", folder, e)
+    return built, notes

@@ -1,0 +1,98 @@
+"""Dataset names, where their files live under the data directory, and how to get them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataFileNotFoundError
+
+SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/{name}"
+MRQA_URL = "https://github.com/mrqa/MRQA-Shared-Task-2019 (download.sh lists every file)"
+MULTIREQA_URL = "https://github.com/google-research-datasets/MultiReQA (data/<split>/<Dataset>/)"
+
+
+@dataclass(frozen=True)
+class MultiReQASpec:
+    folder: str        # MultiReQA folder name
+    mrqa_name: str     # MRQA file stem
+    in_domain: bool    # in-domain datasets have a train split
+
+    def pools(self) -> tuple[str, ...]:
+        return ("train", "test") if self.in_domain else ("test",)
+
+
+MULTIREQA = {
+    "squad": MultiReQASpec("SQuAD", "SQuAD", True),
+    "naturalquestions": MultiReQASpec("NaturalQuestions", "NaturalQuestionsShort", True),
+    "hotpotqa": MultiReQASpec("HotpotQA", "HotpotQA", True),
+    "triviaqa": MultiReQASpec("TriviaQA", "TriviaQA-web", True),
+    "searchqa": MultiReQASpec("SearchQA", "SearchQA", True),
+    "bioasq": MultiReQASpec("BioASQ", "BioASQ", False),
+    "relationextraction": MultiReQASpec("RelationExtraction", "RelationExtraction", False),
+    "duorc": MultiReQASpec("DuoRC", "DuoRC.ParaphraseRC", False),
+    "textbookqa": MultiReQASpec("TextbookQA", "TextbookQA", False),
+}
+REQA_POOLS = ("dev", "train")
+DATASETS = ("reqa_squad", *(f"multireqa_{k}" for k in MULTIREQA))
+
+
+def default_pool(dataset: str) -> str:
+    return "dev" if dataset.startswith("reqa_") else "test"
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def resolve_data_dir(explicit: str | Path | None = None, configured: str | Path | None = None
+                     ) -> list[Path]:
+    """Folders to look in, in order: --data-dir, $RQA_DATA_DIR, the config's data_dir, then
+    ``../shared/data`` beside the repository (the developers' and CI's layout)."""
+    found = [explicit, os.environ.get("RQA_DATA_DIR"), configured,
+             repo_root().parent / "shared" / "data"]
+    out: list[Path] = []
+    for p in found:
+        if p and Path(p).expanduser() not in out:
+            out.append(Path(p).expanduser())
+    return out
+
+
+def find_file(relative: str, dirs: list[Path], how_to_get: str) -> Path:
+    for d in dirs:
+        if (d / relative).is_file():
+            return d / relative
+        if relative.endswith(".gz") and (d / relative[:-3]).is_file():
+            return d / relative[:-3]
+    raise DataFileNotFoundError(relative, [d / relative for d in dirs], how_to_get)
+
+
+@dataclass(frozen=True)
+class SourceFiles:
+    kind: str                  # "squad" or "multireqa"
+    paths: tuple[Path, ...]    # squad: (json,), multireqa: (boundaries, mrqa)
+
+
+def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
+    if dataset == "reqa_squad":
+        if pool not in REQA_POOLS:
+            raise ValueError(f"pool {pool!r} is not one of {REQA_POOLS} for {dataset}")
+        name = f"{pool}-v1.1.json"
+        path = find_file(f"squad/{name}.gz", dirs,
+                         f"Get it from {SQUAD_URL.format(name=name)} (or gzip it into squad/).")
+        return SourceFiles("squad", (path,))
+    if dataset.startswith("multireqa_") and dataset[10:] in MULTIREQA:
+        spec = MULTIREQA[dataset[10:]]
+        if pool not in spec.pools():
+            raise ValueError(f"pool {pool!r} is not one of {spec.pools()} for {dataset}")
+        # MultiReQA's test split is the MRQA dev file; its boundaries sit in data/dev/ for
+        # in-domain datasets and data/test/ for out-of-domain ones.
+        folder = "train" if pool == "train" else ("dev" if spec.in_domain else "test")
+        mrqa_split = "train" if pool == "train" else "dev"
+        bounds = find_file(f"multireqa/{folder}/{spec.folder}/candidates.json.gz", dirs,
+                           f"Get it from {MULTIREQA_URL}.")
+        mrqa = find_file(f"mrqa/{mrqa_split}/{spec.mrqa_name}.jsonl.gz", dirs,
+                         f"Get {spec.mrqa_name}.jsonl.gz ({mrqa_split}) from {MRQA_URL}.")
+        return SourceFiles("multireqa", (bounds, mrqa))
+    raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")

@@ -1,0 +1,33 @@
+"""Pool statistics in the layout of the ENDX paper's Table 1."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .types import RetrievalPool
+
+
+def _distribution(counts: list[int]) -> dict:
+    hist = Counter(counts)
+    return {"mean": round(sum(counts) / max(len(counts), 1), 4), "max": max(counts, default=0),
+            "histogram": {str(k): hist[k] for k in sorted(hist)}}
+
+
+def pool_stats(pool: RetrievalPool) -> dict:
+    answers_per_question: dict[str, set[str]] = {}
+    questions_per_answer: dict[str, set[str]] = {}
+    for p in pool.pairs:
+        answers_per_question.setdefault(p.question, set()).add(p.answer)
+        questions_per_answer.setdefault(p.answer, set()).add(p.question)
+    return {
+        "dataset": pool.dataset,
+        "pool": pool.pool,
+        "source": pool.source,
+        "candidates": len(pool.candidates),
+        "documents": len({c.doc_id for c in pool.candidates}),
+        "qa_inputs": len(pool.pairs),
+        "questions": len(pool.questions),
+        "answer_sentences": len(questions_per_answer),
+        "answers_per_question": _distribution([len(v) for v in answers_per_question.values()]),
+        "questions_per_answer": _distribution([len(v) for v in questions_per_answer.values()]),
+    }

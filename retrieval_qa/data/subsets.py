@@ -1,0 +1,22 @@
+"""Sub-pools for analyses: the one-to-many subsets of the ENDX paper (Table 4, Figure 2)."""
+
+from __future__ import annotations
+
+from .types import RetrievalPool
+
+
+def one_to_many_subset(pool: RetrievalPool, min_questions_per_answer: int) -> RetrievalPool:
+    """Keep the questions whose answer sentence is shared by at least ``k`` distinct questions;
+    the candidate pool is unchanged (the task stays just as hard), so only the denominator
+    changes."""
+    k = min_questions_per_answer
+    if k < 1:
+        raise ValueError(f"min_questions_per_answer must be >= 1, got {k}")
+    per_answer: dict[str, set[str]] = {}
+    for p in pool.pairs:
+        per_answer.setdefault(p.answer, set()).add(p.question)
+    keep_q = {p.question for p in pool.pairs if len(per_answer[p.answer]) >= k}
+    idx = [i for i, q in enumerate(pool.questions) if q in keep_q]
+    return RetrievalPool(pool.dataset, f"{pool.pool}[qpa>={k}]", pool.candidates,
+                         [pool.questions[i] for i in idx], [pool.gold[i] for i in idx],
+                         [p for p in pool.pairs if p.question in keep_q], pool.source)

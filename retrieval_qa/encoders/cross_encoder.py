@@ -1,0 +1,218 @@
+"""ENDX Cross-Encoders (paper section 3.3, Fig. 1, red branch).
+
+:class:`CrossEncoder` turns a batch of *matched* question-answer pairs into the
+cross-embeddings ``R^cross_q`` and ``R^cross_a`` used by the cross retrieval loss (eq. 5) and
+by the Geometry Alignment Mechanism (:mod:`retrieval_qa.losses.gam`):
+
+1. ``H_q = Encoder_cross(q)`` ``[B, N, d_r]``, ``H_a = Encoder_cross(a)`` ``[B, M, d_r]``;
+2. ``H^cross_q = CrossAttn_q(refined=H_q, guide=H_a)`` ``[B, M, d_r]`` (rows follow the answer,
+   masked by the answer mask) and ``H^cross_a = CrossAttn_a(refined=H_a, guide=H_q)``
+   ``[B, N, d_r]`` (masked by the question mask), see
+   :class:`~retrieval_qa.encoders.cross_attention.CrossAttentionBlock`;
+3. ``R^cross_q = Pool(H^cross_q, answer_mask)``, ``R^cross_a = Pool(H^cross_a, question_mask)``.
+
+The token encoder and pooler are injected (any modules following the project interface:
+token encoder ``forward(input_ids, attention_mask, token_type_ids=None) -> [B, L, H]`` with
+``hidden_size``; pooler ``forward(states, attention_mask) -> [B, D]`` with ``output_dim``).
+
+Weight sharing not fixed by the paper, all constructor options:
+
+* ``share_cross_attention`` (default False): one block serves both directions, or separate
+  blocks for "question refined by answer" and "answer refined by question". The paper's
+  notation (eq. 2 shown "for instance" for the question, "similarly" for the answer) does not
+  say; separate blocks is the default because the two directions attend in opposite roles.
+* ``answer_token_encoder`` / ``answer_pooler`` (default None = share the question-side
+  module): Fig. 1 draws a single ``Encoder_cross`` and aggregator for both texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
+
+__all__ = ["CrossEncoder", "build_cross_encoder"]
+
+
+def _read_penalty(pooler: nn.Module) -> torch.Tensor | None:
+    """The pooler's penalty for its most recent forward, or None if it exposes none.
+
+    Accepts ``pooler.penalty()`` (method) or ``pooler.penalty`` (tensor attribute).
+    """
+    pen = getattr(pooler, "penalty", None)
+    if pen is None:
+        return None
+    value = pen() if callable(pen) else pen
+    return value if isinstance(value, torch.Tensor) else None
+
+
+class CrossEncoder(nn.Module):
+    """Encoder_cross + two-way cross attention + aggregation -> (R^cross_q, R^cross_a).
+
+    Args:
+        token_encoder: cross-side token encoder (for questions; also answers unless
+            ``answer_token_encoder`` is given). Must expose ``hidden_size``.
+        pooler: aggregator (for the refined question; also the refined answer unless
+            ``answer_pooler`` is given). Must expose ``output_dim``.
+        num_heads: cross attention heads (paper: 12).
+        ffn_dim: FFN inner width of the cross attention blocks (default ``4 * hidden_size``).
+        dropout: dropout inside the cross attention blocks.
+        share_cross_attention: one block for both directions (True) or one per direction
+            (False, default).
+        answer_token_encoder: optional separate token encoder for answers.
+        answer_pooler: optional separate pooler for the refined answers.
+        activation: FFN activation of the cross attention blocks ("relu" or "gelu").
+    """
+
+    def __init__(
+        self,
+        token_encoder: nn.Module,
+        pooler: nn.Module,
+        num_heads: int = 12,
+        ffn_dim: int | None = None,
+        dropout: float = 0.1,
+        share_cross_attention: bool = False,
+        answer_token_encoder: nn.Module | None = None,
+        answer_pooler: nn.Module | None = None,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.token_encoder = token_encoder
+        self.answer_token_encoder = answer_token_encoder
+        self.pooler = pooler
+        self.answer_pooler = answer_pooler
+        hidden_size = int(token_encoder.hidden_size)
+        if answer_token_encoder is not None and int(answer_token_encoder.hidden_size) != hidden_size:
+            raise ValueError(
+                f"answer_token_encoder.hidden_size ({answer_token_encoder.hidden_size}) != "
+                f"token_encoder.hidden_size ({hidden_size})"
+            )
+        self.hidden_size = hidden_size
+        self.output_dim = int(pooler.output_dim)
+        if answer_pooler is not None and int(answer_pooler.output_dim) != self.output_dim:
+            raise ValueError(
+                f"answer_pooler.output_dim ({answer_pooler.output_dim}) != "
+                f"pooler.output_dim ({self.output_dim}); R^cross_q . R^cross_a needs equal widths"
+            )
+        self.share_cross_attention = share_cross_attention
+
+        def block() -> CrossAttentionBlock:
+            return CrossAttentionBlock(
+                hidden_size, num_heads=num_heads, ffn_dim=ffn_dim, dropout=dropout,
+                activation=activation,
+            )
+
+        # cross_attn_q: refines the question, guided by the answer (output rows = answer tokens).
+        self.cross_attn_q = block()
+        # cross_attn_a: refines the answer, guided by the question (output rows = question tokens).
+        self.cross_attn_a = self.cross_attn_q if share_cross_attention else block()
+        self._penalties: list[torch.Tensor] = []
+
+    @staticmethod
+    def _unpack(batch: Mapping[str, Any], name: str) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
+        if "input_ids" not in batch:
+            raise KeyError(f"{name} batch has no 'input_ids' (keys: {sorted(batch)})")
+        return batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids")
+
+    def encode_tokens(
+        self, q_batch: Mapping[str, Any], a_batch: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """Encoder_cross on both texts: ``(H_q [B,N,H], q_mask, H_a [B,M,H], a_mask)``."""
+        q_ids, q_mask, q_tt = self._unpack(q_batch, "question")
+        a_ids, a_mask, a_tt = self._unpack(a_batch, "answer")
+        if q_ids.shape[0] != a_ids.shape[0]:
+            raise ValueError(
+                f"CrossEncoder needs matched pairs: question batch has {q_ids.shape[0]} rows, "
+                f"answer batch has {a_ids.shape[0]}"
+            )
+        a_encoder = self.answer_token_encoder or self.token_encoder
+        h_q = self.token_encoder(q_ids, q_mask, token_type_ids=q_tt)
+        h_a = a_encoder(a_ids, a_mask, token_type_ids=a_tt)
+        return h_q, q_mask, h_a, a_mask
+
+    def forward(
+        self, q_batch: Mapping[str, Any], a_batch: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-embeddings of matched pairs (row ``i`` of ``q_batch`` with row ``i`` of ``a_batch``).
+
+        Args:
+            q_batch: ``input_ids [B, N]``, ``attention_mask [B, N]``, optional ``token_type_ids``.
+            a_batch: ``input_ids [B, M]``, ``attention_mask [B, M]``, optional ``token_type_ids``.
+
+        Returns:
+            ``(r_q_cross [B, D], r_a_cross [B, D])`` with ``D = output_dim``.
+        """
+        h_q, q_mask, h_a, a_mask = self.encode_tokens(q_batch, a_batch)
+        # Question refined by answer: [B, M, H], masked by the answer mask.
+        h_q_cross, h_q_cross_mask = self.cross_attn_q(h_q, q_mask, h_a, a_mask)
+        # Answer refined by question: [B, N, H], masked by the question mask.
+        h_a_cross, h_a_cross_mask = self.cross_attn_a(h_a, a_mask, h_q, q_mask)
+
+        self._penalties = []
+        r_q = self.pooler(h_q_cross, h_q_cross_mask)
+        self._capture_penalty(self.pooler)
+        a_pooler = self.answer_pooler or self.pooler
+        r_a = a_pooler(h_a_cross, h_a_cross_mask)
+        self._capture_penalty(a_pooler)
+        return r_q, r_a
+
+    def _capture_penalty(self, pooler: nn.Module) -> None:
+        # Read right after each call: a shared pooler would otherwise only report its last call.
+        pen = _read_penalty(pooler)
+        if pen is not None:
+            self._penalties.append(pen)
+
+    @property
+    def has_penalty(self) -> bool:
+        """Whether the pooler(s) expose a penalty (e.g. Lin et al. 2017's ||AA^T - I||_F^2)."""
+        return any(
+            getattr(p, "penalty", None) is not None for p in (self.pooler, self.answer_pooler) if p
+        )
+
+    def penalty(self) -> torch.Tensor:
+        """Sum of the pooler penalties of the last :meth:`forward` (question side + answer side).
+
+        A scalar zero if the poolers expose no penalty or no forward has run yet.
+        """
+        if not self._penalties:
+            ref = next(self.parameters())
+            return ref.new_zeros(())
+        return torch.stack([p.reshape(()) for p in self._penalties]).sum()
+
+
+def build_cross_encoder(cfg: Any, **token_encoder_kwargs: Any) -> CrossEncoder:
+    """Build a :class:`CrossEncoder` from config using the project builders.
+
+    Expected keys (OmegaConf ``DictConfig`` or mapping)::
+
+        token_encoder: {...}         # passed to retrieval_qa.encoders.build_token_encoder
+        pooler: {...}                # passed to retrieval_qa.encoders.build_pooler
+        num_heads: 12
+        ffn_dim: null
+        dropout: 0.1
+        share_cross_attention: false
+        activation: relu
+
+    ``token_encoder_kwargs`` are forwarded to ``build_token_encoder`` (e.g. a vocabulary).
+    """
+    from retrieval_qa.encoders import build_pooler, build_token_encoder
+
+    def get(key: str, default: Any) -> Any:
+        value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
+        return default if value is None and default is not None else value
+
+    token_encoder = build_token_encoder(cfg["token_encoder"], **token_encoder_kwargs)
+    pooler = build_pooler(cfg["pooler"], token_encoder.hidden_size)
+    return CrossEncoder(
+        token_encoder,
+        pooler,
+        num_heads=int(get("num_heads", 12)),
+        ffn_dim=get("ffn_dim", None),
+        dropout=float(get("dropout", 0.1)),
+        share_cross_attention=bool(get("share_cross_attention", False)),
+        activation=str(get("activation", "relu")),
+    )

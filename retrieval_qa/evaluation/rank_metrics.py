@@ -1,0 +1,59 @@
+"""torchmetrics ``Metric`` classes for validation inside training.
+
+They apply the same rank rules as the batch evaluator (average rank on ties, minimum over gold
+copies and over repeated questions) and synchronise across processes by concatenating the
+per-question ranks and keys, so the numbers equal the evaluator's on the same scores.
+
+``update(scores[B, C], gold_mask[B, C], question_ids[B])``: one row per evaluation input;
+rows that share a ``question_id`` (a repeated question string) keep the minimum rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torchmetrics import Metric
+from torchmetrics.utilities import dim_zero_cat
+
+from .metrics import DEFAULT_KS, metrics_from_ranks
+from .ranking import aggregate_min, gold_ranks
+
+
+class ReQARankMetric(Metric):
+    """All ReQA metrics at once: ``compute()`` returns a dict of percentages (0-dim tensors)."""
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, ks: Sequence[int] = DEFAULT_KS, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.ks = tuple(ks)
+        self.add_state("ranks", default=[], dist_reduce_fx="cat")
+        self.add_state("keys", default=[], dist_reduce_fx="cat")
+
+    def update(self, scores: torch.Tensor, gold_mask: torch.Tensor,
+               question_ids: torch.Tensor) -> None:
+        self.ranks.append(gold_ranks(scores.float(), gold_mask.bool()))
+        self.keys.append(question_ids.long().to(scores.device))
+
+    def question_ranks(self) -> torch.Tensor:
+        return aggregate_min(dim_zero_cat(self.ranks).double(), dim_zero_cat(self.keys))
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        return {k: torch.tensor(v) for k, v in
+                metrics_from_ranks(self.question_ranks().cpu(), self.ks).items()}
+
+
+class MeanReciprocalRank(ReQARankMetric):
+    def compute(self) -> torch.Tensor:  # type: ignore[override]
+        return super().compute()["mrr"]
+
+
+class RecallAtK(ReQARankMetric):
+    def __init__(self, k: int, **kwargs) -> None:
+        super().__init__(ks=(k,), **kwargs)
+        self.k = k
+
+    def compute(self) -> torch.Tensor:  # type: ignore[override]
+        return super().compute()[f"r@{self.k}"]

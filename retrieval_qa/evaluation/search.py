@@ -1,0 +1,43 @@
+"""Scorers: objects that give the [questions, candidates] score block for a range of questions.
+
+The evaluator only ever asks for a block of rows, sized so the block fits a memory budget,
+so the full question-by-candidate matrix is never materialised.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class Scorer(Protocol):
+    num_questions: int
+    num_candidates: int
+
+    def score(self, rows: range) -> torch.Tensor:
+        """Scores [len(rows), num_candidates] (float32) for questions ``rows``."""
+        ...
+
+
+class DenseScorer:
+    """Exact inner-product search over precomputed embeddings (the reference uses plain dot
+    products; normalise the embeddings first for cosine)."""
+
+    def __init__(self, questions: torch.Tensor, candidates: torch.Tensor) -> None:
+        if questions.dim() != 2 or candidates.dim() != 2 or questions.shape[1] != candidates.shape[1]:
+            raise ValueError(f"embeddings must be [Q, D] and [C, D], got {tuple(questions.shape)} "
+                             f"and {tuple(candidates.shape)}")
+        self.questions = questions.float()
+        self.candidates = candidates.float()
+        self.num_questions = len(questions)
+        self.num_candidates = len(candidates)
+
+    def score(self, rows: range) -> torch.Tensor:
+        return self.questions[rows.start:rows.stop] @ self.candidates.T
+
+
+def rows_per_block(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:
+    """How many question rows fit the budget: a float32 score, a float32 copy and a few bool
+    masks per cell (``bytes_per_cell``) for every candidate."""
+    return max(1, int(memory_mb * 2**20) // (max(num_candidates, 1) * bytes_per_cell))
