@@ -79,7 +79,7 @@ _PROTECTIONS: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]] = [
     ("month", re.compile(r"(?<![\w.])(?:Jan|Aug|Oct|Nov|Dec)\.$"), None),
     ("mount_fort", re.compile(r"(?<![\w.])(?:Mt|Ft)\.$"), None),
     ("time_of_day", re.compile(r"(?<![\w.])[ap]\.m\.$"), None),
-    ("initial", re.compile(r"(?<![\w.])[A-Z]\.$"), None),
+    ("initial", re.compile(r"(?<![\w])[A-Z]\.$"), None),
     ("number_abbrev", re.compile(r"(?<![\w.])(?:No|Art|Vol)\.$"), _NUMBER_AFTER),
     ("life_dates", re.compile(r"(?<![\w.])(?:b|d|c|ca|fl)\.$"), None),
     ("et_al_year", re.compile(r"\bet al\.$"), _YEAR_AFTER),

@@ -44,7 +44,7 @@ def _require(obj: Any, key: str, kind: type, path: Path, record: str) -> Any:
 
 def _question(qa: Any, context: str, path: Path, record: str) -> SquadQuestion:
     qid = _require(qa, "id", str, path, record)
-    record = f"question id {qid!r} ({record})"
+    record = f"question id {qid!r} at {record}"
     question = _require(qa, "question", str, path, record)
     if not question.strip():
         raise DataFormatError(path, record, "empty question text", "remove the question")
@@ -86,20 +86,21 @@ def parse_squad(data: Any, path: str | Path = "<memory>", strict: bool = True
             report.add(e, strict)
             continue
         for p, para in enumerate(paras):
-            prec = f"data[{a}].paragraphs[{p}] (title {title!r})"
+            prec = f"data[{a}].paragraphs[{p}]"
+            where = f" (title {title!r})"
             try:
-                context = _require(para, "context", str, path, prec)
-                qas_raw = _require(para, "qas", list, path, prec)
+                context = _require(para, "context", str, path, prec + where)
+                qas_raw = _require(para, "qas", list, path, prec + where)
             except DataFormatError as e:
                 report.add(e, strict)
                 continue
             qas = []
             for q, qa in enumerate(qas_raw):
                 try:
-                    question = _question(qa, context, path, f"{prec}.qas[{q}]")
+                    question = _question(qa, context, path, f"{prec}.qas[{q}]{where}")
                     if question.id in seen_ids:
                         raise DataFormatError(
-                            path, f"question id {question.id!r} ({prec}.qas[{q}])",
+                            path, f"question id {question.id!r} at {prec}.qas[{q}]{where}",
                             f"duplicate id, first seen at {seen_ids[question.id]}",
                             "give every question a unique id",
                         )

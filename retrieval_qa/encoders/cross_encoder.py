@@ -35,7 +35,7 @@ from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
 
-__all__ = ["CrossEncoder", "build_cross_encoder"]
+__all__ = ["DEFAULT_CROSS_ATTENTION", "CrossEncoder", "build_cross_encoder"]
 
 
 def _read_penalty(pooler: nn.Module) -> torch.Tensor | None:
@@ -166,53 +166,86 @@ class CrossEncoder(nn.Module):
         if pen is not None:
             self._penalties.append(pen)
 
-    @property
-    def has_penalty(self) -> bool:
-        """Whether the pooler(s) expose a penalty (e.g. Lin et al. 2017's ||AA^T - I||_F^2)."""
-        return any(
-            getattr(p, "penalty", None) is not None for p in (self.pooler, self.answer_pooler) if p
-        )
-
     def penalty(self) -> torch.Tensor:
         """Sum of the pooler penalties of the last :meth:`forward` (question side + answer side).
 
-        A scalar zero if the poolers expose no penalty or no forward has run yet.
+        Each pooled batch contributes its own term (like ``DualTowers.penalty()`` summing the
+        question and answer batches). A scalar zero (on the parameters' device) if the
+        poolers expose no penalty or no forward has run yet.
         """
+        device = next(self.parameters()).device
         if not self._penalties:
-            ref = next(self.parameters())
-            return ref.new_zeros(())
-        return torch.stack([p.reshape(()) for p in self._penalties]).sum()
+            return torch.zeros((), device=device)
+        return torch.stack([p.reshape(()).to(device) for p in self._penalties]).sum()
 
 
-def build_cross_encoder(cfg: Any, **token_encoder_kwargs: Any) -> CrossEncoder:
-    """Build a :class:`CrossEncoder` from config using the project builders.
+#: Defaults of the ``cross_attention`` config section of :func:`build_cross_encoder`.
+DEFAULT_CROSS_ATTENTION: dict[str, Any] = {
+    "num_heads": 12,  # ENDX 4.4: 12 heads
+    "ffn_dim": None,  # null = 4 * hidden_size
+    "dropout": 0.1,
+    "activation": "relu",
+    "share": False,  # one block for both directions (see CrossEncoder)
+}
+_CROSS_CONFIG_KEYS = ("encoder", "pooler", "cross_attention")
 
-    Expected keys (OmegaConf ``DictConfig`` or mapping)::
 
-        token_encoder: {...}         # passed to retrieval_qa.encoders.build_token_encoder
-        pooler: {...}                # passed to retrieval_qa.encoders.build_pooler
-        num_heads: 12
-        ffn_dim: null
-        dropout: 0.1
-        share_cross_attention: false
-        activation: relu
+def _as_dict(cfg: Any, name: str) -> dict[str, Any]:
+    if cfg is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
 
-    ``token_encoder_kwargs`` are forwarded to ``build_token_encoder`` (e.g. a vocabulary).
+        if isinstance(cfg, DictConfig):
+            return dict(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    raise TypeError(f"{name}: expected a dict or DictConfig, got {type(cfg).__name__}")
+
+
+def build_cross_encoder(
+    cfg: Any = None, *, token_encoder: nn.Module | None = None
+) -> CrossEncoder:
+    """A :class:`CrossEncoder` from a config (dict or OmegaConf); unknown keys are errors.
+
+    Keys::
+
+        encoder: {...}          # the `encoder` section of retrieval_qa.encoders.builders
+        pooler: {...}           # the `pooler` section (ENDX: multihop_attention)
+        cross_attention:
+          num_heads: 12
+          ffn_dim: null         # 4 * hidden_size
+          dropout: 0.1
+          activation: relu      # relu | gelu
+          share: false          # one block for both directions
+
+    ``token_encoder``: use this already built Encoder_cross instead of building one from
+    ``encoder`` (e.g. to load a checkpoint once). The pooler is built over its
+    ``hidden_size`` and shared by the question and answer sides.
     """
-    from retrieval_qa.encoders import build_pooler, build_token_encoder
+    from retrieval_qa.encoders.builders import build_pooler, build_token_encoder
 
-    def get(key: str, default: Any) -> Any:
-        value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
-        return default if value is None and default is not None else value
-
-    token_encoder = build_token_encoder(cfg["token_encoder"], **token_encoder_kwargs)
-    pooler = build_pooler(cfg["pooler"], token_encoder.hidden_size)
+    full = _as_dict(cfg, "cross encoder config")
+    unknown = sorted(set(full) - set(_CROSS_CONFIG_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in the cross encoder config; allowed: "
+                         f"{list(_CROSS_CONFIG_KEYS)}")
+    xattn = _as_dict(full.get("cross_attention"), "cross_attention")
+    unknown = sorted(set(xattn) - set(DEFAULT_CROSS_ATTENTION))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in cross_attention; allowed: "
+                         f"{sorted(DEFAULT_CROSS_ATTENTION)}")
+    xattn = {**DEFAULT_CROSS_ATTENTION, **xattn}
+    encoder = token_encoder if token_encoder is not None else build_token_encoder(full.get("encoder"))
+    pooler = build_pooler(full.get("pooler"), int(encoder.hidden_size))
     return CrossEncoder(
-        token_encoder,
+        encoder,
         pooler,
-        num_heads=int(get("num_heads", 12)),
-        ffn_dim=get("ffn_dim", None),
-        dropout=float(get("dropout", 0.1)),
-        share_cross_attention=bool(get("share_cross_attention", False)),
-        activation=str(get("activation", "relu")),
+        num_heads=int(xattn["num_heads"]),
+        ffn_dim=None if xattn["ffn_dim"] is None else int(xattn["ffn_dim"]),
+        dropout=float(xattn["dropout"]),
+        share_cross_attention=bool(xattn["share"]),
+        activation=str(xattn["activation"]),
     )

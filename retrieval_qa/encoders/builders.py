@@ -1,0 +1,291 @@
+"""Build token encoders, poolers, towers and dual towers from a config (dict or OmegaConf).
+
+Config keys and defaults (``DEFAULT_CONFIG``; unknown keys are errors, so typos surface):
+
+encoder:
+  type: pretrained      # pretrained | gru | lstm | rnn | transformer
+  pretrained: minilm    # checkpoint (name, alias or path, see retrieval_qa.pretrained) of the
+                        #   pretrained encoder, and the word-embedding source of the others.
+                        #   The papers use bert-base-uncased; offline the packaged
+                        #   all-MiniLM-L6-v2 is what exists, and its label says so.
+  fallback: null        # "minilm": let the packaged MiniLM stand in when `pretrained` is not
+                        #   found (also RQA_OFFLINE_FALLBACK=minilm)
+  gradient_checkpointing: false  # pretrained only
+  num_layers: 2         # recurrent / transformer layers (ENDX 4.4: 2 layers)
+  hidden_size: 768      # H of the recurrent / transformer states (ENDX 4.4, Cross-VAEs: 768);
+                        #   pretrained encoders take H from their checkpoint
+  bidirectional: true   # recurrent: two directions of H/2 units each (Lin et al. 2017 BiLSTM)
+  dropout: 0.1
+  num_heads: 12         # transformer heads (ENDX uses 12 cross-attention heads)
+  feedforward_dim: null # transformer; null = 4 * hidden_size
+  positions: learned    # transformer: learned | sinusoidal
+  max_positions: 512
+  freeze_embeddings: false  # freeze the token embedder in every sharing mode
+  vocab_size: null      # with embedding_dim: a random table (tests); both null: the word
+  embedding_dim: null   #   embeddings of `pretrained`
+  padding_idx: 0
+pooler:
+  type: multihop_attention  # multihop_attention | mean | cls (ENDX: Lin et al. multi-hop)
+  hops: 4               # r
+  attention_dim: 350    # d_a (Lin et al. 2017)
+  combine: concat       # concat: [B, r*H] as Lin et al.; mean: [B, H]
+projection:
+  dim: null             # null: no projection (except ade_spl, see below)
+  normalize: false      # L2-normalise embeddings (ENDX uses the inner product)
+  bias: false
+sharing: sde            # sde | ade | ade_ste | ade_fte | ade_spl (SDE/ADE paper)
+
+``ade_spl`` shares the projection layer, so it needs one: when ``projection.dim`` is null a
+square projection (dim = the pooler's output size) is added, like the paper's projection
+after pooling, which keeps the embedding width.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..pretrained import ResolvedCheckpoint, load_model, resolve_pretrained
+from .dual_towers import SHARING_MODES, DualTowers, check_sharing
+from .poolers import COMBINE_MODES, ClsPooler, MeanPooler, MultiHopSelfAttentionPooler, Pooler
+from .pretrained_encoder import PretrainedTokenEncoder
+from .projection import Projection
+from .recurrent_encoder import RECURRENT_KINDS, RecurrentTokenEncoder
+from .token_embedder import TokenEmbedder
+from .token_encoder import TokenEncoder
+from .tower import Tower
+from .transformer_encoder import POSITION_KINDS, TransformerTokenEncoder
+
+ENCODER_TYPES = ("pretrained", *RECURRENT_KINDS, "transformer")
+POOLER_TYPES = ("multihop_attention", "mean", "cls")
+
+DEFAULT_ENCODER: dict[str, Any] = {
+    "type": "pretrained",
+    "pretrained": "minilm",
+    "fallback": None,
+    "gradient_checkpointing": False,
+    "num_layers": 2,
+    "hidden_size": 768,
+    "bidirectional": True,
+    "dropout": 0.1,
+    "num_heads": 12,
+    "feedforward_dim": None,
+    "positions": "learned",
+    "max_positions": 512,
+    "freeze_embeddings": False,
+    "vocab_size": None,
+    "embedding_dim": None,
+    "padding_idx": 0,
+}
+DEFAULT_POOLER: dict[str, Any] = {
+    "type": "multihop_attention",
+    "hops": 4,
+    "attention_dim": 350,
+    "combine": "concat",
+}
+DEFAULT_PROJECTION: dict[str, Any] = {"dim": None, "normalize": False, "bias": False}
+DEFAULT_CONFIG: dict[str, Any] = {
+    "encoder": DEFAULT_ENCODER,
+    "pooler": DEFAULT_POOLER,
+    "projection": DEFAULT_PROJECTION,
+    "sharing": "sde",
+}
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    """A plain dict from a dict, an OmegaConf DictConfig or None."""
+    if cfg is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
+
+
+def _section(cfg: Any, defaults: dict[str, Any], name: str) -> dict[str, Any]:
+    """``cfg`` over ``defaults``; unknown keys raise ValueError naming the section."""
+    given = _plain(cfg)
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in {name}; allowed: {sorted(defaults)}")
+    return {**defaults, **given}
+
+
+def _choice(value: Any, allowed: tuple[str, ...] | list[str], key: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{key}={value!r}; expected one of {list(allowed)}")
+    return value
+
+
+def _resolve(enc: dict[str, Any]) -> ResolvedCheckpoint:
+    return resolve_pretrained(str(enc["pretrained"]), fallback=enc["fallback"])
+
+
+def build_token_embedder(
+    encoder_cfg: Any = None, weight: torch.Tensor | None = None
+) -> TokenEmbedder:
+    """A :class:`TokenEmbedder` per the ``encoder`` section: random when ``vocab_size`` and
+    ``embedding_dim`` are set, else ``weight`` when given (a ``[V, E]`` matrix, copied), else
+    the word embeddings of ``encoder.pretrained``."""
+    enc = _section(encoder_cfg, DEFAULT_ENCODER, "encoder")
+    freeze = bool(enc["freeze_embeddings"])
+    pad = enc["padding_idx"]
+    vocab, dim = enc["vocab_size"], enc["embedding_dim"]
+    if (vocab is None) != (dim is None):
+        raise ValueError(
+            "encoder.vocab_size and encoder.embedding_dim go together: set both for a random "
+            "table, or neither to use the word embeddings of encoder.pretrained"
+        )
+    if vocab is not None:
+        return TokenEmbedder(int(vocab), int(dim), pad, freeze)
+    if weight is not None:
+        return TokenEmbedder.from_matrix(weight, pad, freeze)
+    resolved = _resolve(enc)
+    model = load_model(resolved)
+    pad_id = getattr(model.config, "pad_token_id", pad)
+    return TokenEmbedder.from_matrix(
+        model.get_input_embeddings().weight.detach(), pad_id, freeze,
+        f"word embeddings of {resolved.label}",
+    )
+
+
+def build_token_encoder(
+    encoder_cfg: Any = None,
+    *,
+    token_embedder: TokenEmbedder | None = None,
+    model: nn.Module | None = None,
+) -> TokenEncoder:
+    """A token encoder per the ``encoder`` config section.
+
+    token_embedder: reuse this table (non-pretrained types) instead of building one.
+    model: use this already loaded Hugging Face model (type ``pretrained``) instead of
+        loading ``encoder.pretrained``.
+    """
+    enc = _section(encoder_cfg, DEFAULT_ENCODER, "encoder")
+    kind = _choice(enc["type"], ENCODER_TYPES, "encoder.type")
+    if kind == "pretrained":
+        checkpoint = None
+        if model is None:
+            checkpoint = _resolve(enc)
+            model = load_model(checkpoint)
+        encoder: TokenEncoder = PretrainedTokenEncoder(
+            model, bool(enc["gradient_checkpointing"]), checkpoint
+        )
+        if enc["freeze_embeddings"]:
+            encoder.freeze_token_embedder()
+        return encoder
+    embedder = token_embedder if token_embedder is not None else build_token_embedder(enc)
+    if kind in RECURRENT_KINDS:
+        return RecurrentTokenEncoder(
+            embedder,
+            kind=kind,
+            hidden_size=int(enc["hidden_size"]),
+            num_layers=int(enc["num_layers"]),
+            bidirectional=bool(enc["bidirectional"]),
+            dropout=float(enc["dropout"]),
+        )
+    return TransformerTokenEncoder(
+        embedder,
+        hidden_size=int(enc["hidden_size"]),
+        num_layers=int(enc["num_layers"]),
+        num_heads=int(enc["num_heads"]),
+        feedforward_dim=enc["feedforward_dim"],
+        dropout=float(enc["dropout"]),
+        positions=_choice(enc["positions"], POSITION_KINDS, "encoder.positions"),
+        max_positions=int(enc["max_positions"]),
+    )
+
+
+def build_pooler(pooler_cfg: Any, hidden_size: int) -> Pooler:
+    """A pooler per the ``pooler`` config section, over states of width ``hidden_size``."""
+    pool = _section(pooler_cfg, DEFAULT_POOLER, "pooler")
+    kind = _choice(pool["type"], POOLER_TYPES, "pooler.type")
+    if kind == "mean":
+        return MeanPooler(hidden_size)
+    if kind == "cls":
+        return ClsPooler(hidden_size)
+    return MultiHopSelfAttentionPooler(
+        hidden_size,
+        hops=int(pool["hops"]),
+        attention_dim=int(pool["attention_dim"]),
+        combine=_choice(pool["combine"], COMBINE_MODES, "pooler.combine"),
+    )
+
+
+def build_projection(projection_cfg: Any, in_dim: int, required: bool = False
+                     ) -> Projection | None:
+    """A :class:`Projection` to ``projection.dim``; None when dim is null, unless
+    ``required`` (then a square ``in_dim -> in_dim`` projection)."""
+    proj = _section(projection_cfg, DEFAULT_PROJECTION, "projection")
+    dim = proj["dim"]
+    if dim is None and not required:
+        return None
+    return Projection(in_dim, int(dim) if dim is not None else in_dim, bool(proj["bias"]))
+
+
+def build_tower(cfg: Any = None, *, token_encoder: TokenEncoder | None = None,
+                projection_required: bool = False) -> Tower:
+    """One :class:`Tower` from a full config (``encoder``, ``pooler``, ``projection``)."""
+    full = _full_config(cfg)
+    encoder = token_encoder if token_encoder is not None else build_token_encoder(full["encoder"])
+    pooler = build_pooler(full["pooler"], encoder.hidden_size)
+    projection = build_projection(full["projection"], pooler.output_dim, projection_required)
+    return Tower(encoder, pooler, projection, bool(full["projection"]["normalize"]))
+
+
+def _full_config(cfg: Any) -> dict[str, Any]:
+    full = _section(cfg, DEFAULT_CONFIG, "the model config")
+    return {
+        "encoder": _section(full["encoder"], DEFAULT_ENCODER, "encoder"),
+        "pooler": _section(full["pooler"], DEFAULT_POOLER, "pooler"),
+        "projection": _section(full["projection"], DEFAULT_PROJECTION, "projection"),
+        "sharing": _choice(full["sharing"], tuple(SHARING_MODES), "sharing"),
+    }
+
+
+def build_dual_towers(cfg: Any = None) -> DualTowers:
+    """:class:`DualTowers` from a config (see the module docstring for keys and defaults).
+
+    Asymmetric variants load a pretrained checkpoint (or its word-embedding matrix) once and
+    give each tower its own copy, so both start from the same pretrained weights, as in the
+    SDE/ADE paper; randomly initialised parts (pooler, projection, recurrent or transformer
+    layers) are drawn independently per tower.
+    """
+    full = _full_config(cfg)
+    sharing = check_sharing(full["sharing"])
+    enc = full["encoder"]
+    spl = sharing == "ade_spl"
+    if sharing == "sde":
+        return DualTowers(build_tower(full), None, "sde")
+
+    if enc["type"] == "pretrained":
+        checkpoint = _resolve(enc)
+        model = load_model(checkpoint)
+        encoders = [
+            PretrainedTokenEncoder(m, bool(enc["gradient_checkpointing"]), checkpoint)
+            for m in (model, copy.deepcopy(model))
+        ]
+        if enc["freeze_embeddings"]:
+            for e in encoders:
+                e.freeze_token_embedder()
+    else:
+        if enc["vocab_size"] is None:  # pretrained word embeddings: load once, copy
+            first = build_token_embedder(enc)
+            embedders = [first, copy.deepcopy(first)]
+        else:  # random tables, drawn per tower
+            embedders = [build_token_embedder(enc) for _ in range(2)]
+        encoders = [build_token_encoder(enc, token_embedder=e) for e in embedders]
+    question, answer = (
+        build_tower(full, token_encoder=e, projection_required=spl) for e in encoders
+    )
+    return DualTowers(question, answer, sharing)

@@ -1,0 +1,133 @@
+"""Question and answer towers with the parameter sharing of the SDE/ADE paper."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from .tower import Tower
+
+SHARING_MODES = {
+    "sde": "Siamese: one tower object encodes both sides (all parameters shared)",
+    "ade": "asymmetric: two fully separate towers",
+    "ade_ste": "asymmetric, the two towers share one token embedder (the same module)",
+    "ade_fte": "asymmetric, both token embedders frozen (requires_grad False)",
+    "ade_spl": "asymmetric, the two towers share one projection layer",
+}
+
+
+def check_sharing(sharing: str) -> str:
+    if sharing not in SHARING_MODES:
+        raise ValueError(f"sharing={sharing!r}; expected one of {list(SHARING_MODES)}")
+    return sharing
+
+
+def count_trainable(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+class DualTowers(nn.Module):
+    """Two towers that map questions and answers to vectors of the same size.
+
+    question_tower, answer_tower: :class:`Tower` objects. sharing (see ``SHARING_MODES``) is
+    applied here, so the object always holds what its name says:
+
+    - ``sde``: the answer tower must be None or the question tower itself; one object serves
+      both sides.
+    - ``ade``: two distinct tower objects, nothing shared.
+    - ``ade_ste``: the answer tower's token embedder is replaced by the question tower's
+      (the same module, hence the same ``nn.Embedding``).
+    - ``ade_fte``: both token embedders are frozen (for pretrained encoders: the word,
+      position and token-type tables).
+    - ``ade_spl``: the answer tower's projection is replaced by the question tower's; the
+      question tower must have one.
+
+    ``forward(q_batch, a_batch) -> (q_emb[B, D], a_emb[B', D])``, each batch a mapping with
+    ``input_ids[B, L]``, ``attention_mask[B, L]`` and optionally ``token_type_ids[B, L]``.
+    """
+
+    def __init__(self, question_tower: Tower, answer_tower: Tower | None = None,
+                 sharing: str = "sde") -> None:
+        super().__init__()
+        self.sharing = check_sharing(sharing)
+        if sharing == "sde":
+            if answer_tower is not None and answer_tower is not question_tower:
+                raise ValueError(
+                    "sharing='sde' uses one tower for both sides: pass answer_tower=None or "
+                    "the question tower itself"
+                )
+            answer_tower = question_tower
+        else:
+            if answer_tower is None or answer_tower is question_tower:
+                raise ValueError(f"sharing={sharing!r} needs two distinct tower objects")
+            if sharing == "ade_ste":
+                answer_tower.token_encoder.set_token_embedder(question_tower.token_embedder)
+            elif sharing == "ade_fte":
+                question_tower.token_encoder.freeze_token_embedder()
+                answer_tower.token_encoder.freeze_token_embedder()
+            elif sharing == "ade_spl":
+                if question_tower.projection is None:
+                    raise ValueError(
+                        "sharing='ade_spl' shares the projection layer, but the question tower "
+                        "has none (set projection.dim, or let build_dual_towers add one)"
+                    )
+                answer_tower.projection = question_tower.projection
+        if question_tower.output_dim != answer_tower.output_dim:
+            raise ValueError(
+                f"towers disagree on the embedding size: question {question_tower.output_dim}, "
+                f"answer {answer_tower.output_dim}"
+            )
+        self.question_tower = question_tower
+        self.answer_tower = answer_tower
+        self._penalties: dict[str, torch.Tensor] = {}
+
+    @property
+    def output_dim(self) -> int:
+        return self.question_tower.output_dim
+
+    def encode_question(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, L]`` ids and mask -> ``[B, D]`` question embeddings."""
+        emb = self.question_tower(input_ids, attention_mask, token_type_ids)
+        self._penalties["question"] = self.question_tower.penalty()
+        return emb
+
+    def encode_answer(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``[B, L]`` ids and mask -> ``[B, D]`` answer embeddings."""
+        emb = self.answer_tower(input_ids, attention_mask, token_type_ids)
+        self._penalties["answer"] = self.answer_tower.penalty()
+        return emb
+
+    def forward(self, q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        self._penalties = {}
+        q = self.encode_question(
+            q_batch["input_ids"], q_batch["attention_mask"], q_batch.get("token_type_ids")
+        )
+        a = self.encode_answer(
+            a_batch["input_ids"], a_batch["attention_mask"], a_batch.get("token_type_ids")
+        )
+        return q, a
+
+    def penalty(self) -> torch.Tensor:
+        """Sum of the pooler penalties of the latest question and answer encodings (each a
+        batch mean; 0 for poolers without one). Correct for SDE too, where one pooler runs
+        twice: the penalty is recorded after each side. Add ``coef * penalty()`` to the loss.
+        """
+        device = next(self.parameters()).device
+        total = torch.zeros((), device=device)
+        for value in self._penalties.values():
+            total = total + value
+        return total
+
+    def trainable_parameters(self) -> dict[str, int]:
+        """Trainable parameter counts: ``question`` and ``answer`` per tower (a shared module
+        counts in both), and ``total`` for the model, each shared parameter counted once."""
+        return {
+            "question": count_trainable(self.question_tower),
+            "answer": count_trainable(self.answer_tower),
+            "total": count_trainable(self),
+        }

@@ -1,0 +1,113 @@
+"""Poolers: token states ``[B, L, H]`` and a mask ``[B, L]`` to one vector ``[B, D]``.
+
+Every pooler has ``output_dim`` (D) and ``penalty()`` (a scalar tensor, 0 unless the pooler
+regularises itself).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+COMBINE_MODES = ("concat", "mean")
+
+
+class Pooler(nn.Module):
+    """``forward(states[B, L, H], attention_mask[B, L]) -> pooled[B, output_dim]``."""
+
+    output_dim: int
+
+    def penalty(self) -> torch.Tensor:
+        """The regulariser of the last forward pass (0 for poolers without one)."""
+        return torch.zeros(())
+
+
+class MeanPooler(Pooler):
+    """Mean of the states of real tokens (mask 1); D = H."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.output_dim = hidden_size
+
+    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)
+        return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+class ClsPooler(Pooler):
+    """The state of the first token (BERT's [CLS]); D = H."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.output_dim = hidden_size
+
+    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return states[:, 0]
+
+
+def attention_penalty(attention: torch.Tensor) -> torch.Tensor:
+    """``mean_b ||A_b A_b^T - I||_F^2`` for attention ``A[B, r, L]`` (Lin et al. 2017, eq. 8)."""
+    gram = attention @ attention.transpose(1, 2)
+    eye = torch.eye(attention.shape[1], device=attention.device, dtype=attention.dtype)
+    return ((gram - eye) ** 2).sum(dim=(1, 2)).mean()
+
+
+class MultiHopSelfAttentionPooler(Pooler):
+    """Structured self-attention of Lin et al. (2017), the ENDX aggregator.
+
+    ``A = softmax(W_s2 tanh(W_s1 H^T))`` with ``W_s1[d_a, H]`` and ``W_s2[r, d_a]`` (no
+    biases), softmax over the L positions of each of the r hops, padded positions masked out
+    (they get weight 0, so padding never changes the result). ``M = A H`` is ``[B, r, H]``.
+
+    hidden_size: H. hops: r (4). attention_dim: d_a (350, Lin et al.'s value).
+    combine: ``"concat"`` (default) flattens M to ``[B, r * H]`` as Lin et al. do, keeping
+        what each hop found; ``"mean"`` averages the hops to ``[B, H]``, keeping the
+        embedding at the encoder's width (smaller index, and the same width as a mean or
+        CLS pooler).
+
+    Penalty: each forward stores ``P = mean_b ||A A^T - I||_F^2`` in ``self.last_penalty``
+    (with its graph; ``penalty()`` returns it) and the attention in ``self.last_attention``
+    (detached, for inspection). P pushes the hops to attend to different tokens, each to few
+    tokens. The training loss should add it once per encoded batch with a coefficient:
+    ``loss = retrieval_loss + penalty_coef * towers.penalty()``, where ``DualTowers.penalty()``
+    sums the question and answer batch penalties of the last forward (Lin et al. add
+    ``coef * P`` to the task loss; the coefficient is a hyper-parameter, 0 disables it).
+    """
+
+    def __init__(
+        self, hidden_size: int, hops: int = 4, attention_dim: int = 350, combine: str = "concat"
+    ) -> None:
+        super().__init__()
+        if combine not in COMBINE_MODES:
+            raise ValueError(f"combine={combine!r}; expected one of {list(COMBINE_MODES)}")
+        if hops < 1:
+            raise ValueError(f"hops must be >= 1, got {hops}")
+        self.hops = hops
+        self.combine = combine
+        self.ws1 = nn.Linear(hidden_size, attention_dim, bias=False)
+        self.ws2 = nn.Linear(attention_dim, hops, bias=False)
+        self.output_dim = hops * hidden_size if combine == "concat" else hidden_size
+        self.last_penalty: torch.Tensor | None = None
+        self.last_attention: torch.Tensor | None = None
+
+    def attention(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``A[B, r, L]``: per hop, a distribution over the real tokens."""
+        scores = self.ws2(torch.tanh(self.ws1(states))).transpose(1, 2)  # [B, r, L]
+        keep = attention_mask.unsqueeze(1).bool()
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        # A row with no real token would be uniform over padding: zero it instead.
+        return torch.softmax(scores, dim=-1) * keep.to(scores.dtype)
+
+    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        attention = self.attention(states, attention_mask)
+        self.last_penalty = attention_penalty(attention)
+        self.last_attention = attention.detach()
+        pooled = attention @ states  # [B, r, H]
+        if self.combine == "concat":
+            return pooled.flatten(start_dim=1)
+        return pooled.mean(dim=1)
+
+    def penalty(self) -> torch.Tensor:
+        if self.last_penalty is None:
+            return torch.zeros((), device=self.ws1.weight.device)
+        return self.last_penalty

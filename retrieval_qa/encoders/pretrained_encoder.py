@@ -1,0 +1,81 @@
+"""A Hugging Face AutoModel (BERT, MiniLM, ...) as a token encoder."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..pretrained import ResolvedCheckpoint, load_model, resolve_pretrained
+from .token_encoder import TokenEncoder
+
+
+class PretrainedTokenEncoder(TokenEncoder):
+    """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None)
+    -> last_hidden_state[B, L, H]``.
+
+    model: any ``transformers`` model whose output has ``last_hidden_state``.
+    gradient_checkpointing: recompute activations in the backward pass (saves memory).
+    ``token_type_ids`` are passed only when given (some models have none). The token embedder
+    is the model's ``embeddings`` module (for BERT: word, position and token-type tables plus
+    their LayerNorm), or its input embeddings when it has no such module. Freezing it
+    (ADE-FTE) freezes the embedding tables; the LayerNorm stays trainable.
+    ``checkpoint`` records the :class:`ResolvedCheckpoint` when built with ``from_pretrained``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        gradient_checkpointing: bool = False,
+        checkpoint: ResolvedCheckpoint | None = None,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.hidden_size = int(model.config.hidden_size)
+        self.checkpoint = checkpoint
+        if gradient_checkpointing:
+            enable = getattr(model, "activation_checkpointing_enable", None)
+            if enable is not None:
+                enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False}
+                )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | ResolvedCheckpoint,
+        gradient_checkpointing: bool = False,
+        fallback: str | None = None,
+        allow_network: bool | None = None,
+    ) -> PretrainedTokenEncoder:
+        """Resolve ``name_or_path`` (see :mod:`retrieval_qa.pretrained`) and load it."""
+        resolved = (
+            name_or_path if isinstance(name_or_path, ResolvedCheckpoint)
+            else resolve_pretrained(name_or_path, allow_network=allow_network, fallback=fallback)
+        )
+        return cls(load_model(resolved), gradient_checkpointing, resolved)
+
+    @property
+    def token_embedder(self) -> nn.Module:
+        embeddings = getattr(self.model, "embeddings", None)
+        if isinstance(embeddings, nn.Module):
+            return embeddings
+        return self.model.get_input_embeddings()
+
+    def set_token_embedder(self, module: nn.Module) -> None:
+        if isinstance(getattr(self.model, "embeddings", None), nn.Module):
+            self.model.embeddings = module
+        else:
+            self.model.set_input_embeddings(module)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        return self.model(**kwargs).last_hidden_state

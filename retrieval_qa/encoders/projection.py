@@ -1,0 +1,29 @@
+"""The projection layer on top of a pooled vector (shared between towers in ADE-SPL)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class Projection(nn.Module):
+    """``forward(pooled[B, in_dim]) -> projected[B, output_dim]``: one linear map.
+
+    Initialised as in the SDE/ADE paper ("variance scaling initialization with scale 1.0":
+    truncated normal, std sqrt(1 / in_dim)); no bias by default, like the T5 projection
+    of Sentence-T5 that the paper follows.
+    """
+
+    def __init__(self, in_dim: int, output_dim: int, bias: bool = False) -> None:
+        super().__init__()
+        self.output_dim = output_dim
+        self.linear = nn.Linear(in_dim, output_dim, bias=bias)
+        std = math.sqrt(1.0 / in_dim)
+        nn.init.trunc_normal_(self.linear.weight, std=std, a=-2 * std, b=2 * std)
+        if bias:
+            nn.init.zeros_(self.linear.bias)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.linear(pooled)

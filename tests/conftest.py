@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny hand-written datasets, and the real data when it is present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import TINY_SQUAD, write_json_gz
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    return Path(os.environ.get("RQA_DATA_DIR") or REPO.parent / "shared" / "data")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    d = shared_data_dir()
+    if not (d / "squad" / "dev-v1.1.json.gz").is_file():
+        pytest.skip(f"real data not found under {d} (set RQA_DATA_DIR to ../shared/data)")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("RQA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "rqa-cache"))
+
+
+@pytest.fixture
+def tiny_squad_file(tmp_path) -> Path:
+    return write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)

@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+import torch
+
+from retrieval_qa.data.types import Candidate, RetrievalPool
+from retrieval_qa.evaluation import DenseScorer, evaluate, metrics_from_run_file, read_run_file
+from retrieval_qa.evaluation.search import rows_per_block
+
+
+def _random_pool(n_q=37, n_c=53, n_docs=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cands = [Candidate(f"c{i}", f"t{i}", f"doc{i % n_docs}", f"d{i % n_docs}") for i in range(n_c)]
+    gold = [sorted(set(torch.randint(0, n_c, (int(torch.randint(1, 4, (1,), generator=g)),),
+                                     generator=g).tolist())) for _ in range(n_q)]
+    pool = RetrievalPool("toy", "dev", cands, [f"q{i}" for i in range(n_q)], gold)
+    # integer-valued embeddings give many exact ties
+    q = torch.randint(-2, 3, (n_q, 4), generator=g).float()
+    c = torch.randint(-2, 3, (n_c, 4), generator=g).float()
+    return pool, q, c
+
+
+def _reference_ranks(scores, gold):
+    """Slow reference: scipy-style average ranks of -scores, minimum over gold."""
+    out = []
+    for row, g in zip(scores.tolist(), gold, strict=True):
+        arr = -np.asarray(row)
+        ranks = np.empty(len(arr))
+        for i, v in enumerate(arr):
+            ranks[i] = (arr < v).sum() + ((arr == v).sum() + 1) / 2
+        out.append(min(ranks[j] for j in g))
+    return out
+
+
+def test_blocked_search_equals_reference_and_run_file_reproduces(tmp_path):
+    pool, q, c = _random_pool()
+    run = tmp_path / "run.jsonl"
+    # 0.001 MB forces one question per block: many blocks, same answer
+    result = evaluate(pool, DenseScorer(q, c), memory_mb=0.001, run_file=run, progress=False,
+                      top_k=5)
+    assert result.ranks.tolist() == _reference_ranks(q @ c.T, pool.gold)
+    assert metrics_from_run_file(run) == pytest.approx(result.metrics)
+    lines = read_run_file(run)
+    assert len(lines) == 37 and len(lines[0]["top_ids"]) == 5
+    assert lines[0]["gold_ids"] == [pool.candidates[i].id for i in pool.gold[0]]
+    assert lines[0]["top_scores"] == sorted(lines[0]["top_scores"], reverse=True)
+    big = evaluate(pool, DenseScorer(q, c), memory_mb=512, progress=False)
+    assert big.metrics == result.metrics
+
+
+def test_document_level_ranks_paragraphs_by_best_sentence():
+    cands = [Candidate("a", "a", "P", "P"), Candidate("b", "b", "P", "P"),
+             Candidate("c", "c", "Q", "Q"), Candidate("d", "d", "R", "R")]
+    pool = RetrievalPool("toy", "dev", cands, ["q"], [[1]])
+    scores = torch.tensor([[0.9, 0.1, 0.5, 0.7]])
+    q, c = scores, torch.eye(4)
+    result = evaluate(pool, DenseScorer(q, c), progress=False)
+    assert result.ranks.tolist() == [4.0]
+    assert result.doc_ranks.tolist() == [1.0]  # paragraph P holds the best sentence (0.9)
+
+
+def test_rows_per_block_bounds_memory():
+    # 87k x 91k would be ~32 GB as one float32 matrix; blocks stay within the budget
+    rows = rows_per_block(91_000, memory_mb=512)
+    assert rows * 91_000 * 16 <= 512 * 2**20 and rows >= 1
+
+
+def test_mismatched_scorer_is_rejected():
+    pool, q, c = _random_pool()
+    with pytest.raises(ValueError, match="scorer covers"):
+        evaluate(pool, DenseScorer(q[:3], c), progress=False)
