@@ -51,6 +51,19 @@ def cmd_evaluate(args) -> dict:
     if args.min_questions_per_answer:
         pool = one_to_many_subset(pool, args.min_questions_per_answer)
     start = time.perf_counter()
+    if args.checkpoint:
+        from .evaluation.dense import evaluate_model
+        from .models.inference import DualEncoderInference
+
+        model = DualEncoderInference.load(args.checkpoint)
+        result = evaluate_model(model, pool, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
+                                ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
+                                run_file=args.run_file, progress=not args.quiet)
+        return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
+                "model": args.checkpoint, "settings": model.meta,
+                "encode_seconds": result.extra["encode_seconds"],
+                "seconds": round(time.perf_counter() - start, 3),
+                "skipped_records": notes.get("skipped_records")}
     if args.model == "bm25":
         from .baselines.bm25 import BM25Scorer, BM25Settings
 
@@ -71,6 +84,28 @@ def cmd_evaluate(args) -> dict:
             "skipped_records": notes.get("skipped_records")}
 
 
+def cmd_train(args) -> dict:
+    from .training.compose import compose
+    from .training.run import train
+
+    return train(compose(args.overrides))
+
+
+def cmd_encode(args) -> dict:
+    import torch
+
+    from .models.inference import DualEncoderInference
+
+    model = DualEncoderInference.load(args.checkpoint)
+    with open(args.input, encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f if line.strip()]
+    fn = model.encode_questions if args.side == "question" else model.encode_answers
+    vectors = fn(texts, progress=not args.quiet)
+    torch.save(vectors, args.output)
+    return {"checkpoint": args.checkpoint, "side": args.side, "texts": len(texts),
+            "dim": int(vectors.shape[1]), "output": args.output}
+
+
 def cmd_metrics(args) -> dict:
     from .evaluation import metrics_from_run_file
 
@@ -89,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("evaluate", help="evaluate a model on a pool")
     ev.add_argument("--model", default="bm25", choices=["bm25"])
+    ev.add_argument("--checkpoint", default=None,
+                    help="an exported dual-encoder folder (the `checkpoint` of rqa train)")
     _add_data_args(ev)
     ev.add_argument("--run-file", default=None, help="write one JSON line per question here")
     ev.add_argument("--min-questions-per-answer", type=int, default=0,
@@ -96,6 +133,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
     ev.add_argument("overrides", nargs="*", help="model config overrides, e.g. k1=0.9")
     ev.set_defaults(func=cmd_evaluate)
+
+    tr = sub.add_parser("train", help="train a method: rqa train experiment=NAME [profile=cpu]")
+    tr.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
+    tr.set_defaults(func=cmd_train)
+
+    en = sub.add_parser("encode", help="texts (one per line) to vectors with an exported model")
+    en.add_argument("--checkpoint", required=True)
+    en.add_argument("--input", required=True)
+    en.add_argument("--side", choices=["question", "answer"], default="question")
+    en.add_argument("--output", required=True, help="a .pt file holding a [N, D] tensor")
+    en.add_argument("--quiet", action="store_true")
+    en.set_defaults(func=cmd_encode)
 
     met = sub.add_parser("metrics", help="recompute metrics from a run file")
     met.add_argument("--run-file", required=True)

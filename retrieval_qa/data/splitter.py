@@ -60,7 +60,7 @@ _OPENERS = "\"'(\\[\u201c\u2018"  # opening quotes / bracket / opening curly quo
 _MAIN_BREAK = re.compile(rf"[.?!][{_CLOSERS}]*(?=\s+[{_OPENERS}]?[A-Z0-9])")
 
 # 2. Extra breaks (the match ends at the break position).
-_CITATION_BREAK = re.compile(r"\.(?:\[\d+\])+")
+_CITATION_BREAK = re.compile(rf"\.(?:\[[^\[\]]*\])+(?=\s+[{_OPENERS}]?[A-Z0-9])")
 _BRACKET_ELLIPSIS_BREAK = re.compile(r"\[(?:\.\.\.|\u2026)\]")
 _BULLET = re.compile("\u2022")  # break *before* the bullet
 
@@ -69,6 +69,7 @@ _BULLET = re.compile("\u2022")  # break *before* the bullet
 # must match at the start of ``text[b:]``.
 _NUMBER_AFTER = re.compile(r"\s+[(\[]?\d")
 _YEAR_AFTER = re.compile(r"\s+[(\[]?\d{4}")
+_NAME_AFTER = re.compile(rf"\s+[{_OPENERS}]?[A-Z]")
 _PROTECTIONS: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]] = [
     (
         "title",
@@ -79,7 +80,7 @@ _PROTECTIONS: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]] = [
     ("month", re.compile(r"(?<![\w.])(?:Jan|Aug|Oct|Nov|Dec)\.$"), None),
     ("mount_fort", re.compile(r"(?<![\w.])(?:Mt|Ft)\.$"), None),
     ("time_of_day", re.compile(r"(?<![\w.])[ap]\.m\.$"), None),
-    ("initial", re.compile(r"(?<![\w])[A-Z]\.$"), None),
+    ("initial", re.compile(r"\b[A-Z]\.$"), _NAME_AFTER),
     ("number_abbrev", re.compile(r"(?<![\w.])(?:No|Art|Vol)\.$"), _NUMBER_AFTER),
     ("life_dates", re.compile(r"(?<![\w.])(?:b|d|c|ca|fl)\.$"), None),
     ("et_al_year", re.compile(r"\bet al\.$"), _YEAR_AFTER),

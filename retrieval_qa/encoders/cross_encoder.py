@@ -120,8 +120,11 @@ class CrossEncoder(nn.Module):
 
     def encode_tokens(
         self, q_batch: Mapping[str, Any], a_batch: Mapping[str, Any]
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
-        """Encoder_cross on both texts: ``(H_q [B,N,H], q_mask, H_a [B,M,H], a_mask)``."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encoder_cross on both texts: ``(H_q [B,N,H], q_mask, H_a [B,M,H], a_mask)``.
+
+        A missing ``attention_mask`` means no padding (all ones).
+        """
         q_ids, q_mask, q_tt = self._unpack(q_batch, "question")
         a_ids, a_mask, a_tt = self._unpack(a_batch, "answer")
         if q_ids.shape[0] != a_ids.shape[0]:
@@ -129,7 +132,11 @@ class CrossEncoder(nn.Module):
                 f"CrossEncoder needs matched pairs: question batch has {q_ids.shape[0]} rows, "
                 f"answer batch has {a_ids.shape[0]}"
             )
-        a_encoder = self.answer_token_encoder or self.token_encoder
+        if q_mask is None:
+            q_mask = torch.ones_like(q_ids)
+        if a_mask is None:
+            a_mask = torch.ones_like(a_ids)
+        a_encoder = self.token_encoder if self.answer_token_encoder is None else self.answer_token_encoder
         h_q = self.token_encoder(q_ids, q_mask, token_type_ids=q_tt)
         h_a = a_encoder(a_ids, a_mask, token_type_ids=a_tt)
         return h_q, q_mask, h_a, a_mask
@@ -155,7 +162,7 @@ class CrossEncoder(nn.Module):
         self._penalties = []
         r_q = self.pooler(h_q_cross, h_q_cross_mask)
         self._capture_penalty(self.pooler)
-        a_pooler = self.answer_pooler or self.pooler
+        a_pooler = self.pooler if self.answer_pooler is None else self.answer_pooler
         r_a = a_pooler(h_a_cross, h_a_cross_mask)
         self._capture_penalty(a_pooler)
         return r_q, r_a

@@ -2,7 +2,7 @@
 
 from .evaluator import EvaluationResult, evaluate
 from .metrics import metrics_from_ranks
-from .rank_metrics import MeanReciprocalRank, ReQARankMetric, RecallAtK
+from .rank_metrics import MeanReciprocalRank, RecallAtK, ReQARankMetric
 from .ranking import aggregate_min, gold_ranks
 from .runfile import metrics_from_run_file, read_run_file
 from .search import DenseScorer, Scorer

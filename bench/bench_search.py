@@ -1,0 +1,131 @@
+"""Search benchmark on the ReQA SQuAD dev pool, printed as ratios against peers run side by side.
+
+* BM25: our bm25s scorer (full score rows, the protocol's rank rules) against rank-bm25's
+  BM25Okapi on the same sample of questions, same tokens: queries per second.
+* Dense exact search: the blocked evaluator against a naive full-matrix search (one
+  [Q, C] matrix, then the same rank rule), on random 384-d embeddings of the pool's size.
+* Memory bound: the blocked evaluator on the train-pool size (about 87k x 91k), run in a
+  subprocess to read its peak RSS; the naive matrix alone would need Q*C*4 bytes.
+
+Usage: python bench/bench_search.py [--sample 300] [--skip-train-size]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
+from retrieval_qa.config import load_yaml
+from retrieval_qa.data import load_pool
+from retrieval_qa.data.types import Candidate, RetrievalPool
+from retrieval_qa.evaluation import DenseScorer, evaluate, gold_ranks
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def bench_bm25(pool: RetrievalPool, sample: int) -> dict:
+    from rank_bm25 import BM25Okapi
+
+    settings = BM25Settings.from_config(load_yaml("model/bm25.yaml"))
+    t = time.perf_counter()
+    ours = BM25Scorer(pool, settings)
+    ours_index = time.perf_counter() - t
+    docs = ours._tokenize([c.text for c in pool.candidates], False)
+    t = time.perf_counter()
+    peer = BM25Okapi(docs, k1=settings.k1, b=settings.b)
+    peer_index = time.perf_counter() - t
+    rows = range(min(sample, len(pool.questions)))
+    t = time.perf_counter()
+    ours.score(rows)
+    ours_q = time.perf_counter() - t
+    t = time.perf_counter()
+    for q in rows:
+        peer.get_scores(ours._queries[q])
+    peer_q = time.perf_counter() - t
+    return {"questions_sampled": len(rows), "ours_qps": len(rows) / ours_q,
+            "rank_bm25_qps": len(rows) / peer_q, "qps_ratio": peer_q / ours_q,
+            "ours_index_s": ours_index, "rank_bm25_index_s": peer_index}
+
+
+def _random_pool(n_q: int, n_c: int, dim: int = 384) -> tuple[RetrievalPool, DenseScorer]:
+    g = torch.Generator().manual_seed(0)
+    cands = [Candidate(str(i), "", "", f"d{i // 5}") for i in range(n_c)]
+    gold = torch.randint(0, n_c, (n_q,), generator=g).view(-1, 1).tolist()
+    pool = RetrievalPool("random", "bench", cands, [str(i) for i in range(n_q)], gold)
+    scorer = DenseScorer(torch.randn(n_q, dim, generator=g), torch.randn(n_c, dim, generator=g))
+    return pool, scorer
+
+
+def bench_dense(n_q: int, n_c: int) -> dict:
+    pool, scorer = _random_pool(n_q, n_c)
+    t = time.perf_counter()
+    ours = evaluate(pool, scorer, doc_level=False, progress=False)
+    ours_s = time.perf_counter() - t
+    t = time.perf_counter()
+    full = scorer.questions @ scorer.candidates.T
+    mask = torch.zeros_like(full, dtype=torch.bool)
+    mask[torch.arange(n_q), torch.tensor(pool.gold).view(-1)] = True
+    naive = gold_ranks(full, mask)
+    naive_s = time.perf_counter() - t
+    assert torch.equal(naive, ours.ranks), "blocked and naive search disagree"
+    return {"questions": n_q, "candidates": n_c, "ours_qps": n_q / ours_s,
+            "naive_qps": n_q / naive_s, "qps_ratio": naive_s / ours_s,
+            "naive_matrix_mb": n_q * n_c * 4 / 2**20}
+
+
+def train_size_child(n_q: int, n_c: int) -> None:
+    pool, scorer = _random_pool(n_q, n_c)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    evaluate(pool, scorer, doc_level=False, progress=False, memory_mb=512)
+    print(json.dumps({"seconds": time.perf_counter() - t, "baseline_rss_mb": base / 1024,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sample", type=int, default=300)
+    ap.add_argument("--skip-train-size", action="store_true")
+    ap.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        train_size_child(*args.child)
+        return
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    pool, _ = load_pool("reqa_squad", "dev")
+    out = {"threads": torch.get_num_threads(), "bm25": bench_bm25(pool, args.sample),
+           "dense_dev": bench_dense(len(pool.questions), len(pool.candidates))}
+    if not args.skip_train_size:
+        n_q, n_c = 87_355, 91_000
+        proc = subprocess.run([sys.executable, __file__, "--child", str(n_q), str(n_c)],
+                              capture_output=True, text=True, check=True)
+        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        out["dense_train_size"] = {"questions": n_q, "candidates": n_c, **child,
+                                   "memory_budget_mb": 512,
+                                   "naive_matrix_mb": n_q * n_c * 4 / 2**20}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "bench_search.json").write_text(json.dumps(out, indent=2))
+    b, d = out["bm25"], out["dense_dev"]
+    print(f"BM25 (bm25s, full rows) vs rank-bm25, {b['questions_sampled']} questions: "
+          f"{b['ours_qps']:.0f} vs {b['rank_bm25_qps']:.1f} q/s -> ratio {b['qps_ratio']:.1f}x")
+    print(f"dense exact search, dev pool {d['questions']}x{d['candidates']}: blocked "
+          f"{d['ours_qps']:.0f} q/s vs naive full matrix {d['naive_qps']:.0f} q/s -> "
+          f"ratio {d['qps_ratio']:.2f}x (naive holds {d['naive_matrix_mb']:.0f} MB)")
+    if "dense_train_size" in out:
+        t = out["dense_train_size"]
+        print(f"train-pool size {t['questions']}x{t['candidates']}: {t['seconds']:.0f} s, peak "
+              f"RSS {t['peak_rss_mb']:.0f} MB (budget 512 MB for scores); naive matrix would "
+              f"need {t['naive_matrix_mb'] / 1024:.1f} GB")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

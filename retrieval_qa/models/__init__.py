@@ -1,0 +1,1 @@
+"""LightningModules, one per method, and the inference artefact they export."""

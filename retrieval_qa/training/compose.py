@@ -1,0 +1,48 @@
+"""Compose a training config from conf/: groups, experiment, profile, overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError
+
+from ..config import apply_overrides, conf_dir, load_yaml
+
+
+def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, extra)
+    except ConfigKeyError as e:
+        raise KeyError(f"{where}: {e.msg.splitlines()[0]} (check the spelling against "
+                       f"conf/train.yaml and its groups)") from e
+
+
+def compose(overrides: Sequence[str]) -> DictConfig:
+    """``overrides`` as on the command line: ``experiment=NAME``, ``profile=cpu``, and
+    ``key=value`` settings; group choices as ``data=NAME`` / ``model=NAME``."""
+    picks = {k: v for k, v in (o.split("=", 1) for o in overrides if "=" in o)}
+    base = load_yaml("train.yaml")
+    groups = dict(base.pop("defaults"))
+    experiment_name = picks.get("experiment")
+    if not experiment_name:
+        names = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+        raise ValueError(f"say which experiment: experiment=NAME, one of {names}")
+    experiment = load_yaml(f"experiment/{experiment_name}.yaml")
+    groups.update(experiment.pop("defaults", {}))
+    groups.update({g: picks[g] for g in groups if g in picks})
+    cfg = OmegaConf.merge(base, {g: load_yaml(f"{g}/{name}.yaml") for g, name in groups.items()})
+    OmegaConf.set_struct(cfg, True)
+    profiles = experiment.pop("profiles", {})
+    cfg = _merge_strict(cfg, experiment, f"conf/experiment/{experiment_name}.yaml")
+    profile = picks.get("profile", cfg.profile)
+    if profile != "paper":
+        if profile not in profiles:
+            raise ValueError(f"experiment {experiment_name!r} has no profile {profile!r}; "
+                             f"profiles: ['paper', {', '.join(map(repr, profiles))}]")
+        cfg = _merge_strict(cfg, profiles[profile], f"profile {profile!r} of {experiment_name}")
+    rest = [o for o in overrides if o.split("=", 1)[0] not in (*groups, "experiment")]
+    cfg = apply_overrides(cfg, rest)
+    cfg.experiment = experiment_name
+    cfg.profile = profile
+    return cfg

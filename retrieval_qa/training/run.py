@@ -1,0 +1,126 @@
+"""`rqa train`: seed, build data and model from the config, fit with checkpoints and resume,
+export the towers, evaluate them on the test pool, and report one JSON object."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ..data.datamodule import ReQADataModule
+from ..evaluation.dense import evaluate_model
+from ..models.dual_encoder import DualEncoderModule
+from ..models.inference import DualEncoderInference
+from ..pretrained import load_tokenizer, resolve_pretrained
+
+log = logging.getLogger(__name__)
+
+
+def build_module(model_cfg: DictConfig) -> pl.LightningModule:
+    cfg = OmegaConf.to_container(model_cfg, resolve=True)
+    name = cfg.pop("name")
+    if name == "dual_encoder":
+        return DualEncoderModule(**cfg)
+    if name == "endx":
+        from ..models.endx import EndxModule
+
+        return EndxModule(**cfg)
+    raise ValueError(f"model.name={name!r}; expected dual_encoder or endx")
+
+
+def build_logger(cfg: DictConfig, run_dir: Path):
+    if cfg.logger.name == "none":
+        return False
+    if cfg.logger.name == "wandb":
+        from pytorch_lightning.loggers import WandbLogger
+
+        os.environ.setdefault("WANDB_MODE", cfg.logger.mode)
+        return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir),
+                           name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}",
+                           config=OmegaConf.to_container(cfg, resolve=True))
+    if cfg.logger.name == "csv":
+        from pytorch_lightning.loggers import CSVLogger
+
+        return CSVLogger(save_dir=str(run_dir), name="logs")
+    raise ValueError(f"logger.name={cfg.logger.name!r}; expected csv, wandb or none")
+
+
+def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
+    t = cfg.trainer
+    checkpoint = pl.callbacks.ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", monitor=t.monitor, mode="max", save_top_k=t.save_top_k,
+        save_last=True, filename="best-{epoch}-{step}")
+    return pl.Trainer(
+        max_epochs=t.max_epochs, max_steps=t.max_steps, precision=t.precision,
+        accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, num_nodes=t.num_nodes,
+        gradient_clip_val=t.gradient_clip_val, accumulate_grad_batches=t.accumulate_grad_batches,
+        val_check_interval=t.val_check_interval, check_val_every_n_epoch=t.check_val_every_n_epoch,
+        limit_train_batches=t.limit_train_batches, limit_val_batches=t.limit_val_batches,
+        log_every_n_steps=t.log_every_n_steps, num_sanity_val_steps=t.num_sanity_val_steps,
+        deterministic=t.deterministic, enable_progress_bar=t.enable_progress_bar,
+        callbacks=[checkpoint], logger=build_logger(cfg, run_dir), default_root_dir=str(run_dir),
+        use_distributed_sampler=False,  # the data module's sampler shards duplicate-free batches
+    )
+
+
+def _resume_path(cfg: DictConfig, run_dir: Path) -> str | None:
+    if cfg.resume == "never":
+        return None
+    if cfg.resume == "auto":
+        last = run_dir / "checkpoints" / "last.ckpt"
+        return str(last) if last.is_file() else None
+    if not Path(cfg.resume).is_file():
+        raise FileNotFoundError(f"resume={cfg.resume}: no such checkpoint")
+    return str(cfg.resume)
+
+
+def train(cfg: DictConfig) -> dict:
+    start = time.perf_counter()
+    pl.seed_everything(cfg.seed, workers=True)
+    run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    enc = cfg.model.towers.encoder
+    checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
+    tokenizer = load_tokenizer(checkpoint)
+    data = ReQADataModule.from_config(cfg.data, tokenizer)
+    module = build_module(cfg.model)
+    trainer = build_trainer(cfg, run_dir)
+    resume = _resume_path(cfg, run_dir)
+    trainer.fit(module, datamodule=data, ckpt_path=resume)
+    best = trainer.checkpoint_callback.best_model_path or None
+    if best:
+        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
+    towers_cfg = OmegaConf.to_container(cfg.model.towers, resolve=True)
+    inference = DualEncoderInference(module.towers.cpu(), tokenizer, {
+        "towers": towers_cfg, "similarity": cfg.model.loss.similarity,
+        "max_question_length": cfg.data.max_question_length,
+        "max_answer_length": cfg.data.max_answer_length,
+        "answer_with_context": cfg.data.answer_with_context,
+        "pretrained": checkpoint.label, "experiment": cfg.experiment, "profile": cfg.profile})
+    export = inference.save(run_dir / "model")
+    report = {
+        "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,
+        "description": cfg.description, "pretrained": checkpoint.label,
+        "pretrained_substituted": checkpoint.substituted, "seed": cfg.seed,
+        "best_training_checkpoint": best, "resumed_from": resume,
+        "best_val": {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
+                     if k.startswith("val/")},
+        "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
+        "trainable_parameters": module.towers.trainable_parameters(),
+        "data": data.describe(), "trainer": OmegaConf.to_container(cfg.trainer),
+        "train_seconds": round(time.perf_counter() - start, 1),
+    }
+    if cfg.test_after_fit:
+        test = evaluate_model(inference, data.test_pool, progress=cfg.trainer.enable_progress_bar)
+        report["test"] = {**test.summary(), "dataset": data.test_pool.dataset,
+                          "pool": data.test_pool.pool}
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    (run_dir / "result.json").write_text(json.dumps(report, indent=2))
+    return report

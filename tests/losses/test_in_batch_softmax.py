@@ -1,0 +1,197 @@
+"""InBatchSoftmaxLoss against hand computations, and across 2 CPU processes (gloo)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from retrieval_qa.losses import InBatchSoftmaxLoss
+
+
+def nll(row: list[float], target: int) -> float:
+    """-log softmax(row)[target], by hand."""
+    return -(row[target] - math.log(sum(math.exp(s) for s in row)))
+
+
+def test_dot_2x2_by_hand():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    a = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+    # scores [[2, 1], [0, 1]]
+    expected = (-math.log(math.exp(2) / (math.exp(2) + math.exp(1)))
+                - math.log(math.exp(1) / (math.exp(0) + math.exp(1)))) / 2
+    assert InBatchSoftmaxLoss()(q, a).item() == pytest.approx(expected, rel=1e-6)
+    scaled = InBatchSoftmaxLoss(scale=3.0)(q, a).item()
+    assert scaled == pytest.approx((nll([6, 3], 0) + nll([0, 3], 1)) / 2, rel=1e-6)
+
+
+def test_cosine_with_scale_3x3_by_hand():
+    q = torch.tensor([[3.0, 4.0], [1.0, 0.0], [0.0, -2.0]])
+    a = torch.tensor([[6.0, 8.0], [0.0, 5.0], [1.0, -1.0]])
+    qn = [[0.6, 0.8], [1.0, 0.0], [0.0, -1.0]]
+    an = [[0.6, 0.8], [0.0, 1.0], [1 / math.sqrt(2), -1 / math.sqrt(2)]]
+    scale = 20.0
+    rows = [[scale * sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in an] for qi in qn]
+    expected = sum(nll(rows[i], i) for i in range(3)) / 3
+    loss = InBatchSoftmaxLoss(similarity="cosine", scale=scale)
+    assert loss(q, a).item() == pytest.approx(expected, rel=1e-5)
+    assert loss.temperature == pytest.approx(0.05)
+
+
+def test_weights_by_hand():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    a = torch.tensor([[1.0, 2.0], [0.5, 0.0], [0.0, 1.0]])
+    rows = [[sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in a.tolist()]
+            for qi in q.tolist()]
+    losses = [nll(rows[i], i) for i in range(3)]
+    w = [1.0, 0.25, 0.64]  # a gold pair, and mined pairs with p = 0.5 and p = 0.8 (weight p^2)
+    expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / sum(w)
+    fn = InBatchSoftmaxLoss()
+    assert fn(q, a, torch.tensor(w)).item() == pytest.approx(expected, rel=1e-6)
+    # all-ones weights give the unweighted loss; a zero weight drops the pair
+    assert fn(q, a, torch.ones(3)).item() == pytest.approx(fn(q, a).item(), rel=1e-6)
+    dropped = fn(q, a, torch.tensor([1.0, 0.0, 1.0])).item()
+    assert dropped == pytest.approx((losses[0] + losses[2]) / 2, rel=1e-6)
+
+
+def test_symmetric_by_hand():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    a = torch.tensor([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0]])
+    s = [[sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in a.tolist()]
+         for qi in q.tolist()]
+    q_to_a = [nll(s[i], i) for i in range(3)]
+    a_to_q = [nll([s[i][j] for i in range(3)], j) for j in range(3)]
+    expected = sum((x + y) / 2 for x, y in zip(q_to_a, a_to_q, strict=True)) / 3
+    assert InBatchSoftmaxLoss(symmetric=True)(q, a).item() == pytest.approx(expected, rel=1e-6)
+    w = [1.0, 0.5, 0.2]
+    weighted = sum(wi * (x + y) / 2 for wi, x, y in zip(w, q_to_a, a_to_q, strict=True)) / sum(w)
+    got = InBatchSoftmaxLoss(symmetric=True)(q, a, torch.tensor(w)).item()
+    assert got == pytest.approx(weighted, rel=1e-6)
+
+
+def test_extra_hard_negatives_by_hand():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    a = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0], [0.0, -1.0]])  # 2 positives + 2 negatives
+    s = [[sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in a.tolist()]
+         for qi in q.tolist()]  # [[1, 0, 3, 0], [0, 2, 0, -1]]
+    expected = (nll(s[0], 0) + nll(s[1], 1)) / 2
+    assert InBatchSoftmaxLoss()(q, a).item() == pytest.approx(expected, rel=1e-6)
+    # symmetric: the answer->question side has only the B positives as rows, over B questions
+    back = (nll([s[0][0], s[1][0]], 0) + nll([s[0][1], s[1][1]], 1)) / 2
+    got = InBatchSoftmaxLoss(symmetric=True)(q, a).item()
+    assert got == pytest.approx((expected + back) / 2, rel=1e-6)
+
+
+def test_gradients_match_a_loop_reference():
+    torch.manual_seed(0)
+    q = torch.randn(4, 3, requires_grad=True)
+    a = torch.randn(6, 3, requires_grad=True)
+    w = torch.rand(4) + 0.1
+    loss = InBatchSoftmaxLoss(similarity="cosine", scale=5.0, symmetric=True)(q, a, w)
+    loss.backward()
+    q2, a2 = q.detach().clone().requires_grad_(), a.detach().clone().requires_grad_()
+    qn, an = q2 / q2.norm(dim=1, keepdim=True), a2 / a2.norm(dim=1, keepdim=True)
+    total = 0.0
+    for i in range(4):
+        forward = -torch.log_softmax(torch.stack([5.0 * qn[i] @ an[j] for j in range(6)]), 0)[i]
+        backward = -torch.log_softmax(torch.stack([5.0 * qn[k] @ an[i] for k in range(4)]), 0)[i]
+        total = total + w[i] * (forward + backward) / 2
+    (total / w.sum()).backward()
+    torch.testing.assert_close(loss, (total / w.sum()).detach())
+    torch.testing.assert_close(q.grad, q2.grad)
+    torch.testing.assert_close(a.grad, a2.grad)
+
+
+def test_low_precision_inputs_give_a_float32_loss():
+    q = torch.randn(3, 4).to(torch.bfloat16)
+    a = torch.randn(3, 4).to(torch.bfloat16)
+    loss = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)(q, a)
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+
+
+def test_gather_flag_without_distributed_is_the_plain_loss():
+    q, a = torch.randn(3, 4), torch.randn(5, 4)
+    plain = InBatchSoftmaxLoss()(q, a)
+    gathered = InBatchSoftmaxLoss(gather_across_processes=True)(q, a)
+    torch.testing.assert_close(plain, gathered)
+
+
+def test_invalid_inputs():
+    with pytest.raises(ValueError, match="similarity"):
+        InBatchSoftmaxLoss(similarity="l2")
+    with pytest.raises(ValueError, match="scale"):
+        InBatchSoftmaxLoss(scale=0.0)
+    fn = InBatchSoftmaxLoss()
+    with pytest.raises(ValueError, match="at least one answer"):
+        fn(torch.randn(3, 4), torch.randn(2, 4))
+    with pytest.raises(ValueError, match=r"q\[B, D\]"):
+        fn(torch.randn(3, 4), torch.randn(3, 5))
+    with pytest.raises(ValueError, match="weights"):
+        fn(torch.randn(3, 4), torch.randn(3, 4), torch.ones(2))
+
+
+# --- two processes ---------------------------------------------------------------------
+
+CASES = [
+    # (questions per rank, hard negatives per rank, loss options, weighted)
+    ([3, 3], [0, 0], {"similarity": "dot", "scale": 1.0}, False),
+    ([3, 2], [2, 1], {"similarity": "cosine", "scale": 20.0, "symmetric": True}, True),
+]
+
+
+def _ddp_worker(rank: int, world: int, init_file: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    try:
+        for sizes, negatives, options, weighted in CASES:
+            _check_case(rank, world, sizes, negatives, options, weighted)
+    finally:
+        dist.destroy_process_group()
+
+
+def _check_case(rank, world, sizes, negatives, options, weighted):
+    gen = torch.Generator().manual_seed(7)
+    n_q, n_neg, dim_in = sum(sizes), sum(negatives), 5
+    xq = torch.randn(n_q, dim_in, generator=gen)
+    xa = torch.randn(n_q, dim_in, generator=gen)
+    xn = torch.randn(n_neg, dim_in, generator=gen)
+    w = torch.rand(n_q, generator=gen) + 0.2 if weighted else None
+    torch.manual_seed(0)
+    encoder = nn.Linear(dim_in, 4)
+
+    # single process over the whole global batch: positives first, then all hard negatives
+    reference = copy.deepcopy(encoder)
+    ref_q, ref_a = reference(xq), reference(torch.cat([xa, xn]))
+    ref_q.retain_grad()
+    ref_loss = InBatchSoftmaxLoss(**options)(ref_q, ref_a, w)
+    ref_loss.backward()
+
+    # this rank's share, through DDP (which averages parameter gradients over the ranks)
+    ddp = nn.parallel.DistributedDataParallel(copy.deepcopy(encoder))
+    q0, n0 = sum(sizes[:rank]), sum(negatives[:rank])
+    b, k = sizes[rank], negatives[rank]
+    inputs = torch.cat([xq[q0:q0 + b], xa[q0:q0 + b], xn[n0:n0 + k]])
+    out = ddp(inputs)
+    q, a = out[:b], out[b:]
+    q.retain_grad()
+    local_w = w[q0:q0 + b] if w is not None else None
+    loss = InBatchSoftmaxLoss(**options, gather_across_processes=True)(q, a, local_w)
+    loss.backward()
+
+    torch.testing.assert_close(loss, ref_loss, msg=f"rank {rank}: loss differs")
+    torch.testing.assert_close(ddp.module.weight.grad, reference.weight.grad,
+                               msg=f"rank {rank}: weight gradient differs")
+    torch.testing.assert_close(ddp.module.bias.grad, reference.bias.grad)
+    # on the local embeddings the gradient is world x the global one (DDP divides it back)
+    torch.testing.assert_close(q.grad, world * ref_q.grad[q0:q0 + b])
+
+
+def test_two_process_gather_equals_single_process(tmp_path):
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rendezvous")), nprocs=2, join=True)
