@@ -1,6 +1,8 @@
 """Build token encoders, poolers, towers and dual towers from a config (dict or OmegaConf).
 
-Config keys and defaults (``DEFAULT_CONFIG``; unknown keys are errors, so typos surface):
+Config keys and defaults (``DEFAULT_CONFIG``). Unknown keys inside ``encoder``, ``pooler``
+and ``projection`` are errors, so typos surface; other top-level keys are ignored, so a
+method's whole model config (with its loss and optimiser keys) can be passed in:
 
 encoder:
   type: pretrained      # pretrained | gru | lstm | rnn | transformer
@@ -244,7 +246,11 @@ def build_tower(cfg: Any = None, *, token_encoder: TokenEncoder | None = None,
 
 
 def _full_config(cfg: Any) -> dict[str, Any]:
-    full = _section(cfg, DEFAULT_CONFIG, "the model config")
+    """The four known top-level keys, defaults filled in. Other top-level keys (a method's
+    loss or optimiser settings) are left to their owners; inside the sections unknown keys
+    are errors."""
+    given = _plain(cfg)
+    full = {**DEFAULT_CONFIG, **{k: v for k, v in given.items() if k in DEFAULT_CONFIG}}
     return {
         "encoder": _section(full["encoder"], DEFAULT_ENCODER, "encoder"),
         "pooler": _section(full["pooler"], DEFAULT_POOLER, "pooler"),

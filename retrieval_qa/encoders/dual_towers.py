@@ -83,6 +83,12 @@ class DualTowers(nn.Module):
         self.answer_tower = answer_tower
         self._penalties: dict[str, torch.Tensor] = {}
 
+    def __getstate__(self):
+        # Recorded penalties hold the autograd graph of a batch: never copy or pickle them.
+        state = super().__getstate__()
+        state["_penalties"] = {}
+        return state
+
     @property
     def output_dim(self) -> int:
         return self.question_tower.output_dim

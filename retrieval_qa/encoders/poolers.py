@@ -107,6 +107,13 @@ class MultiHopSelfAttentionPooler(Pooler):
             return pooled.flatten(start_dim=1)
         return pooled.mean(dim=1)
 
+    def __getstate__(self):
+        # The last penalty holds the autograd graph of a batch: never copy or pickle it.
+        state = super().__getstate__()
+        state["last_penalty"] = None
+        state["last_attention"] = None
+        return state
+
     def penalty(self) -> torch.Tensor:
         if self.last_penalty is None:
             return torch.zeros((), device=self.ws1.weight.device)

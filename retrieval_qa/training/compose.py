@@ -18,6 +18,13 @@ def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
                        f"conf/train.yaml and its groups)") from e
 
 
+def load_group(group: str, name: str) -> DictConfig:
+    """conf/<group>/<name>.yaml; a file with ``extends: OTHER`` is merged over OTHER's."""
+    cfg = load_yaml(f"{group}/{name}.yaml")
+    parent = cfg.pop("extends", None)
+    return OmegaConf.merge(load_group(group, parent), cfg) if parent else cfg
+
+
 def compose(overrides: Sequence[str]) -> DictConfig:
     """``overrides`` as on the command line: ``experiment=NAME``, ``profile=cpu``, and
     ``key=value`` settings; group choices as ``data=NAME`` / ``model=NAME``."""
@@ -28,10 +35,10 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     if not experiment_name:
         names = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
         raise ValueError(f"say which experiment: experiment=NAME, one of {names}")
-    experiment = load_yaml(f"experiment/{experiment_name}.yaml")
+    experiment = load_group("experiment", experiment_name)
     groups.update(experiment.pop("defaults", {}))
     groups.update({g: picks[g] for g in groups if g in picks})
-    cfg = OmegaConf.merge(base, {g: load_yaml(f"{g}/{name}.yaml") for g, name in groups.items()})
+    cfg = OmegaConf.merge(base, {g: load_group(g, name) for g, name in groups.items()})
     OmegaConf.set_struct(cfg, True)
     profiles = experiment.pop("profiles", {})
     cfg = _merge_strict(cfg, experiment, f"conf/experiment/{experiment_name}.yaml")

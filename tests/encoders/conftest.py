@@ -52,10 +52,10 @@ def tiny_bert_factory():
     return tiny_bert
 
 
-@pytest.fixture
-def tiny_checkpoint(tmp_path):
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
     """A tiny random BERT saved to a local folder, usable as ``encoder.pretrained``."""
-    path = tmp_path / "tiny-bert"
+    path = tmp_path_factory.mktemp("tiny-bert")
     tiny_bert().save_pretrained(path)
     return str(path)
 

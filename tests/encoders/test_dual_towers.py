@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -179,6 +181,23 @@ def test_penalty_sums_both_sides_even_for_sde(config_factory, batch_factory):
     mean_model = build_dual_towers(config_factory("gru", "ade", pooler={"type": "mean"}))
     mean_model(q_batch, a_batch)
     assert mean_model.penalty().item() == 0.0
+
+
+def test_copy_and_pickle_after_a_training_forward(config_factory, batch_factory, tmp_path):
+    """Recorded penalties carry a batch's graph; copies and checkpoints must not."""
+    model = build_dual_towers(config_factory("gru", "ade_spl"))
+    model(*batches(batch_factory))
+    assert model.penalty().requires_grad
+    clone = copy.deepcopy(model)
+    assert clone.penalty().item() == 0.0
+    assert clone.question_tower.pooler.last_penalty is None
+    torch.save(model, tmp_path / "model.pt")
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert loaded.answer_tower.projection is loaded.question_tower.projection
+    q_batch, a_batch = batches(batch_factory)
+    model.eval(), loaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(q_batch, a_batch)[1], model(q_batch, a_batch)[1])
 
 
 def test_forward_passes_token_type_ids(config_factory, tiny_checkpoint, batch_factory):

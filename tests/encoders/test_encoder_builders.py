@@ -71,6 +71,11 @@ def test_defaults_follow_the_papers():
     assert DEFAULT_CONFIG["projection"] == {"dim": None, "normalize": False, "bias": False}
 
 
+def test_other_top_level_keys_are_left_to_their_owners(config_factory):
+    cfg = {**config_factory("gru"), "name": "dual_encoder", "loss": {"scale": 20.0}}
+    assert build_dual_towers(cfg).sharing == "sde"
+
+
 def test_tower_from_partial_config(config_factory):
     tower = build_tower({"encoder": config_factory("gru")["encoder"]})
     assert isinstance(tower.pooler, MultiHopSelfAttentionPooler)
@@ -85,7 +90,7 @@ def test_tower_from_partial_config(config_factory):
         ({"pooler": {"type": "max"}}, r"pooler\.type='max'"),
         ({"encoder": {"positions": "rotary", "type": "transformer"}}, r"encoder\.positions"),
         ({"encoder": {"hiden_size": 3}}, r"unknown key.*hiden_size.*in encoder"),
-        ({"pooling": {}}, r"unknown key.*pooling"),
+        ({"projection": {"dims": 8}}, r"unknown key.*dims.*in projection"),
         ({"encoder": {"vocab_size": 10, "embedding_dim": None}}, r"vocab_size.*embedding_dim"),
     ],
 )
@@ -98,3 +103,19 @@ def test_config_errors_name_the_key(change, message, config_factory):
             cfg[key] = value
     with pytest.raises(ValueError, match=message):
         build_dual_towers(cfg)
+
+
+@pytest.mark.parametrize("encoder_type", ["rnn", "gru", "lstm", "transformer", "pretrained"])
+@pytest.mark.parametrize("pooler", ["multihop_attention", "mean", "cls"])
+def test_tower_output_ignores_padding(encoder_type, pooler, config_factory, batch_factory,
+                                      pad_factory, tiny_checkpoint):
+    enc = {"type": encoder_type}
+    if encoder_type == "pretrained":
+        enc.update(pretrained=tiny_checkpoint, vocab_size=None, embedding_dim=None)
+    tower = build_tower(config_factory(encoder=enc, pooler={"type": pooler},
+                                       projection={"dim": 8, "normalize": True})).eval()
+    ids, mask = batch_factory([6, 4, 1])
+    with torch.no_grad():
+        short = tower(ids, mask)
+        long = tower(*pad_factory(ids, mask, 7))
+    torch.testing.assert_close(long, short, atol=1e-5, rtol=1e-4)

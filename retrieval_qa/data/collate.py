@@ -1,0 +1,122 @@
+"""Collators: tokenise a list of dataset items into padded tensors (dynamic padding).
+
+Every batch is padded to its longest member (never to the maximum length), and truncated at
+the configured maximum length. Tensors are those the tokenizer returns among
+``input_ids``, ``attention_mask`` and ``token_type_ids`` (the last only for tokenizers that
+make segment ids, e.g. BERT WordPiece), each ``LongTensor[B, L]``.
+
+With ``answer_with_context`` the answer side is the pair (sentence, context) as two segments
+(``[CLS] sentence [SEP] context [SEP]``, token_type_ids 0 then 1) and only the context is
+truncated, as in the supervised-mining paper (96 question / 384 answer+context tokens); a
+sentence that alone exceeds the maximum length is the one case truncated on both segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .types import Candidate, QAPair
+
+MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _keep(enc) -> dict[str, torch.Tensor]:
+    return {k: enc[k] for k in MODEL_KEYS if k in enc}
+
+
+def encode_texts(tokenizer, texts: list[str], max_length: int,
+                 contexts: list[str] | None = None) -> dict[str, torch.Tensor]:
+    """Tokenise ``texts`` (and, when given, ``contexts`` as second segments, truncating only
+    them) padded to the batch's longest. Returns ``{key: LongTensor[B, L]}`` with L <=
+    max_length."""
+    if contexts is None:
+        return _keep(tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                               return_tensors="pt"))
+    try:
+        return _keep(tokenizer(texts, contexts, padding=True, truncation="only_second",
+                               max_length=max_length, return_tensors="pt"))
+    except Exception:  # noqa: BLE001 - a sentence alone is too long for only_second
+        rows = []
+        for text, context in zip(texts, contexts, strict=True):
+            try:
+                rows.append(tokenizer(text, context, truncation="only_second",
+                                      max_length=max_length))
+            except Exception:  # noqa: BLE001 - this row: cut both segments
+                rows.append(tokenizer(text, context, truncation="longest_first",
+                                      max_length=max_length))
+        rows = [_keep(r) for r in rows]
+        return _keep(tokenizer.pad(rows, padding=True, return_tensors="pt"))
+
+
+class PairCollator:
+    """Training batches of (question, answer sentence) pairs.
+
+    Input: a list of ``(index, QAPair)`` or ``(index, QAPair, weight)`` items.
+    Output::
+
+        {"question": {"input_ids": LongTensor[B, Lq], "attention_mask": ..., ["token_type_ids"]},
+         "answer":   {"input_ids": LongTensor[B, La], "attention_mask": ..., ["token_type_ids"]},
+         "index":    LongTensor[B],                  # indices into the training pairs
+         ["weight":  FloatTensor[B]]}                # only when the items carry weights
+
+    Lq <= max_question_length, La <= max_answer_length (for sentence + context too).
+    """
+
+    def __init__(self, tokenizer, max_question_length: int, max_answer_length: int,
+                 answer_with_context: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.max_question_length = max_question_length
+        self.max_answer_length = max_answer_length
+        self.answer_with_context = answer_with_context
+
+    def __call__(self, items: Sequence[tuple]) -> dict[str, Any]:
+        pairs: list[QAPair] = [it[1] for it in items]
+        batch: dict[str, Any] = {
+            "question": encode_texts(self.tokenizer, [p.question for p in pairs],
+                                     self.max_question_length),
+            "answer": encode_texts(self.tokenizer, [p.answer for p in pairs],
+                                   self.max_answer_length,
+                                   [p.context for p in pairs] if self.answer_with_context
+                                   else None),
+            "index": torch.tensor([int(it[0]) for it in items], dtype=torch.long),
+        }
+        if items and len(items[0]) > 2:
+            batch["weight"] = torch.tensor([float(it[2]) for it in items], dtype=torch.float)
+        return batch
+
+
+class TextCollator:
+    """Evaluation batches of one side (questions or candidate answers).
+
+    Input: a list of ``(index, str)`` or ``(index, Candidate)`` items (``with_context`` on the
+    answer side needs Candidates: sentence + context as two segments).
+    Output: ``{"input_ids": LongTensor[B, L], "attention_mask": ..., ["token_type_ids"],
+    "index": LongTensor[B]}`` with L <= max_length; ``index`` is the item's index into
+    ``pool.questions`` / ``pool.candidates`` so shards can be reassembled.
+    """
+
+    def __init__(self, tokenizer, max_length: int, side: str = "question",
+                 with_context: bool = False) -> None:
+        if side not in ("question", "answer"):
+            raise ValueError(f"side must be 'question' or 'answer', got {side!r}")
+        if with_context and side != "answer":
+            raise ValueError("with_context applies to the answer side only")
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.side = side
+        self.with_context = with_context
+
+    def __call__(self, items: Sequence[tuple[int, str | Candidate]]) -> dict[str, Any]:
+        values = [it[1] for it in items]
+        texts = [v.text if isinstance(v, Candidate) else v for v in values]
+        contexts = None
+        if self.with_context:
+            if not all(isinstance(v, Candidate) for v in values):
+                raise TypeError("TextCollator(with_context=True) needs (index, Candidate) items")
+            contexts = [v.context for v in values]
+        batch: dict[str, Any] = encode_texts(self.tokenizer, texts, self.max_length, contexts)
+        batch["index"] = torch.tensor([int(it[0]) for it in items], dtype=torch.long)
+        return batch

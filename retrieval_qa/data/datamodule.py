@@ -1,0 +1,299 @@
+"""The LightningDataModule every method trains and validates with.
+
+Pools: the training pool (``train_dataset/train_pool``) is split 9:1 with
+:func:`train_val_split` (no question or answer sentence on both sides); the training part
+gives the training pairs, the other part is the validation pool. The test pool is
+``test_dataset/test_pool``. Optional caps take deterministic subsets (seeded by
+``split_seed``): ``max_train_pairs`` of the training pairs, ``max_val_questions`` of the
+validation questions (with the sentences of their paragraphs as candidates).
+
+Loaders:
+
+* ``train_dataloader()``: items ``(index, QAPair[, weight])`` batched by
+  :class:`NoDuplicatesBatchSampler`, collated by :class:`PairCollator` into
+  ``{"question": {...}, "answer": {...}, "index": LongTensor[B][, "weight": FloatTensor[B]]}``.
+  Under DDP (``trainer.world_size > 1``) the sampler shards duplicate-free global batches
+  itself: the Trainer must be built with ``use_distributed_sampler=False``.
+* ``val_dataloader()`` / ``test_dataloader()``: ``[candidates, questions]``; dataloader 0
+  encodes ``pool.candidates`` (answer side), 1 ``pool.questions`` (question side), batches
+  ``{"input_ids", "attention_mask"[, "token_type_ids"], "index"}`` where ``index`` points into
+  the pool's list. Items are ordered longest first (little padding); under DDP rank ``r`` of
+  ``w`` takes every ``w``-th item of that order, and ``index`` lets the module reassemble the
+  full matrices.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader, Dataset
+
+from .collate import PairCollator, TextCollator
+from .loading import load_pool
+from .sampler import NoDuplicatesBatchSampler
+from .reqa import assemble_pool
+from .split import train_val_split
+from .types import QAPair, RetrievalPool
+
+CHARS_PER_TOKEN = 4  # rough WordPiece rate on English prose; only orders pairs for bucketing
+
+
+class PairDataset(Dataset):
+    """Training pairs as items ``(index, QAPair)`` or, with weights, ``(index, QAPair, w)``."""
+
+    def __init__(self, pairs: Sequence[QAPair], weights: Sequence[float] | None = None) -> None:
+        if weights is not None and len(weights) != len(pairs):
+            raise ValueError(f"{len(weights)} weights for {len(pairs)} pairs")
+        self.pairs = pairs
+        self.weights = weights
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, i: int) -> tuple:
+        if self.weights is None:
+            return i, self.pairs[i]
+        return i, self.pairs[i], float(self.weights[i])
+
+
+class IndexedDataset(Dataset):
+    """Items ``(index, value)`` for the listed indices of ``values`` (one shard, in order)."""
+
+    def __init__(self, values: Sequence, indices: Sequence[int]) -> None:
+        self.values = values
+        self.indices = list(indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: int) -> tuple:
+        i = self.indices[k]
+        return i, self.values[i]
+
+
+def estimated_tokens(text: str, cap: int) -> int:
+    """A cheap token-count estimate (characters / 4, at most ``cap``) for length bucketing."""
+    return min(cap, len(text) // CHARS_PER_TOKEN + 1)
+
+
+def cap_pairs(pairs: list[QAPair], cap: int | None, seed: int) -> list[QAPair]:
+    """A deterministic subset of ``cap`` pairs (original order kept), or all when uncapped."""
+    if cap is None or cap >= len(pairs):
+        return pairs
+    keep = sorted(random.Random(seed).sample(range(len(pairs)), cap))
+    return [pairs[i] for i in keep]
+
+
+def cap_questions(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
+    """The pool restricted to a deterministic subset of ``cap`` questions and to the sentences
+    of the paragraphs that hold their answers (a smaller retrieval problem of the same kind,
+    cheap enough to evaluate every epoch on a CPU); gold is recomputed on that candidate set."""
+    if cap is None or cap >= len(pool.questions):
+        return pool
+    kept = {pool.questions[i] for i in random.Random(seed).sample(range(len(pool.questions)), cap)}
+    pairs = [p for p in pool.pairs if p.question in kept]
+    contexts = {p.context for p in pairs}
+    candidates = [c for c in pool.candidates if c.context in contexts]
+    return assemble_pool(pool.dataset, pool.pool, candidates, pairs, "text", pool.source)
+
+
+class ReQADataModule(pl.LightningDataModule):
+    """See the module docstring. Arguments mirror ``conf/data/reqa_squad.yaml``; ``tokenizer``
+    is a Hugging Face tokenizer; ``sampler_seed`` with the epoch fixes the training order."""
+
+    def __init__(self, tokenizer, train_dataset: str = "reqa_squad", train_pool: str = "train",
+                 test_dataset: str = "reqa_squad", test_pool: str = "dev",
+                 data_dir: str | Path | None = None, val_fraction: float = 0.1,
+                 split_seed: int = 0, max_train_pairs: int | None = None,
+                 max_val_questions: int | None = None, max_question_length: int = 64,
+                 max_answer_length: int = 96, answer_with_context: bool = False,
+                 batch_size: int = 32, eval_batch_size: int = 128,
+                 bucket_by_length: bool = True, num_workers: int = 0,
+                 sampler_seed: int = 0) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.train_dataset, self.train_pool_name = train_dataset, train_pool
+        self.test_dataset, self.test_pool_name = test_dataset, test_pool
+        self.data_dir = data_dir
+        self.val_fraction, self.split_seed = val_fraction, split_seed
+        self.max_train_pairs, self.max_val_questions = max_train_pairs, max_val_questions
+        self.max_question_length, self.max_answer_length = max_question_length, max_answer_length
+        self.answer_with_context = answer_with_context
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.bucket_by_length = bucket_by_length
+        self.num_workers = num_workers
+        self.sampler_seed = sampler_seed
+        self.train_weights: list[float] | None = None
+        self._train_pairs: list[QAPair] | None = None
+        self._val_pool: RetrievalPool | None = None
+        self._test_pool: RetrievalPool | None = None
+        self._info: dict[str, Any] = {}
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig | dict, tokenizer, **overrides) -> ReQADataModule:
+        """Build from the ``data`` config (interpolations resolved); ``overrides`` win. An
+        unknown key is an error naming it."""
+        values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
+            else dict(cfg)
+        values.update(overrides)
+        try:
+            return cls(tokenizer, **values)
+        except TypeError as e:
+            raise TypeError(f"data config: {e} (keys: {sorted(values)})") from e
+
+    # ---- pools --------------------------------------------------------------------------
+    def _load(self, dataset: str, pool: str) -> tuple[RetrievalPool, dict]:
+        return load_pool(dataset, pool, data_dir=self.data_dir)
+
+    def _setup_train(self) -> None:
+        if self._train_pairs is not None:
+            return
+        pool, notes = self._load(self.train_dataset, self.train_pool_name)
+        train, val = train_val_split(pool, self.val_fraction, self.split_seed)
+        capped_train = cap_pairs(train, self.max_train_pairs, self.split_seed)
+        capped_val = cap_questions(val, self.max_val_questions, self.split_seed)
+        self._train_pairs, self._val_pool = capped_train, capped_val
+        self._info["train"] = {
+            "dataset": pool.dataset, "pool": pool.pool, "source": pool.source,
+            "pool_pairs": len(pool.pairs), "split_pairs": len(train),
+            "pairs": len(capped_train), "max_train_pairs": self.max_train_pairs,
+            "capped": len(capped_train) < len(train),
+            "answers_outside_sentences": notes.get("answers_outside_sentences"),
+        }
+        self._info["val"] = {
+            "dataset": val.dataset, "pool": val.pool, "split_questions": len(val.questions),
+            "questions": len(capped_val.questions), "candidates": len(capped_val.candidates),
+            "pairs": len(capped_val.pairs), "max_val_questions": self.max_val_questions,
+            "capped": len(capped_val.questions) < len(val.questions),
+        }
+
+    @property
+    def train_pairs(self) -> list[QAPair]:
+        self._setup_train()
+        return self._train_pairs
+
+    @property
+    def val_pool(self) -> RetrievalPool:
+        self._setup_train()
+        return self._val_pool
+
+    @property
+    def test_pool(self) -> RetrievalPool:
+        """Loaded on first use (also after ``fit``, without ``setup("test")``)."""
+        if self._test_pool is None:
+            self._test_pool, _ = self._load(self.test_dataset, self.test_pool_name)
+        return self._test_pool
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in (None, "fit", "validate"):
+            self._setup_train()
+        if stage in (None, "test"):
+            _ = self.test_pool
+
+    def set_train_weights(self, weights: Sequence[float] | None) -> None:
+        """Per-pair weights (aligned with :attr:`train_pairs`), carried into batches as
+        ``"weight"``; None removes them. Takes effect at the next ``train_dataloader()``."""
+        if weights is not None and len(weights) != len(self.train_pairs):
+            raise ValueError(f"{len(weights)} weights for {len(self.train_pairs)} training pairs")
+        self.train_weights = None if weights is None else [float(w) for w in weights]
+
+    # ---- loaders ------------------------------------------------------------------------
+    def _world(self) -> tuple[int, int]:
+        """(world size, global rank) from the attached trainer, (1, 0) without one."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 1, 0
+        return int(trainer.world_size), int(trainer.global_rank)
+
+    def pair_lengths(self, pairs: Sequence[QAPair]) -> list[int]:
+        """Estimated question + answer(+context) tokens of each pair, each side capped at its
+        maximum length (what the padded batch will hold)."""
+        out = []
+        for p in pairs:
+            answer = p.answer + " " + p.context if self.answer_with_context else p.answer
+            out.append(estimated_tokens(p.question, self.max_question_length)
+                       + estimated_tokens(answer, self.max_answer_length))
+        return out
+
+    def train_sampler(self) -> NoDuplicatesBatchSampler:
+        pairs = self.train_pairs
+        world, rank = self._world()
+        sampler = NoDuplicatesBatchSampler(
+            pairs, self.batch_size, seed=self.sampler_seed, drop_last=True,
+            bucket_by_length=self.bucket_by_length,
+            lengths=self.pair_lengths(pairs) if self.bucket_by_length else None,
+            num_replicas=world, rank=rank)
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            sampler.set_epoch(trainer.current_epoch)
+        return sampler
+
+    def _check_distributed_sampler(self) -> None:
+        trainer = getattr(self, "trainer", None)
+        connector = getattr(trainer, "_accelerator_connector", None)
+        if self._world()[0] > 1 and getattr(connector, "use_distributed_sampler", False):
+            raise RuntimeError("ReQADataModule shards duplicate-free batches itself: build the "
+                               "Trainer with use_distributed_sampler=False")
+
+    def train_dataloader(self) -> DataLoader:
+        self._check_distributed_sampler()
+        dataset = PairDataset(self.train_pairs, self.train_weights)
+        return DataLoader(
+            dataset, batch_sampler=self.train_sampler(),
+            collate_fn=PairCollator(self.tokenizer, self.max_question_length,
+                                    self.max_answer_length, self.answer_with_context),
+            num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+
+    def _shard(self, lengths: list[int]) -> list[int]:
+        """Indices longest first (stable), this rank's strided share."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        world, rank = self._world()
+        return order[rank::world]
+
+    def _eval_loaders(self, pool: RetrievalPool) -> list[DataLoader]:
+        cand_len = [len(c.text) + (len(c.context) if self.answer_with_context else 0)
+                    for c in pool.candidates]
+        common = {"batch_size": self.eval_batch_size, "shuffle": False,
+                  "num_workers": self.num_workers}
+        candidates = DataLoader(
+            IndexedDataset(pool.candidates, self._shard(cand_len)),
+            collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
+                                    self.answer_with_context), **common)
+        questions = DataLoader(
+            IndexedDataset(pool.questions, self._shard([len(q) for q in pool.questions])),
+            collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question"),
+            **common)
+        return [candidates, questions]
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return self._eval_loaders(self.val_pool)
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return self._eval_loaders(self.test_pool)
+
+    # ---- report -------------------------------------------------------------------------
+    def describe(self) -> dict:
+        """Counts, caps and pools used, for the run's JSON output."""
+        self._setup_train()
+        test = {"dataset": self.test_dataset, "pool": self.test_pool_name}
+        if self._test_pool is not None:
+            test.update(questions=len(self._test_pool.questions),
+                        candidates=len(self._test_pool.candidates),
+                        source=self._test_pool.source)
+        world = self._world()[0]
+        return {
+            **self._info, "test": test,
+            "split": {"val_fraction": self.val_fraction, "seed": self.split_seed},
+            "batch_size": self.batch_size, "global_batch_size": self.batch_size * world,
+            "eval_batch_size": self.eval_batch_size, "bucket_by_length": self.bucket_by_length,
+            "sampler": "no duplicate question or answer text in a (global) batch",
+            "sampler_seed": self.sampler_seed, "weighted": self.train_weights is not None,
+            "max_question_length": self.max_question_length,
+            "max_answer_length": self.max_answer_length,
+            "answer_with_context": self.answer_with_context,
+        }

@@ -1,0 +1,67 @@
+"""ENDX (ENDX paper, sections 3.3-3.5): a dual encoder trained together with a cross-encoder
+that sees the paired text through cross attention, aligned by the Geometry Alignment
+Mechanism. Only the dual towers are exported, so retrieval cost is unchanged.
+
+Total loss (eq. 13): ``alpha_dual * L_dual + alpha_cross * L_cross + alpha_ga * L_GA`` with
+``L_GA = sum_r w_r(epoch) KL(P^cross_r || P^dual_r)`` over r in q|q, a|a, a|q, q|a (eq. 12),
+the weights ramping as in section 4.4. Every term is logged separately.
+"""
+
+from __future__ import annotations
+
+from ..encoders.cross_encoder import build_cross_encoder
+from ..losses.gam import GeometryAlignmentLoss
+from ..schedules import EndxLossWeights, GamWeightSchedule
+from .dual_encoder import DualEncoderModule
+
+# config-friendly names of the four relations (no '|' in YAML keys or CLI overrides)
+RELATION_KEYS = {"qq": "q|q", "aa": "a|a", "aq": "a|q", "qa": "q|a"}
+
+
+def gam_schedule(cfg: dict) -> GamWeightSchedule:
+    return GamWeightSchedule.from_config({
+        "ramp_epochs": cfg["ramp_epochs"],
+        "final": {RELATION_KEYS[k]: v for k, v in cfg["final"].items()}})
+
+
+class EndxModule(DualEncoderModule):
+    """``model`` config = the dual encoder's, plus ``cross`` (the cross-encoder: ``encoder``,
+    ``pooler``, ``cross_attention``), ``gam`` (kernel, sigma, exclude_self, detach_cross,
+    ramp_epochs, final weights per relation) and ``weights`` (dual, cross, ga: eq. 13)."""
+
+    def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
+                 weights: dict) -> None:
+        super().__init__(towers, loss, optimizer)
+        self.save_hyperparameters()
+        self.cross_encoder = build_cross_encoder(cross)
+        self.gam = GeometryAlignmentLoss(gam["kernel"], gam["sigma"], gam["exclude_self"],
+                                         gam["detach_cross"])
+        self.schedule = gam_schedule(gam)
+        self.weights = EndxLossWeights.from_config(weights)
+
+    def epoch_progress(self, batch_idx: int) -> float:
+        """Fractional epoch, so the GAM weights ramp smoothly within epochs."""
+        per_epoch = max(int(self.trainer.num_training_batches), 1) if self._trainer else 1
+        return self.current_epoch + batch_idx / per_epoch
+
+    def training_step(self, batch, batch_idx):
+        q, a = self.towers(batch["question"], batch["answer"])
+        weight = batch.get("weight")
+        l_dual = self.loss(q, a, weight)
+        cq, ca = self.cross_encoder(batch["question"], batch["answer"])
+        l_cross = self.loss(cq, ca, weight)
+        gam_weights = self.schedule(self.epoch_progress(batch_idx))
+        l_ga, terms = self.gam.compute_loss_from_embeddings(q, a, cq, ca, gam_weights)
+        loss = self.weights.total(l_dual, l_cross, l_ga)
+        logs = {"train/dual_loss": l_dual, "train/cross_loss": l_cross, "train/gam_loss": l_ga}
+        logs.update({f"train/kl_{k}": terms[v] for k, v in RELATION_KEYS.items()})
+        logs.update({f"train/w_{k}": gam_weights[v] for k, v in RELATION_KEYS.items()})
+        if self.penalty_coef:
+            penalty = self.towers.penalty() + self.cross_encoder.penalty()
+            loss = loss + self.penalty_coef * penalty
+            logs["train/attention_penalty"] = penalty
+        self.check_finite(loss, batch_idx)
+        logs["train/loss"] = loss
+        self.log_dict(logs, batch_size=q.shape[0])
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=q.shape[0])
+        return loss

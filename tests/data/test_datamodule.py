@@ -1,0 +1,253 @@
+"""ReQADataModule: setup (leak-free split, caps), loaders' structures, DDP sharding,
+describe(), a Lightning fit smoke test, and one integration test on the real data."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from helpers import TINY_SQUAD, write_json_gz
+from omegaconf import OmegaConf
+from transformers import BertTokenizerFast
+
+from retrieval_qa.config import load_yaml
+from retrieval_qa.data.datamodule import ReQADataModule
+from retrieval_qa.data.loading import load_pool
+from retrieval_qa.data.split import train_val_split
+
+WORDS = "the a is of what where who fact place city about question".split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(specials + WORDS)})
+
+
+def synthetic_squad(n_paragraphs: int = 40, sentences: int = 4) -> dict:
+    """A SQuAD v1.1-format file: one question per sentence, plus an answer sentence shared by
+    three questions and a question text asked in two paragraphs."""
+    paragraphs = []
+    for p in range(n_paragraphs):
+        parts = [f"Fact {k} of place {p} is about the city number {p * 10 + k}."
+                 for k in range(sentences)]
+        context = " ".join(parts)
+        starts = [context.index(s) for s in parts]
+        qas = [{"id": f"p{p}q{k}", "question": f"What is fact {k} of place {p}?",
+                "answers": [{"answer_start": starts[k] + 5, "text": str(k)}]}
+               for k in range(sentences)]
+        if p % 5 == 0:  # three questions share the first sentence
+            qas += [{"id": f"p{p}x{j}", "question": f"Which city is number {p}0 (form {j})?",
+                     "answers": [{"answer_start": starts[0], "text": "Fact"}]} for j in range(2)]
+        if p == 1:  # a question text asked again in another paragraph
+            qas.append({"id": "p1dup", "question": "What is fact 0 of place 0?",
+                        "answers": [{"answer_start": starts[2], "text": "Fact"}]})
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "1.1", "data": [{"title": "Synthetic", "paragraphs": paragraphs}]}
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    write_json_gz(tmp_path / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
+    write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
+    return tmp_path / "data"
+
+
+def make(tokenizer, data_dir, **kwargs) -> ReQADataModule:
+    kwargs = {"batch_size": 8, "eval_batch_size": 16, "max_question_length": 16,
+              "max_answer_length": 24, **kwargs}
+    return ReQADataModule(tokenizer, data_dir=data_dir, **kwargs)
+
+
+def fake_trainer(world_size: int = 1, rank: int = 0, epoch: int = 0):
+    return SimpleNamespace(world_size=world_size, global_rank=rank, current_epoch=epoch,
+                           _accelerator_connector=SimpleNamespace(use_distributed_sampler=False))
+
+
+def test_setup_splits_leak_free_and_loads_test_pool(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir)
+    dm.setup("fit")
+    pool, _ = load_pool("reqa_squad", "train", data_dir=data_dir)
+    train, val = train_val_split(pool, 0.1, 0)
+    assert dm.train_pairs == train and dm.val_pool.questions == val.questions
+    assert len(dm.train_pairs) > 0 and len(dm.val_pool.questions) > 0
+    assert not {p.question for p in dm.train_pairs} & set(dm.val_pool.questions)
+    assert not {p.answer for p in dm.train_pairs} & {p.answer for p in dm.val_pool.pairs}
+    assert len(dm.test_pool.questions) == 4  # the tiny dev file: "Where is Berlin?" twice
+    assert dm.test_pool.pool == "dev"
+
+
+def test_train_loader_batches(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir)
+    dm.setup("fit")
+    loader = dm.train_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader) == len(dm.train_pairs) // 8
+    for b in batches:
+        assert set(b) == {"question", "answer", "index"}
+        assert b["question"]["input_ids"].shape[0] == b["answer"]["input_ids"].shape[0] == 8
+        assert b["question"]["input_ids"].shape[1] <= 16
+        assert b["answer"]["input_ids"].shape[1] <= 24
+        rows = [dm.train_pairs[i] for i in b["index"].tolist()]
+        assert len({p.answer for p in rows}) == len({p.question for p in rows}) == 8
+    seen = torch.cat([b["index"] for b in batches]).tolist()
+    assert len(seen) == len(set(seen))
+
+
+def test_train_order_follows_trainer_epoch_and_weights(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir, sampler_seed=3)
+    dm.setup("fit")
+    dm.trainer = fake_trainer(epoch=0)
+    first = [b["index"].tolist() for b in dm.train_dataloader()]
+    assert first == [b["index"].tolist() for b in dm.train_dataloader()]
+    dm.trainer = fake_trainer(epoch=1)
+    assert first != [b["index"].tolist() for b in dm.train_dataloader()]
+    dm.set_train_weights([float(i) for i in range(len(dm.train_pairs))])
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["weight"].tolist() == [float(i) for i in batch["index"].tolist()]
+    with pytest.raises(ValueError):
+        dm.set_train_weights([1.0])
+
+
+def test_eval_loaders_cover_the_pools_with_indices(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir, answer_with_context=True)
+    dm.setup("fit")
+    for pool, loaders in ((dm.val_pool, dm.val_dataloader()), (dm.test_pool, dm.test_dataloader())):
+        cand_loader, question_loader = loaders
+        cands = list(cand_loader)
+        assert set(cands[0]) == {"input_ids", "attention_mask", "token_type_ids", "index"}
+        assert cands[0]["token_type_ids"].max().item() == 1  # sentence + context segments
+        assert sorted(torch.cat([b["index"] for b in cands]).tolist()) == list(
+            range(len(pool.candidates)))
+        qs = list(question_loader)
+        assert sorted(torch.cat([b["index"] for b in qs]).tolist()) == list(
+            range(len(pool.questions)))
+        assert all(b["input_ids"].shape[1] <= 16 for b in qs)
+        assert all(b["input_ids"].shape[1] <= 24 for b in cands)
+
+
+def test_ddp_shards(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir, batch_size=4)
+    dm.setup("fit")
+    per_rank, cand_idx = [], []
+    for rank in range(2):
+        dm.trainer = fake_trainer(world_size=2, rank=rank)
+        per_rank.append([b["index"].tolist() for b in dm.train_dataloader()])
+        cand_idx.append(torch.cat([b["index"] for b in dm.val_dataloader()[0]]).tolist())
+    assert len(per_rank[0]) == len(per_rank[1]) == len(dm.train_pairs) // 8
+    for b0, b1 in zip(*per_rank, strict=True):
+        rows = [dm.train_pairs[i] for i in b0 + b1]
+        assert len({p.answer for p in rows}) == len({p.question for p in rows}) == 8
+    assert not set(cand_idx[0]) & set(cand_idx[1])
+    assert sorted(cand_idx[0] + cand_idx[1]) == list(range(len(dm.val_pool.candidates)))
+    assert dm.describe()["global_batch_size"] == 8
+    dm.trainer = SimpleNamespace(**{**vars(fake_trainer(2, 0)), "_accelerator_connector":
+                                    SimpleNamespace(use_distributed_sampler=True)})
+    with pytest.raises(RuntimeError, match="use_distributed_sampler=False"):
+        dm.train_dataloader()
+
+
+def test_caps_applied_and_described(tokenizer, data_dir):
+    full = make(tokenizer, data_dir)
+    dm = make(tokenizer, data_dir, max_train_pairs=50, max_val_questions=5)
+    dm.setup("fit")
+    assert len(dm.train_pairs) == 50 and set(dm.train_pairs) <= set(full.train_pairs)
+    assert dm.train_pairs == make(tokenizer, data_dir, max_train_pairs=50).train_pairs
+    val, fval = dm.val_pool, full.val_pool
+    assert len(val.questions) == 5 and set(val.candidates) < set(fval.candidates)
+    # candidates are exactly the sentences of the kept questions' paragraphs
+    assert {c.context for c in val.candidates} == {p.context for p in val.pairs}
+    for q, gold in zip(val.questions, val.gold, strict=True):  # same gold texts as before
+        full_gold = fval.gold[fval.questions.index(q)]
+        assert {val.candidates[i].text for i in gold} == {fval.candidates[i].text
+                                                          for i in full_gold}
+    assert {p.question for p in val.pairs} == set(val.questions)
+    info = dm.describe()
+    assert info["train"]["pairs"] == 50 and info["train"]["capped"] is True
+    assert info["train"]["split_pairs"] == len(full.train_pairs)
+    assert info["val"]["questions"] == 5 and info["val"]["capped"] is True
+    assert info["val"]["split_questions"] == len(fval.questions)
+    assert info["test"] == {"dataset": "reqa_squad", "pool": "dev"}
+    _ = dm.test_pool
+    assert dm.describe()["test"]["questions"] == 4
+    assert full.describe()["train"]["capped"] is False
+
+
+def test_from_config(tokenizer, data_dir):
+    cfg = load_yaml("data/reqa_squad.yaml")
+    cfg.data_dir = str(data_dir)
+    dm = ReQADataModule.from_config(cfg, tokenizer, batch_size=4)
+    assert dm.batch_size == 4 and dm.sampler_seed == 0 and dm.bucket_by_length is True
+    root = OmegaConf.create({"seed": 11, "data": cfg})
+    assert ReQADataModule.from_config(root.data, tokenizer).sampler_seed == 11
+    with pytest.raises(TypeError, match="batch_sise"):
+        ReQADataModule.from_config(cfg, tokenizer, batch_sise=3)
+
+
+class BagOfWords(pl.LightningModule):
+    """Just enough of a retrieval module to drive Lightning's loops over the loaders."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.emb = torch.nn.EmbeddingBag(vocab, 8)
+        self.train_indices: dict[int, list[int]] = {}
+        self.eval_indices: dict[int, list[int]] = {0: [], 1: []}
+
+    def encode(self, x):
+        return self.emb(x["input_ids"], per_sample_weights=None)
+
+    def training_step(self, batch, batch_idx):
+        self.train_indices.setdefault(self.current_epoch, []).extend(batch["index"].tolist())
+        scores = self.encode(batch["question"]) @ self.encode(batch["answer"]).T
+        return torch.nn.functional.cross_entropy(scores, torch.arange(len(scores)))
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        self.eval_indices[dataloader_idx].extend(batch["index"].tolist())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_lightning_fit_smoke(tokenizer, data_dir, tmp_path):
+    dm = make(tokenizer, data_dir)
+    module = BagOfWords(len(tokenizer))
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0,
+                         use_distributed_sampler=False, default_root_dir=tmp_path)
+    trainer.fit(module, datamodule=dm)
+    epochs = module.train_indices
+    assert sorted(epochs) == [0, 1]
+    assert len(epochs[0]) == len(epochs[1]) == 8 * (len(dm.train_pairs) // 8)
+    assert epochs[0] != epochs[1]  # Lightning's set_epoch reached the batch sampler
+    assert sorted(set(module.eval_indices[0])) == list(range(len(dm.val_pool.candidates)))
+    assert sorted(set(module.eval_indices[1])) == list(range(len(dm.val_pool.questions)))
+
+
+@pytest.mark.integration
+def test_real_squad_datamodule(shared_data):
+    from retrieval_qa.pretrained import PretrainedNotFoundError, load_tokenizer, resolve_pretrained
+
+    try:
+        tok = load_tokenizer(resolve_pretrained("minilm", allow_network=False))
+    except PretrainedNotFoundError as e:
+        pytest.skip(f"packaged MiniLM tokenizer not installed: {e}")
+    cfg = load_yaml("data/reqa_squad.yaml")
+    dm = ReQADataModule.from_config(cfg, tok, data_dir=str(shared_data), max_train_pairs=2000,
+                                    max_val_questions=200)
+    dm.setup("fit")
+    assert len(dm.train_pairs) == 2000 and len(dm.val_pool.questions) == 200
+    loader = dm.train_dataloader()
+    assert len(loader) == 2000 // 32
+    batch = next(iter(loader))
+    assert batch["question"]["input_ids"].shape[0] == 32
+    assert batch["question"]["input_ids"].shape[1] <= 64
+    assert batch["answer"]["input_ids"].shape[1] <= 96
+    rows = [dm.train_pairs[i] for i in batch["index"].tolist()]
+    assert len({p.answer for p in rows}) == len({p.question for p in rows}) == 32
+    cands = next(iter(dm.val_dataloader()[0]))
+    assert cands["input_ids"].shape[0] == 128
+    info = dm.describe()
+    assert info["train"]["capped"] and info["train"]["split_pairs"] > 70000
