@@ -45,3 +45,28 @@ def write_jsonl_gz(path: Path, rows) -> Path:
         for r in rows:
             f.write(json.dumps(r) + "\n")
     return path
+
+
+WORDS = "the a is of what where who fact place city about question".split()
+
+
+def synthetic_squad(n_paragraphs: int = 40, sentences: int = 4) -> dict:
+    """A SQuAD v1.1-format file: one question per sentence, plus an answer sentence shared by
+    three questions and a question text asked in two paragraphs."""
+    paragraphs = []
+    for p in range(n_paragraphs):
+        parts = [f"Fact {k} of place {p} is about the city number {p * 10 + k}."
+                 for k in range(sentences)]
+        context = " ".join(parts)
+        starts = [context.index(s) for s in parts]
+        qas = [{"id": f"p{p}q{k}", "question": f"What is fact {k} of place {p}?",
+                "answers": [{"answer_start": starts[k] + 5, "text": str(k)}]}
+               for k in range(sentences)]
+        if p % 5 == 0:  # three questions share the first sentence
+            qas += [{"id": f"p{p}x{j}", "question": f"Which city is number {p}0 (form {j})?",
+                     "answers": [{"answer_start": starts[0], "text": "Fact"}]} for j in range(2)]
+        if p == 1:  # a question text asked again in another paragraph
+            qas.append({"id": "p1dup", "question": "What is fact 0 of place 0?",
+                        "answers": [{"answer_start": starts[2], "text": "Fact"}]})
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "1.1", "data": [{"title": "Synthetic", "paragraphs": paragraphs}]}

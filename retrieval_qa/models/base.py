@@ -40,7 +40,7 @@ class RetrievalModule(pl.LightningModule):
         self.eval_chunk = eval_chunk
         self.val_metric = ReQARankMetric()
         self.test_metric = ReQARankMetric()
-        self._buffers: dict[str, list] = {"answer": [], "question": []}
+        self._eval_buffers: dict[str, list] = {"answer": [], "question": []}
 
     # ---- training helpers -------------------------------------------------------------
     def check_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
@@ -66,7 +66,7 @@ class RetrievalModule(pl.LightningModule):
         emb = fn(**inputs).float()
         if self.similarity == "cosine":
             emb = F.normalize(emb, dim=-1)
-        self._buffers[side].append((batch["index"], emb))
+        self._eval_buffers[side].append((batch["index"], emb))
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
@@ -76,7 +76,7 @@ class RetrievalModule(pl.LightningModule):
 
     def _local(self, side: str) -> tuple[torch.Tensor, torch.Tensor]:
         """This process's (indices, embeddings) of one side; empties the buffer."""
-        parts, self._buffers[side] = self._buffers[side], []
+        parts, self._eval_buffers[side] = self._eval_buffers[side], []
         if not parts:
             return (torch.empty(0, dtype=torch.long, device=self.device),
                     torch.empty(0, self.towers.output_dim, device=self.device))
@@ -117,7 +117,7 @@ class RetrievalModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
-            self._buffers = {"answer": [], "question": []}
+            self._eval_buffers = {"answer": [], "question": []}
             return
         self._score_pool("val", self.trainer.datamodule.val_pool, self.val_metric)
 

@@ -20,6 +20,7 @@ class DualEncoderModule(RetrievalModule):
         self.loss = InBatchSoftmaxLoss(loss["similarity"], loss["scale"], loss["symmetric"],
                                        loss["gather_across_processes"])
         self.penalty_coef = float(loss["penalty_coef"])
+        self.train()  # from_pretrained leaves Hugging Face models in eval mode (no dropout)
 
     def training_step(self, batch, batch_idx):
         q, a = self.towers(batch["question"], batch["answer"])

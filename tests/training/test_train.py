@@ -1,0 +1,86 @@
+"""`rqa train` end to end on tiny random towers and a synthetic SQuAD-format data dir:
+last-line JSON, export, evaluate --checkpoint, resume, non-finite loss, ENDX export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from helpers import TINY_SQUAD, WORDS, synthetic_squad, write_json_gz
+from transformers import BertTokenizerFast
+
+from retrieval_qa.cli import main
+from retrieval_qa.losses import InBatchSoftmaxLoss
+from retrieval_qa.models.base import NonFiniteLossError
+from retrieval_qa.training.compose import compose
+from retrieval_qa.training.run import train
+
+
+@pytest.fixture(scope="module")
+def setup_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_json_gz(root / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
+    write_json_gz(root / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = specials + WORDS + [str(i) for i in range(10)]
+    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    tok.save_pretrained(root / "tokenizer")
+    return root, len(vocab)
+
+
+def tiny(setup_dirs, out, *extra):
+    root, vocab = setup_dirs
+    return compose([
+        "experiment=dual_gru", "profile=cpu", f"model.towers.encoder.pretrained={root / 'tokenizer'}",
+        f"model.towers.encoder.vocab_size={vocab}", "model.towers.encoder.embedding_dim=16",
+        "model.towers.encoder.hidden_size=16", "model.towers.encoder.dropout=0.0",
+        "model.towers.pooler.hops=2", "model.towers.pooler.attention_dim=8",
+        f"data.data_dir={root / 'data'}", "data.max_train_pairs=null",
+        "data.max_val_questions=null", "data.batch_size=8", "data.max_question_length=16",
+        "data.max_answer_length=24", f"output_dir={out}", "trainer.enable_progress_bar=false",
+        "logger.name=none", "trainer.max_epochs=2", *extra])
+
+
+def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
+    report = train(tiny(setup_dirs, tmp_path))
+    assert report["experiment"] == "dual_gru" and report["profile"] == "cpu"
+    assert report["pretrained"] and report["seconds"] > 0 and report["epochs"] == 2
+    assert set(report["test"]["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
+    assert report["test"]["questions"] == 4 and report["test"]["pool"] == "dev"
+    assert "val/r@1" in report["best_val"]
+    code = main(["evaluate", "--checkpoint", report["checkpoint"], "--dataset", "reqa_squad",
+                 "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and out["metrics"] == pytest.approx(report["test"]["metrics"])
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path):
+    straight = train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false"))
+    train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false", "trainer.max_epochs=1"))
+    resumed = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
+    assert resumed["resumed_from"].endswith("last.ckpt")
+    a = torch.load(f"{straight['checkpoint']}/towers.pt")
+    b = torch.load(f"{resumed['checkpoint']}/towers.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+    assert resumed["best_val"] == straight["best_val"]
+
+
+def test_non_finite_loss_fails_fast_naming_the_step(setup_dirs, tmp_path, monkeypatch):
+    monkeypatch.setattr(InBatchSoftmaxLoss, "compute_loss_from_embeddings",
+                        lambda self, q, a, w=None: (q.sum() + a.sum()) * float("nan"))
+    with pytest.raises(NonFiniteLossError, match="at global step 0 .*batch 0"):
+        train(tiny(setup_dirs, tmp_path, "test_after_fit=false"))
+
+
+def test_endx_trains_and_exports_the_towers_only(setup_dirs, tmp_path):
+    cfg = tiny(setup_dirs, tmp_path, "model=endx", "model.cross.cross_attention.num_heads=2",
+               "trainer.max_epochs=1", "test_after_fit=false")
+    cfg.experiment = "endx_gru"
+    report = train(cfg)
+    state = torch.load(f"{report['checkpoint']}/towers.pt")
+    assert state and not any("cross" in k for k in state)
+    ckpt = torch.load(report["best_training_checkpoint"], weights_only=False)["state_dict"]
+    assert any(k.startswith("cross_encoder.") for k in ckpt)
