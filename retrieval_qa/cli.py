@@ -91,6 +91,13 @@ def cmd_train(args) -> dict:
     return train(compose(args.overrides))
 
 
+def cmd_export(args) -> dict:
+    from .training.compose import compose
+    from .training.run import export_untrained
+
+    return export_untrained(compose(args.overrides), args.output)
+
+
 def cmd_encode(args) -> dict:
     import torch
 
@@ -137,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="train a method: rqa train experiment=NAME [profile=cpu]")
     tr.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     tr.set_defaults(func=cmd_train)
+
+    ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline)")
+    ex.add_argument("--output", required=True, help="folder for the inference model")
+    ex.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
+    ex.set_defaults(func=cmd_export)
 
     en = sub.add_parser("encode", help="texts (one per line) to vectors with an exported model")
     en.add_argument("--checkpoint", required=True)

@@ -69,6 +69,29 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
     )
 
 
+def inference_model(module, tokenizer, cfg: DictConfig, pretrained: str) -> DualEncoderInference:
+    """The towers of a module (trained or not) as the exported inference model."""
+    return DualEncoderInference(module.towers.cpu(), tokenizer, {
+        "towers": OmegaConf.to_container(cfg.model.towers, resolve=True),
+        "similarity": cfg.model.loss.similarity,
+        "max_question_length": cfg.data.max_question_length,
+        "max_answer_length": cfg.data.max_answer_length,
+        "answer_with_context": cfg.data.answer_with_context,
+        "pretrained": pretrained, "experiment": cfg.experiment, "profile": cfg.profile})
+
+
+def export_untrained(cfg: DictConfig, folder: str | Path) -> dict:
+    """Export an experiment's towers as initialised, before any training (the baseline of a
+    fine-tuning run: e.g. the pretrained checkpoint with its pooling)."""
+    pl.seed_everything(cfg.seed, workers=True)
+    enc = cfg.model.towers.encoder
+    checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
+    module = build_module(cfg.model)
+    path = inference_model(module, load_tokenizer(checkpoint), cfg, checkpoint.label).save(folder)
+    return {"checkpoint": str(path), "experiment": cfg.experiment, "profile": cfg.profile,
+            "pretrained": checkpoint.label, "trained": False}
+
+
 def _resume_path(cfg: DictConfig, run_dir: Path) -> str | None:
     if cfg.resume == "never":
         return None
@@ -78,6 +101,10 @@ def _resume_path(cfg: DictConfig, run_dir: Path) -> str | None:
     if not Path(cfg.resume).is_file():
         raise FileNotFoundError(f"resume={cfg.resume}: no such checkpoint")
     return str(cfg.resume)
+
+
+def _number(value) -> float | None:
+    return None if value is None else round(float(value), 4)
 
 
 def train(cfg: DictConfig) -> dict:
@@ -97,20 +124,16 @@ def train(cfg: DictConfig) -> dict:
     best = trainer.checkpoint_callback.best_model_path or None
     if best:
         module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
-    towers_cfg = OmegaConf.to_container(cfg.model.towers, resolve=True)
-    inference = DualEncoderInference(module.towers.cpu(), tokenizer, {
-        "towers": towers_cfg, "similarity": cfg.model.loss.similarity,
-        "max_question_length": cfg.data.max_question_length,
-        "max_answer_length": cfg.data.max_answer_length,
-        "answer_with_context": cfg.data.answer_with_context,
-        "pretrained": checkpoint.label, "experiment": cfg.experiment, "profile": cfg.profile})
+    inference = inference_model(module, tokenizer, cfg, checkpoint.label)
     export = inference.save(run_dir / "model")
     report = {
         "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,
         "description": cfg.description, "pretrained": checkpoint.label,
         "pretrained_substituted": checkpoint.substituted, "seed": cfg.seed,
         "best_training_checkpoint": best, "resumed_from": resume,
-        "best_val": {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
+        "monitor": cfg.trainer.monitor,
+        "best_val_score": _number(trainer.checkpoint_callback.best_model_score),
+        "last_val": {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
                      if k.startswith("val/")},
         "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
         "trainable_parameters": module.towers.trainable_parameters(),

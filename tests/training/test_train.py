@@ -14,7 +14,7 @@ from retrieval_qa.cli import main
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
 from retrieval_qa.training.compose import compose
-from retrieval_qa.training.run import train
+from retrieval_qa.training.run import export_untrained, train
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     assert report["pretrained"] and report["seconds"] > 0 and report["epochs"] == 2
     assert set(report["test"]["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
     assert report["test"]["questions"] == 4 and report["test"]["pool"] == "dev"
-    assert "val/r@1" in report["best_val"]
+    assert "val/r@1" in report["last_val"] and report["best_val_score"] is not None
     code = main(["evaluate", "--checkpoint", report["checkpoint"], "--dataset", "reqa_squad",
                  "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -65,7 +65,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_p
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], msg=k)
-    assert resumed["best_val"] == straight["best_val"]
+    assert resumed["best_val_score"] == straight["best_val_score"]
 
 
 def test_non_finite_loss_fails_fast_naming_the_step(setup_dirs, tmp_path, monkeypatch):
@@ -84,3 +84,13 @@ def test_endx_trains_and_exports_the_towers_only(setup_dirs, tmp_path):
     assert state and not any("cross" in k for k in state)
     ckpt = torch.load(report["best_training_checkpoint"], weights_only=False)["state_dict"]
     assert any(k.startswith("cross_encoder.") for k in ckpt)
+
+
+def test_export_untrained_baseline(setup_dirs, tmp_path, capsys):
+    cfg = tiny(setup_dirs, tmp_path)
+    report = export_untrained(cfg, tmp_path / "untrained")
+    assert report["trained"] is False
+    code = main(["evaluate", "--checkpoint", report["checkpoint"], "--dataset", "reqa_squad",
+                 "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and out["questions"] == 4
