@@ -53,6 +53,12 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
                  "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and out["metrics"] == pytest.approx(report["test"]["metrics"])
+    texts = tmp_path / "q.txt"
+    texts.write_text("what is fact 1 of place 2?\nwhere is the city?\n")
+    code = main(["encode", "--checkpoint", report["checkpoint"], "--input", str(texts),
+                 "--output", str(tmp_path / "q.pt"), "--quiet"])
+    enc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and enc["texts"] == 2 and torch.load(tmp_path / "q.pt").shape == (2, enc["dim"])
 
 
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path):
