@@ -1,0 +1,122 @@
+"""ENDX Table 5: ENDX trained without one GAM term at a time.
+
+Training is ``rqa train`` (the experiments script runs it); this module gives the override
+sets of the runs and renders the table from their reports. Removing a term sets its final
+weight to 0 (``model.gam.final.<qq|aa|aq|qa>=0``), so its ramp stays at 0 and the other terms
+keep their schedule. Each variant writes to its own output folder
+(``<runs>/<experiment>_ablation/wo_<key>``) so it never resumes the full ENDX run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .common import (
+    DEFAULT_OUTPUT_DIR,
+    METRIC_LABELS,
+    METRICS,
+    cell,
+    markdown_table,
+    spread,
+    write_json,
+    write_markdown,
+)
+
+GAM_TERMS = ("qq", "aa", "qa", "aq")
+TERM_LABELS = {"qq": "L_q|q", "aa": "L_a|a", "qa": "L_q|a", "aq": "L_a|q"}
+PAPER_TABLE5 = {  # ReQA NQ, BERT-base towers
+    "Dual-BERTs": {"mrr": 54.80, "r@1": 40.58, "r@5": 72.66},
+    "ENDX-BERTs": {"mrr": 57.76, "r@1": 43.32, "r@5": 76.15},
+    "w/o L_q|q": {"mrr": 56.37, "r@1": 42.01, "r@5": 74.65},
+    "w/o L_a|a": {"mrr": 56.89, "r@1": 42.25, "r@5": 75.28},
+    "w/o L_q|a": {"mrr": 56.00, "r@1": 42.12, "r@5": 73.27},
+    "w/o L_a|q": {"mrr": 55.87, "r@1": 41.39, "r@5": 74.14},
+}
+
+
+def ablation_variants(terms: Sequence[str] = GAM_TERMS) -> list[dict]:
+    """One variant per removed GAM term: ``{"name", "slug", "overrides"}``."""
+    out = []
+    for t in terms:
+        if t not in TERM_LABELS:
+            raise ValueError(f"unknown GAM term {t!r}; expected one of {list(GAM_TERMS)}")
+        out.append({"name": f"w/o {TERM_LABELS[t]}", "slug": f"wo_{t}", "term": t,
+                    "overrides": [f"model.gam.final.{t}=0"]})
+    return out
+
+
+def ablation_runs(experiment: str = "endx_gru", profile: str = "cpu",
+                  seeds: Sequence[int] = (42,), runs_dir: str | Path = "runs",
+                  terms: Sequence[str] = GAM_TERMS, extra: Sequence[str] = ()) -> list[dict]:
+    """The ``rqa train`` override lists of every (variant, seed), with the run folder where
+    its ``result.json`` will be."""
+    runs = []
+    for v in ablation_variants(terms):
+        out = Path(runs_dir) / f"{experiment}_ablation" / v["slug"]
+        for seed in seeds:
+            runs.append({**v, "seed": int(seed), "output_dir": str(out),
+                         "run_dir": str(out / experiment / f"{profile}-seed{seed}"),
+                         "train_overrides": [f"experiment={experiment}", f"profile={profile}",
+                                             f"seed={seed}", f"output_dir={out}",
+                                             *v["overrides"], *extra]})
+    return runs
+
+
+def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
+    """``(name, path to result.json or its run folder)`` -> ``{name: [report, ...]}``."""
+    out: dict[str, list[dict]] = {}
+    for name, path in named:
+        p = Path(path)
+        if p.is_dir():
+            p = p / "result.json"
+        out.setdefault(name, []).append(json.loads(p.read_text(encoding="utf-8")))
+    return out
+
+
+def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
+                   output_dir: str | Path = DEFAULT_OUTPUT_DIR, reference: str | None = None,
+                   title: str = "Table 5: ablation of the GAM terms") -> dict:
+    """Render Table 5 from finished run reports (``{row name: report or [reports]}``; each
+    report needs ``test.metrics``). ``reference``: the row the deltas are taken against
+    (default: the first row whose name does not start with "w/o" and is not a dual encoder,
+    else the first row). Writes ``table5.{md,json}``."""
+    out = Path(output_dir)
+    rows = []
+    for name, reps in reports.items():
+        reps = [reps] if isinstance(reps, Mapping) else list(reps)
+        missing = [r.get("experiment", "?") for r in reps if "metrics" not in r.get("test", {})]
+        if missing:
+            raise ValueError(f"row {name!r}: report(s) without test.metrics ({missing}); train "
+                             "with test_after_fit=true")
+        rows.append({"name": name, "runs": len(reps),
+                     "seeds": [r.get("seed") for r in reps],
+                     "test_pool": f"{reps[0]['test'].get('dataset', '?')}/"
+                                  f"{reps[0]['test'].get('pool', '?')}",
+                     **{m: spread([r["test"]["metrics"][m] for r in reps]) for m in METRICS}})
+    if not rows:
+        raise ValueError("no reports to tabulate")
+    if reference is None:
+        ref = next((r for r in rows if not r["name"].startswith("w/o")
+                    and "dual" not in r["name"].lower()), rows[0])
+    else:
+        ref = next((r for r in rows if r["name"] == reference), None)
+        if ref is None:
+            raise ValueError(f"reference row {reference!r} is not among {[r['name'] for r in rows]}")
+    for r in rows:
+        r["delta_vs_reference"] = {m: round(r[m]["mean"] - ref[m]["mean"], 4) for m in METRICS}
+    header = ["method", *(METRIC_LABELS[m] for m in METRICS), f"Δ MRR vs {ref['name']}", "runs"]
+    lines = [f"# {title}", "", f"Test pool: {rows[0]['test_pool']}. Cells: mean ± sample std "
+             "over runs (seeds); a removed term has its final GAM weight set to 0.", ""]
+    lines += markdown_table(header, ([r["name"], *(cell(r[m]) for m in METRICS),
+                                      f"{r['delta_vs_reference']['mrr']:+.2f}", r["runs"]]
+                                     for r in rows))
+    lines += ["", "Paper (ReQA NQ, BERT-base towers): " + "; ".join(
+        f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in PAPER_TABLE5.items())]
+    files = [write_json(out / "table5.json", {"reference": ref["name"], "rows": rows,
+                                              "paper": PAPER_TABLE5}),
+             write_markdown(out / "table5.md", lines)]
+    return {"analysis": "ablation", "reference": ref["name"],
+            "rows": {r["name"]: {m: r[m]["mean"] for m in METRICS} for r in rows},
+            "files": files}

@@ -1,0 +1,142 @@
+"""What the analyses share: ``NAME=PATH`` model lists (a repeated name = several seeds of one
+method), mean and spread over seeds, writing tables and figures, picking an answer sentence
+shared by several questions."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..data.types import Candidate, RetrievalPool
+
+DEFAULT_OUTPUT_DIR = "results/endx"
+METRICS = ("mrr", "r@1", "r@5")
+METRIC_LABELS = {"mrr": "MRR", "r@1": "R@1", "r@5": "R@5"}
+
+
+def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, str]]:
+    """``["Dual-GRUs=runs/dual_gru/cpu-seed1/model", ...]`` -> ``[(name, path), ...]`` in order.
+    The same name may come several times (seeds of one method)."""
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ValueError(f"--{what} {spec!r}: expected NAME=PATH")
+        out.append((name.strip(), path.strip()))
+    if not out:
+        raise ValueError(f"give at least one --{what} NAME=PATH")
+    return out
+
+
+def group_by_name(items: Iterable[tuple[str, object]]) -> dict[str, list]:
+    """Order-preserving ``{name: [value, ...]}``."""
+    groups: dict[str, list] = {}
+    for name, value in items:
+        groups.setdefault(name, []).append(value)
+    return groups
+
+
+def spread(values: Sequence[float | None]) -> dict | None:
+    """Mean and spread over runs: mean, sample std (0 for one run), min, max, n."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not vals:
+        return None
+    return {"mean": round(statistics.fmean(vals), 4),
+            "std": round(statistics.stdev(vals), 4) if len(vals) > 1 else 0.0,
+            "min": round(min(vals), 4), "max": round(max(vals), 4), "n": len(vals)}
+
+
+def cell(stat: dict | None, digits: int = 2) -> str:
+    """``55.24`` for one run, ``55.24 ± 1.02`` (sample std) for several; ``–`` for none."""
+    if not stat:
+        return "–"
+    if stat["n"] > 1:
+        return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f}"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def write_json(path: Path, obj) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def write_markdown(path: Path, lines: Sequence[str]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return str(path)
+
+
+def pyplot():
+    """matplotlib's pyplot on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def output_name(stem: str, tag: str | None) -> str:
+    return f"{stem}_{tag}" if tag else stem
+
+
+def questions_per_candidate(pool: RetrievalPool) -> dict[str, list[str]]:
+    """Candidate id -> the distinct questions (pool order) whose answer is that sentence."""
+    groups: dict[str, list[str]] = {}
+    for p in pool.pairs:
+        qs = groups.setdefault(p.answer_id, [])
+        if p.question not in qs:
+            qs.append(p.question)
+    return groups
+
+
+def pick_answer(pool: RetrievalPool, answer: str | None = None, max_questions: int | None = None,
+                min_questions: int = 2) -> tuple[Candidate, list[str]]:
+    """An answer sentence and its questions.
+
+    ``answer``: a candidate id or the exact sentence text; None picks the sentence with the
+    most distinct questions (ties: the first in pool order). The questions keep pool order
+    and are capped at ``max_questions`` (the first ones)."""
+    by_id = {c.id: c for c in pool.candidates}
+    groups = questions_per_candidate(pool)
+    if answer is None:
+        if not groups:
+            raise ValueError(f"{pool.dataset}/{pool.pool} has no QA pairs")
+        order = {c.id: i for i, c in enumerate(pool.candidates)}
+        cid = min(groups, key=lambda c: (-len(groups[c]), order.get(c, len(order))))
+    elif answer in by_id:
+        cid = answer
+    else:
+        ids = [c.id for c in pool.candidates if c.text == answer and c.id in groups]
+        if not ids:
+            raise ValueError(f"answer {answer!r} is neither a candidate id nor the text of an "
+                             "answer sentence of the pool")
+        cid = max(ids, key=lambda c: len(groups[c]))
+    questions = groups.get(cid, [])
+    if max_questions:
+        questions = questions[:max_questions]
+    if len(questions) < min_questions:
+        raise ValueError(f"answer {cid} has {len(questions)} question(s); this analysis needs "
+                         f"at least {min_questions}")
+    return by_id[cid], questions
+
+
+def load_models(named: Sequence[tuple[str, str]]) -> dict[str, object]:
+    """Exported dual-encoder folders, each loaded once (path -> DualEncoderInference)."""
+    from ..models.inference import DualEncoderInference
+
+    loaded: dict[str, object] = {}
+    for _, folder in named:
+        if folder not in loaded:
+            loaded[folder] = DualEncoderInference.load(folder)
+    return loaded

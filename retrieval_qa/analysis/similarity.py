@@ -1,0 +1,163 @@
+"""ENDX Figure 3: question-question similarity matrices for questions sharing one answer.
+
+For one answer sentence with several questions:
+
+(a) ENDX cross-embeddings: each question paired with that answer through the trained
+    Cross-Encoder of an ENDX Lightning checkpoint (``R^cross_q``, the question refined by the
+    answer);
+(b) ENDX dual-embeddings: the question tower of the same ENDX model;
+(c) baseline dual-embeddings: the question tower of a plain dual encoder.
+
+Similarity = inner product, the models' scoring function and GAM's (eq. 10) kernel, on the
+embeddings as each model scores them (l2-normalised first when the model's similarity is
+cosine). The matrices are symmetrised exactly (``(S + S^T) / 2``, a float-rounding fix).
+Besides the heatmaps (``figure3.png``), ``figure3.json`` holds the matrices, GAM's
+neighbour distributions ``p(q_j | q_i)`` (model kernel, self excluded) and two numbers per
+dual model: the q|q KL divergence from the cross-side distribution (GAM's ``L_q|q`` on these
+questions) and the correlation of its off-diagonal similarities with the cross ones.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data.collate import encode_texts
+from ..data.types import RetrievalPool
+from .common import (
+    DEFAULT_OUTPUT_DIR,
+    output_name,
+    pick_answer,
+    pyplot,
+    write_json,
+)
+
+PANELS = (("cross_endx", "(a) Cross-embeddings (ENDX)"),
+          ("dual_endx", "(b) Dual-embeddings (ENDX)"),
+          ("dual_baseline", "(c) Dual-embeddings (baseline)"))
+
+
+def resolve_run(run_dir: str | Path) -> tuple[str, str]:
+    """An ``rqa train`` run folder -> (Lightning checkpoint with the cross-encoder, exported
+    towers folder), from its ``result.json`` (falling back to ``checkpoints/last.ckpt``)."""
+    run = Path(run_dir)
+    result = run / "result.json"
+    if not result.is_file():
+        raise FileNotFoundError(f"{result} not found: is {run} a finished `rqa train` run?")
+    report = json.loads(result.read_text(encoding="utf-8"))
+    ckpt = report.get("best_training_checkpoint")
+    candidates = [Path(ckpt), run / "checkpoints" / Path(ckpt).name] if ckpt else []
+    candidates.append(run / "checkpoints" / "last.ckpt")
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"no training checkpoint for {run} (looked at "
+                                f"{[str(p) for p in candidates]})")
+    model = Path(report.get("checkpoint") or run / "model")
+    if not (model / "model.json").is_file():
+        model = run / "model"
+    return str(found), str(model)
+
+
+def similarity_matrix(emb: torch.Tensor) -> torch.Tensor:
+    s = emb.double() @ emb.double().T
+    return (s + s.T) / 2
+
+
+def _offdiag(m: torch.Tensor) -> torch.Tensor:
+    return m[~torch.eye(len(m), dtype=torch.bool)]
+
+
+def _correlation(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    x, y = _offdiag(a), _offdiag(b)
+    x, y = x - x.mean(), y - y.mean()
+    den = (x.norm() * y.norm()).item()
+    return None if den == 0 else round((x @ y).item() / den, 4)
+
+
+@torch.inference_mode()
+def cross_embeddings(module, tokenizer, questions: list[str], answer, meta: dict) -> torch.Tensor:
+    """``R^cross_q`` of every question paired with ``answer`` (a Candidate)."""
+    contexts = [answer.context] * len(questions) if meta.get("answer_with_context") else None
+    q = encode_texts(tokenizer, questions, meta["max_question_length"])
+    a = encode_texts(tokenizer, [answer.text] * len(questions), meta["max_answer_length"],
+                     contexts)
+    r_q, _ = module.cross_encoder(q, a)
+    return r_q.float()
+
+
+def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
+                        endx_model: str | Path, dual_model: str | Path,
+                        answer: str | None = None, max_questions: int = 10,
+                        output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None
+                        ) -> dict:
+    from ..losses.gam import log_neighbour_probabilities, relation_kl
+    from ..models.endx import EndxModule
+    from ..models.inference import DualEncoderInference
+
+    start = time.perf_counter()
+    out = Path(output_dir)
+    candidate, questions = pick_answer(pool, answer, max_questions)
+    endx_inf = DualEncoderInference.load(endx_model)
+    dual_inf = DualEncoderInference.load(dual_model)
+    module = EndxModule.load_from_checkpoint(str(endx_checkpoint), map_location="cpu").eval()
+    gam = module.hparams["gam"]
+    kernel, sigma = gam["kernel"], float(gam["sigma"])
+    cross = cross_embeddings(module, endx_inf.tokenizer, questions, candidate, endx_inf.meta)
+    if module.similarity == "cosine":
+        cross = F.normalize(cross, dim=-1)
+    emb = {"cross_endx": cross,
+           "dual_endx": endx_inf.encode_questions(questions, progress=False),
+           "dual_baseline": dual_inf.encode_questions(questions, progress=False)}
+    matrices = {k: similarity_matrix(v) for k, v in emb.items()}
+    probs = {k: log_neighbour_probabilities(v, v, kernel, sigma, exclude_self=True).exp()
+             for k, v in emb.items()}
+    agreement = {k: {"kl_qq_from_cross": round(float(relation_kl(
+                        emb["cross_endx"], emb["cross_endx"], emb[k], emb[k], kernel, sigma,
+                        exclude_self=True)), 6),
+                     "offdiag_correlation_with_cross": _correlation(matrices["cross_endx"],
+                                                                    matrices[k])}
+                 for k in ("dual_endx", "dual_baseline")}
+    stem = output_name("figure3", tag)
+    png = _figure3(matrices, out / f"{stem}.png", candidate.text)
+    data = {"answer": {"id": candidate.id, "text": candidate.text, "doc_id": candidate.doc_id},
+            "questions": questions, "dataset": pool.dataset, "pool": pool.pool,
+            "similarity": "inner product" + (" of l2-normalised embeddings"
+                                             if module.similarity == "cosine" else ""),
+            "gam_kernel": kernel, "gam_sigma": sigma,
+            "models": {"endx_checkpoint": str(endx_checkpoint), "endx_model": str(endx_model),
+                       "dual_model": str(dual_model)},
+            "matrices": {k: [[round(x, 6) for x in row] for row in m.tolist()]
+                         for k, m in matrices.items()},
+            "neighbour_probabilities": {k: [[round(x, 6) for x in row] for row in p.tolist()]
+                                        for k, p in probs.items()},
+            "agreement_with_cross": agreement,
+            "mean_offdiag_similarity": {k: round(_offdiag(m).mean().item(), 6)
+                                        for k, m in matrices.items()}}
+    js = write_json(out / f"{stem}.json", data)
+    return {"analysis": "similarity", "answer": candidate.id, "questions": len(questions),
+            "agreement_with_cross": agreement, "files": [png, js],
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _figure3(matrices: dict[str, torch.Tensor], path: Path, answer_text: str) -> str:
+    plt = pyplot()
+    n = len(next(iter(matrices.values())))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4))
+    labels = [f"Q{i + 1}" for i in range(n)]
+    for ax, (key, title) in zip(axes, PANELS, strict=True):
+        im = ax.imshow(matrices[key].numpy(), cmap="viridis")
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks(range(n), labels, fontsize=7)
+        ax.set_yticks(range(n), labels, fontsize=7)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    short = answer_text if len(answer_text) <= 110 else answer_text[:107] + "..."
+    fig.suptitle(f"Question-question similarities; answer: {short}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
