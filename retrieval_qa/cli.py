@@ -119,6 +119,12 @@ def cmd_metrics(args) -> dict:
     return {"run_file": args.run_file, "metrics": metrics_from_run_file(args.run_file)}
 
 
+def cmd_analyze(args) -> dict:
+    from .analysis.cli import run_analysis
+
+    return run_analysis(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rqa", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -161,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     met = sub.add_parser("metrics", help="recompute metrics from a run file")
     met.add_argument("--run-file", required=True)
     met.set_defaults(func=cmd_metrics)
+
+    from .analysis.cli import add_analyze_arguments
+
+    an = sub.add_parser("analyze", help="ENDX analyses: Tables 4-6, Figures 2-4")
+    add_analyze_arguments(an)
+    an.set_defaults(func=cmd_analyze)
     return parser
 
 

@@ -7,12 +7,12 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .token_embedder import TokenEmbedder
-from .token_encoder import TokenEncoder
+from .token_encoder import EmbedderTokenEncoder
 
 RECURRENT_KINDS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
-class RecurrentTokenEncoder(TokenEncoder):
+class RecurrentTokenEncoder(EmbedderTokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids=None) -> states[B, L, H]``.
 
     embedder: the :class:`TokenEmbedder` (E-dimensional vectors).
@@ -62,13 +62,6 @@ class RecurrentTokenEncoder(TokenEncoder):
             bidirectional=bidirectional,
             dropout=dropout if num_layers > 1 else 0.0,
         )
-
-    @property
-    def token_embedder(self) -> TokenEmbedder:
-        return self.embedder
-
-    def set_token_embedder(self, module: nn.Module) -> None:
-        self.embedder = module
 
     def forward(
         self,

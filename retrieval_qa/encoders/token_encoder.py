@@ -39,3 +39,16 @@ class TokenEncoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         raise NotImplementedError
+
+
+class EmbedderTokenEncoder(TokenEncoder):
+    """A token encoder built on its own ``self.embedder`` (recurrent, transformer)."""
+
+    embedder: nn.Module
+
+    @property
+    def token_embedder(self) -> nn.Module:
+        return self.embedder
+
+    def set_token_embedder(self, module: nn.Module) -> None:
+        self.embedder = module

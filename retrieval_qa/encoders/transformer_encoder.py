@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .token_embedder import TokenEmbedder
-from .token_encoder import TokenEncoder
+from .token_encoder import EmbedderTokenEncoder
 
 POSITION_KINDS = ("learned", "sinusoidal")
 
@@ -23,7 +23,7 @@ def sinusoidal_positions(max_positions: int, dim: int) -> torch.Tensor:
     return table
 
 
-class TransformerTokenEncoder(TokenEncoder):
+class TransformerTokenEncoder(EmbedderTokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids=None) -> states[B, L, H]``.
 
     embedder: the :class:`TokenEmbedder` (E-dimensional vectors); when E != H a linear layer
@@ -81,13 +81,6 @@ class TransformerTokenEncoder(TokenEncoder):
             batch_first=True,
         )
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
-
-    @property
-    def token_embedder(self) -> TokenEmbedder:
-        return self.embedder
-
-    def set_token_embedder(self, module: nn.Module) -> None:
-        self.embedder = module
 
     def forward(
         self,

@@ -1,0 +1,275 @@
+"""The analyses of the ENDX paper, section 4.5 onwards (Table 4, Figure 2, Table 5, Figure 3,
+Table 6, Figure 4), on the reduced CPU profile, written to results/endx/.
+
+Plan (each step is skipped when it is finished, so an interrupted run resumes):
+
+1. ``rqa train experiment=E profile=cpu seed=S`` for the dual and ENDX experiments of every
+   family (default: gru and bert) and seed (finished when ``<runs>/E/cpu-seedS/result.json``
+   exists; an unfinished run resumes from its last.ckpt);
+2. the GAM ablation runs (default endx_gru without q|q, a|a, q|a, a|q, same seeds), each in
+   its own output folder ``<runs>/endx_gru_ablation/wo_<term>``;
+3. ``rqa analyze one-to-many`` (all families and seeds; Table 4, Figure 2), ``ablation``
+   (Table 5), ``similarity`` and ``tsne`` per family on the first seed (Figures 3 and 4,
+   ``figure3_<family>.*``), ``bertqa`` (Table 6; dual and ENDX of the bert family, all seeds).
+   An analysis is finished when its output JSON exists and ``commands.json`` records the same
+   command (``--force`` reruns analyses, never finished training).
+
+Every command, its wall time and exit status go to ``results/endx/commands.{json,md}``.
+Tables give mean ± sample std over seeds. Expect hours on 2 CPU cores (the BERT-family runs
+and BERTQA dominate); ``--dry-run`` prints the plan with each step's status and runs nothing.
+
+    python experiments/endx_analyses.py --dry-run
+    python experiments/endx_analyses.py --seeds 42,43,44 --families gru,bert
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
+    "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
+    "bert": (("dual_bert", "Dual-BERTs"), ("endx_bert", "ENDX-BERTs")),
+    "rnn": (("dual_rnn", "Dual-RNNs"), ("endx_rnn", "ENDX-RNNs")),
+    "lstm": (("dual_lstm", "Dual-LSTMs"), ("endx_lstm", "ENDX-LSTMs")),
+    "transformer": (("dual_transformer", "Dual-Transformers"),
+                    ("endx_transformer", "ENDX-Transformers")),
+}
+GAM_TERMS = ("qq", "aa", "qa", "aq")
+
+
+@dataclass
+class Step:
+    key: str
+    kind: str  # train | analyze
+    args: list[str]
+    output: Path  # result.json of a run, or the analysis's JSON
+    needs: list[str] = field(default_factory=list)
+
+    def command(self) -> str:
+        return "rqa " + " ".join(shlex.quote(a) for a in self.args)
+
+
+def _display(experiment: str) -> str:
+    for dual, endx in FAMILIES.values():
+        for exp, name in (dual, endx):
+            if exp == experiment:
+                return name
+    return experiment
+
+
+def build_plan(args) -> list[Step]:
+    runs = Path(args.runs_dir)
+    res = Path(args.results_dir)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    ab_seeds = ([int(s) for s in args.ablation_seeds.split(",") if s.strip()]
+                if args.ablation_seeds else seeds)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise SystemExit(f"unknown famil(ies) {unknown}; choose from {sorted(FAMILIES)}")
+    extra = [f"data.data_dir={args.data_dir}"] if args.data_dir else []
+    data = ["--dataset", args.dataset, "--pool", args.pool]
+    data += ["--data-dir", args.data_dir] if args.data_dir else []
+    out = ["--output-dir", str(res)]
+    steps: list[Step] = []
+
+    def run_dir(exp: str, seed: int, base: Path = runs) -> Path:
+        return base / exp / f"{args.profile}-seed{seed}"
+
+    def train(exp: str, seed: int, base: Path = runs, overrides=(), key: str | None = None):
+        key = key or f"train/{exp}/seed{seed}"
+        steps.append(Step(key, "train", ["train", f"experiment={exp}", f"profile={args.profile}",
+                                         f"seed={seed}", f"output_dir={base}", *overrides,
+                                         *extra], run_dir(exp, seed, base) / "result.json"))
+        return key
+
+    fam_runs: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    for fam in families:
+        for exp, _ in FAMILIES[fam]:
+            for seed in seeds:
+                fam_runs.setdefault(fam, {}).setdefault(exp, []).append(
+                    (seed, train(exp, seed)))
+    ab_exp = args.ablation_experiment
+    ab_keys: list[tuple[str, Path, str]] = []
+    if ab_exp:
+        for term in GAM_TERMS:
+            base = runs / f"{ab_exp}_ablation" / f"wo_{term}"
+            for seed in ab_seeds:
+                key = train(ab_exp, seed, base, [f"model.gam.final.{term}=0"],
+                            f"train/{ab_exp}_ablation/wo_{term}/seed{seed}")
+                ab_keys.append((term, run_dir(ab_exp, seed, base), key))
+        for seed in ab_seeds:  # the full ENDX and its dual baseline, if not trained above
+            for exp in (ab_exp.replace("endx_", "dual_"), ab_exp):
+                if not any(s.key == f"train/{exp}/seed{seed}" for s in steps):
+                    train(exp, seed)
+
+    def model_args(exps: list[str], which_seeds) -> tuple[list[str], list[str]]:
+        margs, needs = [], []
+        for exp in exps:
+            for seed in which_seeds:
+                margs += ["--model", f"{_display(exp)}={run_dir(exp, seed) / 'model'}"]
+                needs.append(f"train/{exp}/seed{seed}")
+        return margs, needs
+
+    all_exps = [exp for fam in families for exp, _ in FAMILIES[fam]]
+    margs, needs = model_args(all_exps, seeds)
+    steps.append(Step("analyze/one-to-many", "analyze",
+                      ["analyze", "one-to-many", *margs, *data, *out, "--quiet"],
+                      res / "table4.json", needs))
+    if ab_exp:
+        dual_exp = ab_exp.replace("endx_", "dual_")
+        rargs, rneeds = [], []
+        for exp in (dual_exp, ab_exp):
+            for seed in ab_seeds:
+                rargs += ["--report", f"{_display(exp)}={run_dir(exp, seed) / 'result.json'}"]
+                rneeds.append(f"train/{exp}/seed{seed}")
+        for term, rd, key in ab_keys:
+            label = {"qq": "w/o L_q|q", "aa": "w/o L_a|a", "qa": "w/o L_q|a",
+                     "aq": "w/o L_a|q"}[term]
+            rargs += ["--report", f"{label}={rd / 'result.json'}"]
+            rneeds.append(key)
+        steps.append(Step("analyze/ablation", "analyze",
+                          ["analyze", "ablation", *rargs, "--reference", _display(ab_exp),
+                           "--title", f"Table 5: ablation of the GAM terms ({_display(ab_exp)}, "
+                                      f"{args.profile} profile)", *out],
+                          res / "table5.json", rneeds))
+    first = seeds[0]
+    for fam in families:
+        (dual_exp, _), (endx_exp, _) = FAMILIES[fam]
+        steps.append(Step(f"analyze/similarity/{fam}", "analyze",
+                          ["analyze", "similarity", "--endx-run", str(run_dir(endx_exp, first)),
+                           "--dual-model", str(run_dir(dual_exp, first) / "model"),
+                           "--max-questions", str(args.similarity_questions), "--tag", fam,
+                           *data, *out], res / f"figure3_{fam}.json",
+                          [f"train/{endx_exp}/seed{first}", f"train/{dual_exp}/seed{first}"]))
+        margs, needs = model_args([dual_exp, endx_exp], [first])
+        steps.append(Step(f"analyze/tsne/{fam}", "analyze",
+                          ["analyze", "tsne", *margs, "--questions", str(args.tsne_questions),
+                           "--tag", fam, *data, *out], res / f"figure4_{fam}.json", needs))
+    bq_fams = [f.strip() for f in args.bertqa_families.split(",") if f.strip()]
+    bq_exps = [exp for fam in bq_fams if fam in families for exp, _ in FAMILIES[fam]]
+    if bq_exps:
+        margs, needs = model_args(bq_exps, seeds)
+        steps.append(Step("analyze/bertqa", "analyze",
+                          ["analyze", "bertqa", *margs, "--steps", str(args.bertqa_steps),
+                           "--batch-size", str(args.bertqa_batch_size),
+                           "--passages", str(args.bertqa_passages),
+                           "--pairs", str(args.bertqa_pairs), "--seed", str(args.bertqa_seed),
+                           *data, *out], res / "table6.json", needs))
+    return steps
+
+
+def _load_log(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _write_log(res: Path, log: dict) -> None:
+    res.mkdir(parents=True, exist_ok=True)
+    (res / "commands.json").write_text(json.dumps(log, indent=2) + "\n")
+    lines = ["# Commands and times of the ENDX analyses", "",
+             "| step | status | seconds | finished | command |", "|---|---|---|---|---|"]
+    for key, rec in log.items():
+        lines.append(f"| {key} | {rec.get('status')} | {rec.get('seconds', '–')} | "
+                     f"{rec.get('finished', '–')} | `{rec['command']}` |")
+    (res / "commands.md").write_text("\n".join(lines) + "\n")
+
+
+def is_done(step: Step, log: dict, force: bool) -> bool:
+    if not step.output.is_file():
+        return False
+    if step.kind == "train":
+        return True
+    rec = log.get(step.key)
+    return not force and rec is not None and rec.get("command") == step.command() \
+        and rec.get("status") == "ok"
+
+
+def run_step(step: Step) -> tuple[int, float]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "retrieval_qa.cli", *step.args], cwd=ROOT)
+    return proc.returncode, round(time.perf_counter() - start, 1)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="42,43,44", help="training seeds (default 42,43,44)")
+    ap.add_argument("--families", default="gru,bert",
+                    help=f"comma-separated, from {sorted(FAMILIES)} (default gru,bert)")
+    ap.add_argument("--profile", default="cpu", help="experiment profile (default cpu)")
+    ap.add_argument("--ablation-experiment", default="endx_gru",
+                    help="ENDX experiment of Table 5 ('' to skip; default endx_gru)")
+    ap.add_argument("--ablation-seeds", default=None, help="default: --seeds")
+    ap.add_argument("--bertqa-families", default="bert", help="dual/ENDX rows of Table 6")
+    ap.add_argument("--bertqa-steps", type=int, default=300)
+    ap.add_argument("--bertqa-batch-size", type=int, default=16)
+    ap.add_argument("--bertqa-passages", type=int, default=27)
+    ap.add_argument("--bertqa-pairs", type=int, default=500)
+    ap.add_argument("--bertqa-seed", type=int, default=0)
+    ap.add_argument("--similarity-questions", type=int, default=10)
+    ap.add_argument("--tsne-questions", type=int, default=6)
+    ap.add_argument("--dataset", default="reqa_squad")
+    ap.add_argument("--pool", default="dev", help="evaluation pool of the analyses")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--runs-dir", default="runs", help="output_dir of rqa train (default runs)")
+    ap.add_argument("--results-dir", default="results/endx")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated step-key prefixes to run (e.g. train/dual_gru,"
+                         "analyze/tsne)")
+    ap.add_argument("--force", action="store_true", help="rerun finished analyses")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    steps = build_plan(args)
+    res = Path(args.results_dir)
+    log = _load_log(res / "commands.json")
+    only = [p for p in (args.only or "").split(",") if p]
+    selected = [s for s in steps if not only or any(s.key.startswith(p) for p in only)]
+    status = {s.key: ("done" if is_done(s, log, args.force) else "todo") for s in steps}
+    if args.dry_run:
+        for s in selected:
+            print(f"[{status[s.key]}] {s.key}: {s.command()}")
+        todo = [s for s in selected if status[s.key] == "todo"]
+        print(json.dumps({"dry_run": True, "steps": len(selected), "todo": len(todo),
+                          "done": len(selected) - len(todo), "results_dir": str(res),
+                          "plan": [{"key": s.key, "status": status[s.key],
+                                    "command": s.command(), "output": str(s.output)}
+                                   for s in selected]}))
+        return 0
+    start = time.perf_counter()
+    ran, failed, blocked = [], [], []
+    for s in selected:
+        if status[s.key] == "done":
+            continue
+        missing = [n for n in s.needs if status.get(n) != "done"]
+        if missing:
+            blocked.append({"key": s.key, "waiting_for": missing})
+            print(f"skip {s.key}: waiting for {missing}", file=sys.stderr)
+            continue
+        print(f"$ {s.command()}", file=sys.stderr, flush=True)
+        code, seconds = run_step(s)
+        ok = code == 0 and s.output.is_file()
+        log[s.key] = {"command": s.command(), "status": "ok" if ok else f"failed ({code})",
+                      "seconds": seconds,
+                      "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+        _write_log(res, log)
+        status[s.key] = "done" if ok else "failed"
+        (ran if ok else failed).append(s.key)
+    print(json.dumps({"ran": ran, "failed": failed, "blocked": blocked,
+                      "results_dir": str(res), "commands": str(res / "commands.md"),
+                      "seconds": round(time.perf_counter() - start, 1)}))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""Arguments and dispatch of ``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation}``.
+
+Models are given as ``--model NAME=FOLDER`` (exported dual-encoder folders, the `checkpoint`
+of ``rqa train``); the same NAME several times means several runs (seeds) of one method,
+reported as mean ± std. Every command writes into ``--output-dir`` (default results/endx)
+and returns one JSON-able dict (printed by ``rqa`` on the last line of stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import DEFAULT_OUTPUT_DIR, parse_named
+
+
+def _data_args(p: argparse.ArgumentParser, pool_help: str = "evaluation pool") -> None:
+    from ..data import DATASETS
+
+    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS)
+    p.add_argument("--pool", default=None, help=f"{pool_help} (default: dev / test)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with squad/, mrqa/, multireqa/ (else $RQA_DATA_DIR, else "
+                        "../shared/data beside the repository)")
+    p.add_argument("--lenient", action="store_true", help="skip malformed records")
+    p.add_argument("--no-cache", action="store_true", help="rebuild, do not read or write cache")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
+                   help=f"folder for tables (.md, .json) and figures (.png) "
+                        f"(default {DEFAULT_OUTPUT_DIR})")
+
+
+def _models(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--model", action="append", default=[], required=required, metavar="NAME=DIR",
+                   help="an exported dual-encoder folder; repeat (the same NAME again = "
+                        "another run of that method)")
+
+
+def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="analysis", required=True)
+
+    om = sub.add_parser("one-to-many", help="Table 4 + Figure 2: metrics on the subsets of "
+                                            "questions whose answer has >= k questions")
+    _models(om)
+    _data_args(om)
+    om.add_argument("--max-k", type=int, default=8, help="subsets k = 1..MAX_K (default 8)")
+    om.add_argument("--table-k", type=int, default=8, help="the k of Table 4 (default 8)")
+    om.add_argument("--batch-size", type=int, default=128)
+    om.add_argument("--quiet", action="store_true", help="no progress bars")
+    _common(om)
+
+    si = sub.add_parser("similarity", help="Figure 3: question-question similarity matrices "
+                                           "(ENDX cross, ENDX dual, baseline dual)")
+    si.add_argument("--endx-run", default=None,
+                    help="an `rqa train` run folder of ENDX (reads its result.json for the "
+                         "Lightning checkpoint and the exported towers)")
+    si.add_argument("--endx-checkpoint", default=None,
+                    help="ENDX Lightning .ckpt (with the cross-encoder); overrides --endx-run's")
+    si.add_argument("--endx-model", default=None,
+                    help="ENDX exported towers folder (tokenizer, dual towers); default: the "
+                         "run's model/")
+    si.add_argument("--dual-model", required=True, help="baseline dual-encoder exported folder")
+    si.add_argument("--answer", default=None, help="candidate id or exact sentence (default: "
+                                                   "the answer with the most questions)")
+    si.add_argument("--max-questions", type=int, default=10)
+    si.add_argument("--tag", default=None, help="suffix of the file names (figure3_TAG.*)")
+    _data_args(si)
+    _common(si)
+
+    bq = sub.add_parser("bertqa", help="Table 6: BERTQA (concatenated cross-attention "
+                                       "classifier) vs dual encoders, with timings")
+    _models(bq)
+    _data_args(bq, "pool the test sample is drawn from")
+    bq.add_argument("--train-dataset", default=None, help="BERTQA training data (default: "
+                                                          "--dataset)")
+    bq.add_argument("--train-pool", default="train", help="BERTQA training pool (default train)")
+    bq.add_argument("--pretrained", default="minilm",
+                    help="encoder of BERTQA (name, alias or folder; default the packaged MiniLM)")
+    bq.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    bq.add_argument("--batch-size", type=int, default=16, help="pairs per step, half negatives")
+    bq.add_argument("--lr", type=float, default=3e-5)
+    bq.add_argument("--max-length", type=int, default=128, help="tokens of question + sentence")
+    bq.add_argument("--passages", type=int, default=27)
+    bq.add_argument("--pairs", type=int, default=500)
+    bq.add_argument("--passage-choice", default="most_questions",
+                    choices=["most_questions", "random"])
+    bq.add_argument("--seed", type=int, default=0)
+    bq.add_argument("--score-batch-size", type=int, default=256,
+                    help="BERTQA pairs per forward pass at test time")
+    _common(bq)
+
+    ts = sub.add_parser("tsne", help="Figure 4: t-SNE of questions sharing one answer")
+    _models(ts)
+    ts.add_argument("--answer", default=None, help="candidate id or exact sentence (default: "
+                                                   "the answer with the most questions)")
+    ts.add_argument("--questions", type=int, default=6, help="questions to show (default 6)")
+    ts.add_argument("--perplexity", type=float, default=None,
+                    help="default max(1, min(30, (n-1)/3)) for n points")
+    ts.add_argument("--seed", type=int, default=0)
+    ts.add_argument("--tag", default=None, help="suffix of the file names (figure4_TAG.*)")
+    _data_args(ts)
+    _common(ts)
+
+    ab = sub.add_parser("ablation", help="Table 5 from finished `rqa train` reports")
+    ab.add_argument("--report", action="append", default=[], required=True,
+                    metavar="NAME=PATH", help="result.json (or its run folder); repeat, the "
+                                              "same NAME again = another seed")
+    ab.add_argument("--reference", default=None, help="row the deltas are taken against")
+    ab.add_argument("--title", default="Table 5: ablation of the GAM terms")
+    _common(ab)
+
+
+def _pool(args, dataset=None, pool=None):
+    from ..data import load_pool
+
+    built, _ = load_pool(dataset or args.dataset, pool if pool is not None else args.pool,
+                         args.data_dir, strict=not args.lenient, use_cache=not args.no_cache)
+    return built
+
+
+def run_analysis(args) -> dict:
+    if args.analysis == "one-to-many":
+        from .one_to_many import one_to_many_analysis
+
+        return one_to_many_analysis(_pool(args), parse_named(args.model),
+                                    ks=range(1, args.max_k + 1), table_k=args.table_k,
+                                    output_dir=args.output_dir, batch_size=args.batch_size,
+                                    progress=not args.quiet)
+    if args.analysis == "similarity":
+        from .similarity import resolve_run, similarity_analysis
+
+        ckpt, model = args.endx_checkpoint, args.endx_model
+        if args.endx_run:
+            run_ckpt, run_model = resolve_run(args.endx_run)
+            ckpt, model = ckpt or run_ckpt, model or run_model
+        if not ckpt or not model:
+            raise ValueError("give --endx-run, or --endx-checkpoint and --endx-model")
+        return similarity_analysis(_pool(args), endx_checkpoint=ckpt, endx_model=model,
+                                   dual_model=args.dual_model, answer=args.answer,
+                                   max_questions=args.max_questions,
+                                   output_dir=args.output_dir, tag=args.tag)
+    if args.analysis == "bertqa":
+        from .bertqa import bertqa_analysis
+
+        return bertqa_analysis(
+            _pool(args), _pool(args, args.train_dataset, args.train_pool),
+            parse_named(args.model), pretrained=args.pretrained, steps=args.steps,
+            batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
+            passages=args.passages, pairs=args.pairs, choice=args.passage_choice,
+            seed=args.seed, score_batch_size=args.score_batch_size,
+            output_dir=args.output_dir)
+    if args.analysis == "tsne":
+        from .tsne import tsne_analysis
+
+        return tsne_analysis(_pool(args), parse_named(args.model), answer=args.answer,
+                             num_questions=args.questions, perplexity=args.perplexity,
+                             seed=args.seed, output_dir=args.output_dir, tag=args.tag)
+    if args.analysis == "ablation":
+        from .ablation import ablation_table, load_reports
+
+        return ablation_table(load_reports(parse_named(args.report, "report")),
+                              output_dir=args.output_dir, reference=args.reference,
+                              title=args.title)
+    raise ValueError(f"unknown analysis {args.analysis!r}")
