@@ -183,7 +183,7 @@ def _write_log(res: Path, log: dict) -> None:
 
 
 def is_done(step: Step, log: dict, force: bool) -> bool:
-    if not step.output.is_file():
+    if not (ROOT / step.output).is_file():
         return False
     if step.kind == "train":
         return True
@@ -231,7 +231,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     steps = build_plan(args)
-    res = Path(args.results_dir)
+    res = ROOT / args.results_dir
     log = _load_log(res / "commands.json")
     only = [p for p in (args.only or "").split(",") if p]
     selected = [s for s in steps if not only or any(s.key.startswith(p) for p in only)]
@@ -246,6 +246,11 @@ def main(argv=None) -> int:
                                     "command": s.command(), "output": str(s.output)}
                                    for s in selected]}))
         return 0
+    for s in steps:  # runs finished before this script (or by an earlier call): their times
+        if s.kind == "train" and status[s.key] == "done" and s.key not in log:
+            report = json.loads((ROOT / s.output).read_text())
+            log[s.key] = {"command": s.command(), "status": "ok (found)",
+                          "seconds": report.get("seconds"), "finished": "earlier"}
     start = time.perf_counter()
     ran, failed, blocked = [], [], []
     for s in selected:
@@ -258,7 +263,7 @@ def main(argv=None) -> int:
             continue
         print(f"$ {s.command()}", file=sys.stderr, flush=True)
         code, seconds = run_step(s)
-        ok = code == 0 and s.output.is_file()
+        ok = code == 0 and (ROOT / s.output).is_file()
         log[s.key] = {"command": s.command(), "status": "ok" if ok else f"failed ({code})",
                       "seconds": seconds,
                       "finished": time.strftime("%Y-%m-%d %H:%M:%S")}

