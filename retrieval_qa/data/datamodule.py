@@ -33,10 +33,10 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset
 
-from .collate import PairCollator, TextCollator
+from .collate import PairCollator, TextCollator, token_lengths
 from .loading import load_pool
-from .sampler import NoDuplicatesBatchSampler
 from .reqa import assemble_pool
+from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
 from .types import QAPair, RetrievalPool
 
@@ -256,8 +256,10 @@ class ReQADataModule(pl.LightningDataModule):
         return order[rank::world]
 
     def _eval_loaders(self, pool: RetrievalPool) -> list[DataLoader]:
-        cand_len = [len(c.text) + (len(c.context) if self.answer_with_context else 0)
-                    for c in pool.candidates]
+        cand_len = token_lengths(
+            self.tokenizer, [c.text for c in pool.candidates], self.max_answer_length,
+            [c.context for c in pool.candidates] if self.answer_with_context else None)
+        q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
         common = {"batch_size": self.eval_batch_size, "shuffle": False,
                   "num_workers": self.num_workers}
         candidates = DataLoader(
@@ -265,7 +267,7 @@ class ReQADataModule(pl.LightningDataModule):
             collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
                                     self.answer_with_context), **common)
         questions = DataLoader(
-            IndexedDataset(pool.questions, self._shard([len(q) for q in pool.questions])),
+            IndexedDataset(pool.questions, self._shard(q_len)),
             collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question"),
             **common)
         return [candidates, questions]

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..data.collate import encode_texts, token_lengths
 from ..data.types import Candidate
 from ..encoders import DualTowers, build_dual_towers
 
@@ -52,17 +53,14 @@ class DualEncoderInference:
 
     def _batches(self, texts: list[str], contexts: list[str] | None, max_length: int,
                  batch_size: int, desc: str, progress: bool):
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # length-sorted batches
+        """Batches of similar token length, longest first (little padding)."""
+        lengths = token_lengths(self.tokenizer, texts, max_length, contexts)
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         for lo in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress,
                        leave=False):
             idx = order[lo:lo + batch_size]
-            first = [texts[i] for i in idx]
-            second = [contexts[i] for i in idx] if contexts is not None else None
-            enc = self.tokenizer(first, second, padding=True, max_length=max_length,
-                                 truncation="only_second" if second else True,
-                                 return_tensors="pt")
-            yield idx, {k: v for k, v in enc.items()
-                        if k in ("input_ids", "attention_mask", "token_type_ids")}
+            yield idx, encode_texts(self.tokenizer, [texts[i] for i in idx], max_length,
+                                    [contexts[i] for i in idx] if contexts is not None else None)
 
     @torch.inference_mode()
     def _encode(self, side: str, texts, contexts, max_length, batch_size, progress):
