@@ -25,8 +25,10 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench
 
+# PROFILE=cpu|paper; ROWS="BM25,Dual-BERTs" to run some rows only (finished rows are kept)
+PROFILE ?= cpu
 reproduce-table2: $(STAMP)
-	$(BIN)/python experiments/reproduce_table2.py
+	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) $(if $(ROWS),--rows "$(ROWS)")
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_search.py

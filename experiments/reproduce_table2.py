@@ -105,6 +105,10 @@ def main() -> None:
     start = time.time()
     for row in table.rows:
         for pool in table.pools:
+            if row.kind == "train" and pool not in table.trained_pools:
+                results[(row.name, pool)] = {"not_run": f"trained on train-v1.1: not scored on "
+                                                        f"the {pool} pool"}
+                continue
             path = OUT / f"{row.name.replace(' ', '_')}-{pool}.json"
             if path.is_file() and not args.force:
                 results[(row.name, pool)] = json.loads(path.read_text())
