@@ -34,7 +34,8 @@ class EvaluationResult:
                 "seconds": round(self.seconds, 3), "run_file": self.run_file}
 
 
-def _mask(gold: list[list[int]], rows: range, width: int) -> torch.Tensor:
+def gold_mask(gold: list[list[int]], rows, width: int) -> torch.Tensor:
+    """[len(rows), width] bool: True at the gold candidates of each question in ``rows``."""
     mask = torch.zeros(len(rows), width, dtype=torch.bool)
     for r, q in enumerate(rows):
         mask[r, gold[q]] = True
@@ -70,12 +71,12 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
         for lo in range(0, n_q, step):
             rows = range(lo, min(lo + step, n_q))
             scores = scorer.score(rows).float()
-            ranks[lo:rows.stop] = gold_ranks(scores, _mask(pool.gold, rows, n_c))
+            ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
             if doc_ranks is not None:
                 doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
                 doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
                 doc_ranks[lo:rows.stop] = gold_ranks(doc_scores,
-                                                     _mask(doc_gold, rows, len(doc_names)))
+                                                     gold_mask(doc_gold, rows, len(doc_names)))
             if run_file is not None:
                 top = scores.topk(k, dim=1)
                 for r, q in enumerate(rows):

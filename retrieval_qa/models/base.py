@@ -11,18 +11,12 @@ import torch.nn.functional as F
 from ..data.types import RetrievalPool
 from ..encoders import DualTowers
 from ..evaluation import ReQARankMetric
+from ..evaluation.evaluator import gold_mask
 from .optim import build_optimizer, build_schedule
 
 
 class NonFiniteLossError(FloatingPointError):
     pass
-
-
-def gold_mask(pool: RetrievalPool, rows: torch.Tensor, width: int) -> torch.Tensor:
-    mask = torch.zeros(len(rows), width, dtype=torch.bool)
-    for r, q in enumerate(rows.tolist()):
-        mask[r, pool.gold[q]] = True
-    return mask
 
 
 class RetrievalModule(pl.LightningModule):
@@ -106,7 +100,7 @@ class RetrievalModule(pl.LightningModule):
         for lo in range(0, len(q_idx), self.eval_chunk):
             rows = q_idx[lo:lo + self.eval_chunk]
             scores = q_emb[lo:lo + self.eval_chunk] @ candidates.T
-            metric.update(scores, gold_mask(pool, rows.cpu(), len(pool.candidates)).to(
+            metric.update(scores, gold_mask(pool.gold, rows.tolist(), len(pool.candidates)).to(
                 scores.device), rows)
         result = metric.compute()
         metric.reset()
