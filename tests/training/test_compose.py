@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from retrieval_qa.config import conf_dir
 from retrieval_qa.training.compose import compose
@@ -41,3 +42,21 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
         compose(["experiment=sde", "profile=fast"])
     with pytest.raises(ValueError, match="say which experiment"):
         compose([])
+
+
+@pytest.mark.parametrize("name", [e for e in EXPERIMENTS if not e.endswith(("bert", "sde"))
+                                  and not e.startswith("ade")])
+def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
+    """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
+    embeddings are replaced by a tiny random table so nothing is loaded."""
+    from retrieval_qa.training.run import build_module
+
+    cfg = compose([f"experiment={name}", "profile=cpu", "model.towers.encoder.vocab_size=50",
+                   "model.towers.encoder.embedding_dim=8"])
+    module = build_module(cfg.model)
+    batch = {"input_ids": torch.randint(1, 50, (3, 7)), "attention_mask": torch.ones(3, 7)}
+    q, a = module.towers(batch, batch)
+    assert q.shape == a.shape and q.shape[0] == 3
+    if name.startswith("endx"):
+        cq, ca = module.cross_encoder(batch, batch)
+        assert cq.shape[0] == ca.shape[0] == 3
