@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "endx_analyses.py
 def script(monkeypatch):
     spec = importlib.util.spec_from_file_location("endx_analyses", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "endx_analyses", module)  # dataclasses look it up
     spec.loader.exec_module(module)
 
     def refuse(*a, **kw):

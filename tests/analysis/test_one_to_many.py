@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from retrieval_qa.data.types import Candidate, QAPair, RetrievalPool
 from retrieval_qa.models.inference import DualEncoderInference
 
