@@ -76,6 +76,15 @@ def build_plan(args) -> list[Step]:
     if unknown:
         raise SystemExit(f"unknown famil(ies) {unknown}; choose from {sorted(FAMILIES)}")
     extra = [f"data.data_dir={args.data_dir}"] if args.data_dir else []
+    family_overrides: dict[str, list[str]] = {}
+    for spec in args.overrides:
+        fam, sep, setting = spec.partition(":")
+        if not sep or "=" not in setting or fam not in FAMILIES:
+            raise SystemExit(f"--overrides {spec!r}: expected FAMILY:key=value with FAMILY in "
+                             f"{sorted(FAMILIES)}")
+        family_overrides.setdefault(fam, []).append(setting)
+    exp_overrides = {exp: family_overrides.get(fam, [])
+                     for fam, pair in FAMILIES.items() for exp, _ in pair}
     data = ["--dataset", args.dataset, "--pool", args.pool]
     data += ["--data-dir", args.data_dir] if args.data_dir else []
     out = ["--output-dir", str(res)]
@@ -88,7 +97,8 @@ def build_plan(args) -> list[Step]:
         key = key or f"train/{exp}/seed{seed}"
         steps.append(Step(key, "train", ["train", f"experiment={exp}", f"profile={args.profile}",
                                          f"seed={seed}", f"output_dir={base}", *overrides,
-                                         *extra], run_dir(exp, seed, base) / "result.json"))
+                                         *exp_overrides[exp], *extra],
+                          run_dir(exp, seed, base) / "result.json"))
         return key
 
     fam_runs: dict[str, dict[str, list[tuple[int, str]]]] = {}
@@ -171,8 +181,11 @@ def _load_log(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _write_log(res: Path, log: dict) -> None:
+def _write_log(res: Path, records: dict) -> None:
+    """Merge ``records`` into the file's current ones: several invocations (e.g. ``--only``
+    queues run side by side) can share one results folder."""
     res.mkdir(parents=True, exist_ok=True)
+    log = {**_load_log(res / "commands.json"), **records}
     (res / "commands.json").write_text(json.dumps(log, indent=2) + "\n")
     lines = ["# Commands and times of the ENDX analyses", "",
              "| step | status | seconds | finished | command |", "|---|---|---|---|---|"]
@@ -223,6 +236,9 @@ def parse_args(argv=None):
     ap.add_argument("--only", default=None,
                     help="comma-separated step-key prefixes to run (e.g. train/dual_gru,"
                          "analyze/tsne)")
+    ap.add_argument("--overrides", action="append", default=[], metavar="FAMILY:KEY=VALUE",
+                    help="extra training setting for one family's dual and ENDX runs "
+                         "(repeatable), e.g. bert:data.max_train_pairs=4000")
     ap.add_argument("--force", action="store_true", help="rerun finished analyses")
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     return ap.parse_args(argv)
@@ -246,11 +262,14 @@ def main(argv=None) -> int:
                                     "command": s.command(), "output": str(s.output)}
                                    for s in selected]}))
         return 0
+    found = {}
     for s in steps:  # runs finished before this script (or by an earlier call): their times
         if s.kind == "train" and status[s.key] == "done" and s.key not in log:
             report = json.loads((ROOT / s.output).read_text())
-            log[s.key] = {"command": s.command(), "status": "ok (found)",
-                          "seconds": report.get("seconds"), "finished": "earlier"}
+            found[s.key] = {"command": s.command(), "status": "ok (found)",
+                            "seconds": report.get("seconds"), "finished": "earlier"}
+    if found:
+        _write_log(res, found)
     start = time.perf_counter()
     ran, failed, blocked = [], [], []
     for s in selected:
@@ -264,10 +283,10 @@ def main(argv=None) -> int:
         print(f"$ {s.command()}", file=sys.stderr, flush=True)
         code, seconds = run_step(s)
         ok = code == 0 and (ROOT / s.output).is_file()
-        log[s.key] = {"command": s.command(), "status": "ok" if ok else f"failed ({code})",
-                      "seconds": seconds,
-                      "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-        _write_log(res, log)
+        _write_log(res, {s.key: {"command": s.command(),
+                                 "status": "ok" if ok else f"failed ({code})",
+                                 "seconds": seconds,
+                                 "finished": time.strftime("%Y-%m-%d %H:%M:%S")}})
         status[s.key] = "done" if ok else "failed"
         (ran if ok else failed).append(s.key)
     print(json.dumps({"ran": ran, "failed": failed, "blocked": blocked,

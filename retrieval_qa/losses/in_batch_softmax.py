@@ -7,6 +7,7 @@ embeddings, scores x100, per-pair weights).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -108,6 +109,16 @@ class InBatchSoftmaxLoss(nn.Module):
     ) -> torch.Tensor:
         """Same as :meth:`compute_loss_from_embeddings`."""
         return self.compute_loss_from_embeddings(q, a, weights)
+
+    def score_space(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (float32) mapped so that plain dot products are this loss's scores:
+        ``score_space(q) @ score_space(a).T == scores(q, a)``, i.e. ``sqrt(scale) * x``, with
+        ``x`` l2-normalised first for cosine. ENDX's GAM applies its inner-product kernel
+        (eq. 10, "adapted to the scoring function") to embeddings in this space."""
+        x = x.float()
+        if self.similarity == "cosine":
+            x = F.normalize(x, dim=-1)
+        return x * math.sqrt(self.scale)
 
     def scores(self, q: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """``[B, B']`` scaled similarities (float32)."""

@@ -10,6 +10,7 @@ the weights ramping as in section 4.4. Every term is logged separately.
 from __future__ import annotations
 
 from ..encoders.cross_encoder import build_cross_encoder
+from ..losses import InBatchSoftmaxLoss
 from ..losses.gam import GeometryAlignmentLoss
 from ..schedules import EndxLossWeights, GamWeightSchedule
 from .dual_encoder import DualEncoderModule
@@ -26,13 +27,24 @@ def gam_schedule(cfg: dict) -> GamWeightSchedule:
 
 class EndxModule(DualEncoderModule):
     """``model`` config = the dual encoder's, plus ``cross`` (the cross-encoder: ``encoder``,
-    ``pooler``, ``cross_attention``), ``gam`` (kernel, sigma, exclude_self, detach_cross,
-    ramp_epochs, final weights per relation) and ``weights`` (dual, cross, ga: eq. 13)."""
+    ``pooler``, ``cross_attention``), ``cross_loss`` (similarity and scale of eq. 5; default:
+    the dual loss's), ``gam`` (kernel, sigma, exclude_self, detach_cross, ramp_epochs, final
+    weights per relation) and ``weights`` (dual, cross, ga: eq. 13).
+
+    GAM sees each side's embeddings in the space of that side's scoring function
+    (:meth:`InBatchSoftmaxLoss.score_space`), so its inner-product kernel (eq. 10) gives each
+    side's own retrieval logits: with the paper's plain inner product on both sides this is
+    the identity; with cosine and a scale, the neighbour distributions of GAM are exactly the
+    in-batch softmax distributions that each side is trained with."""
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
-                 weights: dict) -> None:
+                 weights: dict, cross_loss: dict | None = None) -> None:
         super().__init__(towers, loss, optimizer)
         self.save_hyperparameters()
+        cross_loss = {"similarity": loss["similarity"], "scale": loss["scale"],
+                      **(cross_loss or {})}
+        self.cross_loss = InBatchSoftmaxLoss(cross_loss["similarity"], cross_loss["scale"],
+                                             loss["symmetric"], loss["gather_across_processes"])
         self.cross_encoder = build_cross_encoder(cross)
         self.gam = GeometryAlignmentLoss(gam["kernel"], gam["sigma"], gam["exclude_self"],
                                          gam["detach_cross"])
@@ -44,14 +56,18 @@ class EndxModule(DualEncoderModule):
         per_epoch = max(int(self.trainer.num_training_batches), 1) if self._trainer else 1
         return self.current_epoch + batch_idx / per_epoch
 
-    def training_step(self, batch, batch_idx):
+    def losses(self, batch: dict, epoch: float) -> tuple:
+        """Eq. 13 on one batch with the GAM weights of (fractional) ``epoch``:
+        ``(total loss, {log name: term})``."""
         q, a = self.towers(batch["question"], batch["answer"])
         weight = batch.get("weight")
         l_dual = self.loss(q, a, weight)
         cq, ca = self.cross_encoder(batch["question"], batch["answer"])
-        l_cross = self.loss(cq, ca, weight)
-        gam_weights = self.schedule(self.epoch_progress(batch_idx))
-        l_ga, terms = self.gam.compute_loss_from_embeddings(q, a, cq, ca, gam_weights)
+        l_cross = self.cross_loss(cq, ca, weight)
+        gam_weights = self.schedule(epoch)
+        l_ga, terms = self.gam.compute_loss_from_embeddings(
+            self.loss.score_space(q), self.loss.score_space(a),
+            self.cross_loss.score_space(cq), self.cross_loss.score_space(ca), gam_weights)
         loss = self.weights.total(l_dual, l_cross, l_ga)
         logs = {"train/dual_loss": l_dual, "train/cross_loss": l_cross, "train/gam_loss": l_ga}
         logs.update({f"train/kl_{k}": terms[v] for k, v in RELATION_KEYS.items()})
@@ -60,8 +76,13 @@ class EndxModule(DualEncoderModule):
             penalty = self.towers.penalty() + self.cross_encoder.penalty()
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
-        self.check_finite(loss, batch_idx)
         logs["train/loss"] = loss
-        self.log_dict(logs, batch_size=q.shape[0])
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=q.shape[0])
+        return loss, logs
+
+    def training_step(self, batch, batch_idx):
+        loss, logs = self.losses(batch, self.epoch_progress(batch_idx))
+        self.check_finite(loss, batch_idx)
+        size = batch["question"]["input_ids"].shape[0]
+        self.log_dict(logs, batch_size=size)
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=size)
         return loss

@@ -73,11 +73,11 @@ def test_q_given_q_hand_computation_with_and_without_self() -> None:
     excl_cross = [[0, 1], [0, 1], [1, 1]]  # diagonal removed
     excl_dual = [[0, 0], [0, 0], [0, 0]]
     expected_excl = _mean([_kl(c, d) for c, d in zip(excl_cross, excl_dual, strict=True)])
-    assert _terms()["q|q"].item() == pytest.approx(expected_excl, abs=1e-12)
+    assert _terms(exclude_self=True)["q|q"].item() == pytest.approx(expected_excl, abs=1e-12)
     incl_cross = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
     incl_dual = [[1, 0, 0], [0, 1, 0], [0, 0, 0]]
     expected_incl = _mean([_kl(c, d) for c, d in zip(incl_cross, incl_dual, strict=True)])
-    assert _terms(exclude_self=False)["q|q"].item() == pytest.approx(expected_incl, abs=1e-12)
+    assert _terms()["q|q"].item() == pytest.approx(expected_incl, abs=1e-12)  # default
     assert expected_excl != pytest.approx(expected_incl)
 
 
@@ -86,6 +86,10 @@ def test_a_given_a_hand_computation() -> None:
     excl_cross = [[0, 0], [0, 0], [0, 0]]
     excl_dual = [[1, 1], [1, 0], [1, 0]]
     expected = _mean([_kl(c, d) for c, d in zip(excl_cross, excl_dual, strict=True)])
+    assert _terms(exclude_self=True)["a|a"].item() == pytest.approx(expected, abs=1e-12)
+    incl_cross = [[1, 0, 0], [0, 4, 0], [0, 0, 0]]
+    incl_dual = [[2, 1, 1], [1, 1, 0], [1, 0, 1]]
+    expected = _mean([_kl(c, d) for c, d in zip(incl_cross, incl_dual, strict=True)])
     assert _terms()["a|a"].item() == pytest.approx(expected, abs=1e-12)
 
 
@@ -176,7 +180,7 @@ def test_exclude_self_only_affects_self_relations() -> None:
     assert on["a|q"].item() == off["a|q"].item()
     assert on["q|a"].item() == off["q|a"].item()
     assert on["q|q"].item() != off["q|q"].item()
-    assert GeometryAlignmentLoss().exclude_self is True  # SNE default
+    assert GeometryAlignmentLoss().exclude_self is False  # the paper sums over all k
 
 
 def test_gaussian_kernel_hand_computation() -> None:

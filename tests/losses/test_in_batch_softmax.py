@@ -203,3 +203,11 @@ def test_two_process_gather_equals_single_process(tmp_path):
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rendezvous")), nprocs=2, join=True)
+
+
+@pytest.mark.parametrize(("similarity", "scale"), [("dot", 1.0), ("dot", 4.0), ("cosine", 20.0)])
+def test_score_space_dot_products_are_the_scores(similarity, scale):
+    gen = torch.Generator().manual_seed(0)
+    q, a = torch.randn(3, 5, generator=gen), torch.randn(4, 5, generator=gen)
+    loss = InBatchSoftmaxLoss(similarity, scale)
+    torch.testing.assert_close(loss.score_space(q) @ loss.score_space(a).T, loss.scores(q, a))
