@@ -8,7 +8,8 @@ Plan (each step is skipped when it is finished, so an interrupted run resumes):
    exists; an unfinished run resumes from its last.ckpt);
 2. the GAM ablation runs (default endx_gru without q|q, a|a, q|a, a|q, same seeds), each in
    its own output folder ``<runs>/endx_gru_ablation/wo_<term>``;
-3. ``rqa analyze one-to-many`` (all families and seeds; Table 4, Figure 2), ``ablation``
+3. ``rqa analyze one-to-many`` (all families and seeds; Table 4, Figure 2), ``side-by-side``
+   (the same runs' test metrics, validation scores and times), ``ablation``
    (Table 5), ``similarity`` and ``tsne`` per family on the first seed (Figures 3 and 4,
    ``figure3_<family>.*``), ``bertqa`` (Table 6; dual and ENDX of the bert family, all seeds).
    An analysis is finished when its output JSON exists and ``commands.json`` records the same
@@ -134,6 +135,12 @@ def build_plan(args) -> list[Step]:
     steps.append(Step("analyze/one-to-many", "analyze",
                       ["analyze", "one-to-many", *margs, *data, *out, "--quiet"],
                       res / "table4.json", needs))
+    rargs = [a.replace("/model", "/result.json") if a != "--model" else "--report"
+             for a in margs]
+    steps.append(Step("analyze/side-by-side", "analyze",
+                      ["analyze", "side-by-side", *rargs, "--title",
+                       f"Dual encoders vs ENDX ({args.profile} profile)", *out],
+                      res / "side_by_side.json", needs))
     if ab_exp:
         dual_exp = ab_exp.replace("endx_", "dual_")
         rargs, rneeds = [], []

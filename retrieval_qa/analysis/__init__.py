@@ -8,9 +8,11 @@ and figures (PNG) into an output folder (default ``results/endx/``):
   ENDX dual-embeddings, baseline dual-embeddings);
 * :mod:`.bertqa`: Table 6 (a concatenated-input cross-attention classifier vs dual encoders on
   a small sample, with timings);
-* :mod:`.tsne`: Figure 4 (t-SNE of several questions sharing one answer, per model).
+* :mod:`.tsne`: Figure 4 (t-SNE of several questions sharing one answer, per model);
+* :mod:`.runs`: the dual vs ENDX side-by-side table from finished training reports.
 
-``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation}`` runs them (:mod:`.cli`).
+``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation|side-by-side}`` runs them
+(:mod:`.cli`).
 """
 
 from .common import DEFAULT_OUTPUT_DIR

@@ -9,7 +9,6 @@ keep their schedule. Each variant writes to its own output folder
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,10 +18,10 @@ from .common import (
     METRICS,
     cell,
     markdown_table,
-    spread,
     write_json,
     write_markdown,
 )
+from .runs import report_rows
 
 GAM_TERMS = ("qq", "aa", "qa", "aq")
 TERM_LABELS = {"qq": "L_q|q", "aa": "L_a|a", "qa": "L_q|a", "aq": "L_a|q"}
@@ -64,17 +63,6 @@ def ablation_runs(experiment: str = "endx_gru", profile: str = "cpu",
     return runs
 
 
-def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
-    """``(name, path to result.json or its run folder)`` -> ``{name: [report, ...]}``."""
-    out: dict[str, list[dict]] = {}
-    for name, path in named:
-        p = Path(path)
-        if p.is_dir():
-            p = p / "result.json"
-        out.setdefault(name, []).append(json.loads(p.read_text(encoding="utf-8")))
-    return out
-
-
 def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
                    output_dir: str | Path = DEFAULT_OUTPUT_DIR, reference: str | None = None,
                    title: str = "Table 5: ablation of the GAM terms") -> dict:
@@ -83,20 +71,7 @@ def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
     (default: the first row whose name does not start with "w/o" and is not a dual encoder,
     else the first row). Writes ``table5.{md,json}``."""
     out = Path(output_dir)
-    rows = []
-    for name, reps in reports.items():
-        reps = [reps] if isinstance(reps, Mapping) else list(reps)
-        missing = [r.get("experiment", "?") for r in reps if "metrics" not in r.get("test", {})]
-        if missing:
-            raise ValueError(f"row {name!r}: report(s) without test.metrics ({missing}); train "
-                             "with test_after_fit=true")
-        rows.append({"name": name, "runs": len(reps),
-                     "seeds": [r.get("seed") for r in reps],
-                     "test_pool": f"{reps[0]['test'].get('dataset', '?')}/"
-                                  f"{reps[0]['test'].get('pool', '?')}",
-                     **{m: spread([r["test"]["metrics"][m] for r in reps]) for m in METRICS}})
-    if not rows:
-        raise ValueError("no reports to tabulate")
+    rows = report_rows(reports)
     if reference is None:
         ref = next((r for r in rows if not r["name"].startswith("w/o")
                     and "dual" not in r["name"].lower()), rows[0])

@@ -1,4 +1,5 @@
-"""Arguments and dispatch of ``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation}``.
+"""Arguments and dispatch of ``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation|
+side-by-side}``.
 
 Models are given as ``--model NAME=FOLDER`` (exported dual-encoder folders, the `checkpoint`
 of ``rqa train``); the same NAME several times means several runs (seeds) of one method,
@@ -35,6 +36,12 @@ def _models(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--model", action="append", default=[], required=required, metavar="NAME=DIR",
                    help="an exported dual-encoder folder; repeat (the same NAME again = "
                         "another run of that method)")
+
+
+def _reports(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report", action="append", default=[], required=True,
+                   metavar="NAME=PATH", help="result.json (or its run folder); repeat, the "
+                                             "same NAME again = another seed")
 
 
 def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,12 +110,17 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     _common(ts)
 
     ab = sub.add_parser("ablation", help="Table 5 from finished `rqa train` reports")
-    ab.add_argument("--report", action="append", default=[], required=True,
-                    metavar="NAME=PATH", help="result.json (or its run folder); repeat, the "
-                                              "same NAME again = another seed")
+    _reports(ab)
     ab.add_argument("--reference", default=None, help="row the deltas are taken against")
     ab.add_argument("--title", default="Table 5: ablation of the GAM terms")
     _common(ab)
+
+    sb = sub.add_parser("side-by-side", help="dual encoders vs ENDX from finished `rqa train` "
+                                             "reports: test metrics, validation, time per method")
+    _reports(sb)
+    sb.add_argument("--title", default="Dual encoders vs ENDX")
+    sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
+    _common(sb)
 
 
 def _pool(args, dataset=None, pool=None):
@@ -157,9 +169,15 @@ def run_analysis(args) -> dict:
                              num_questions=args.questions, perplexity=args.perplexity,
                              seed=args.seed, output_dir=args.output_dir, tag=args.tag)
     if args.analysis == "ablation":
-        from .ablation import ablation_table, load_reports
+        from .ablation import ablation_table
+        from .runs import load_reports
 
         return ablation_table(load_reports(parse_named(args.report, "report")),
                               output_dir=args.output_dir, reference=args.reference,
                               title=args.title)
+    if args.analysis == "side-by-side":
+        from .runs import load_reports, side_by_side_table
+
+        return side_by_side_table(load_reports(parse_named(args.report, "report")),
+                                  output_dir=args.output_dir, title=args.title, tag=args.tag)
     raise ValueError(f"unknown analysis {args.analysis!r}")

@@ -42,9 +42,9 @@ def test_dry_run_plan(script, capsys, tmp_path):
     done.write_text(json.dumps({"seconds": 12.0}))
     lines, out = dry_run(script, capsys, "--seeds", "1,2", "--runs-dir", str(runs),
                          "--results-dir", str(res))
-    assert out["dry_run"] and out["steps"] == 23 and out["done"] == 1 and out["todo"] == 22
+    assert out["dry_run"] and out["steps"] == 24 and out["done"] == 1 and out["todo"] == 23
     plan = {p["key"]: p for p in out["plan"]}
-    assert len(lines) == 23 and lines[0].startswith("[done] train/dual_gru/seed1: rqa train ")
+    assert len(lines) == 24 and lines[0].startswith("[done] train/dual_gru/seed1: rqa train ")
     trains = [p for p in out["plan"] if p["key"].startswith("train/")]
     assert len(trains) == 4 * 2 + 4 * 2  # 4 experiments x 2 seeds + 4 ablations x 2 seeds
     assert plan["train/endx_bert/seed2"]["command"] == (
@@ -56,6 +56,9 @@ def test_dry_run_plan(script, capsys, tmp_path):
                          "analyze/similarity/bert", "analyze/tsne/gru", "analyze/tsne/bert",
                          "analyze/bertqa"}
     assert plan["analyze/one-to-many"]["command"].count("--model") == 4 * 2
+    side = plan["analyze/side-by-side"]["command"]
+    assert side.count("--report") == 4 * 2 and "--model" not in side
+    assert f"Dual-GRUs={runs / 'dual_gru' / 'cpu-seed1' / 'result.json'}" in side
     assert plan["analyze/bertqa"]["command"].count("--model") == 2 * 2  # bert family
     assert plan["analyze/ablation"]["command"].count("--report") == 6 * 2
     # every planned command is a valid `rqa` command line / override list
@@ -86,3 +89,23 @@ def test_finished_analysis_is_skipped_unless_forced(script, capsys, tmp_path):
     (res / "commands.json").write_text(json.dumps(
         {step["key"]: {"command": step["command"] + " --seed 3", "status": "ok"}}))
     assert dry_run(script, capsys, *argv)[1]["plan"][0]["status"] == "todo"  # changed command
+
+
+def test_family_overrides_reach_only_that_familys_runs(script, capsys, tmp_path):
+    argv = ["--seeds", "1", "--ablation-experiment", "", "--runs-dir", str(tmp_path / "runs"),
+            "--results-dir", str(tmp_path / "res"), "--overrides",
+            "bert:data.max_train_pairs=4000", "--only", "train/"]
+    plan = {p["key"]: p["command"] for p in dry_run(script, capsys, *argv)[1]["plan"]}
+    assert plan["train/dual_bert/seed1"].endswith("data.max_train_pairs=4000")
+    assert plan["train/endx_bert/seed1"].endswith("data.max_train_pairs=4000")
+    assert "max_train_pairs" not in plan["train/endx_gru/seed1"]
+    with pytest.raises(SystemExit, match="FAMILY:key=value"):
+        script.main(["--dry-run", "--overrides", "bart:data.batch_size=8"])
+
+
+def test_command_log_is_merged_between_queues(script, tmp_path):
+    script._write_log(tmp_path, {"train/a": {"command": "rqa train a", "status": "ok"}})
+    script._write_log(tmp_path, {"train/b": {"command": "rqa train b", "status": "ok"}})
+    log = json.loads((tmp_path / "commands.json").read_text())
+    assert set(log) == {"train/a", "train/b"}
+    assert "`rqa train a`" in (tmp_path / "commands.md").read_text()
