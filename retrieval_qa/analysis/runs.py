@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..config import load_yaml
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -64,16 +65,25 @@ def report_rows(reports: Mapping[str, Sequence[dict] | dict]) -> list[dict]:
     return rows
 
 
+def paper_table2() -> dict[str, dict[str, float]]:
+    """The ENDX paper's Table 2 (ReQA SQuAD) by row name, from ``conf/tables/endx_table2.yaml``."""
+    return {row["name"]: dict(row["paper"]) for row in load_yaml("tables/endx_table2.yaml").rows}
+
+
 def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,
                        output_dir: str | Path = DEFAULT_OUTPUT_DIR,
                        title: str = "Dual encoders vs ENDX", tag: str | None = None) -> dict:
     """Writes ``side_by_side[_TAG].{md,json}``: per method the test-pool metrics, the best
-    validation score and the training time, each as mean ± sample std over its runs."""
+    validation score and the training time, each as mean ± sample std over its runs, beside
+    the paper's Table 2 numbers for the rows named as in that table."""
     rows = report_rows(reports)
+    paper = paper_table2()
+    for r in rows:
+        r["paper"] = paper.get(r["name"])
     out = Path(output_dir)
     stem = output_name("side_by_side", tag)
     header = ["method", *(METRIC_LABELS[m] for m in METRICS), "best val", "train s", "runs",
-              "seeds", "pairs", "steps"]
+              "seeds", "pairs", "steps", "paper MRR / R@1 / R@5"]
     lines = [f"# {title}", "",
              f"Test pool: {rows[0]['test_pool']}. Cells: mean ± sample std over runs (seeds); "
              "'best val' is the monitored validation score of model selection, 'train s' the "
@@ -81,8 +91,12 @@ def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,
     lines += markdown_table(header, ([
         r["name"], *(cell(r[m]) for m in METRICS), cell(r["best_val"]),
         cell(r["train_seconds"], 0), r["runs"], ", ".join(map(str, r["seeds"])),
-        ", ".join(map(str, r["train_pairs"])), ", ".join(map(str, r["steps"]))] for r in rows))
-    lines += ["", "Settings:", ""]
+        ", ".join(map(str, r["train_pairs"])), ", ".join(map(str, r["steps"])),
+        " / ".join(f"{r['paper'][m]:.2f}" for m in METRICS) if r["paper"] else "–"]
+        for r in rows))
+    lines += ["", "Paper: ENDX paper, Table 2 (ReQA SQuAD, full training, BERT-base or BERT "
+              "token embeddings); our rows are reduced profiles, see the settings.", "",
+              "Settings:", ""]
     lines += [f"- {r['name']} ({', '.join(r['experiments'])}, profile {r['profile']}): "
               f"{r['description']} Encoder: {r['pretrained']}." for r in rows]
     files = [write_json(out / f"{stem}.json", {"title": title, "rows": rows}),

@@ -28,7 +28,8 @@ def test_side_by_side_mean_spread_and_settings(tmp_path):
     assert dual["mrr"]["std"] == pytest.approx(1.4142, abs=1e-4) and dual["train_pairs"] == [4000]
     md = (tmp_path / "side_by_side_bert.md").read_text()
     assert "| Dual-BERTs | 71.00 ± 1.41 | 61.00 ± 1.41 | 81.00 ± 1.41 | 72.00 ± 1.41 | 410 ± 14 |" in md
-    assert "| ENDX-BERTs | 71.00 | 61.00 | 81.00 | 72.00 | 900 | 1 | 1 | 4000 | 125 |" in md
+    assert "| 71.06 / 61.24 / 83.09 |" in md and data["rows"][0]["paper"]["mrr"] == 71.06
+    assert "| ENDX-BERTs | 71.00 | 61.00 | 81.00 | 72.00 | 900 | 1 | 1 | 4000 | 125 | 73.43 / 63.94" in md
     assert "Test pool: reqa_squad/dev" in md and "endx_bert profile." in md
 
 
@@ -40,3 +41,11 @@ def test_reports_from_run_folders_and_missing_ones(tmp_path):
     assert [r["seed"] for r in loaded["Dual-GRUs"]] == [1, 1]
     with pytest.raises(FileNotFoundError, match="no result.json"):
         load_reports([("ENDX-GRUs", str(tmp_path / "endx_gru" / "cpu-seed1"))])
+
+
+def test_side_by_side_command_on_real_reports(env, tmp_path, rqa):
+    out = rqa("analyze", "side-by-side", "--report", f"Dual-GRUs={env.dual['checkpoint']}/..",
+              "--report", f"ENDX-GRUs={env.endx_run}", "--tag", "gru", "--output-dir", tmp_path)
+    assert out["rows"]["ENDX-GRUs"]["mrr"] == env.endx["test"]["metrics"]["mrr"]
+    md = (tmp_path / "side_by_side_gru.md").read_text()
+    assert "| Dual-GRUs |" in md and "55.24 / 44.39 / 68.00" in md
