@@ -280,6 +280,8 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     ran, failed, blocked = [], [], []
     for s in selected:
+        if s.kind == "train" and (ROOT / s.output).is_file():
+            status[s.key] = "done"  # also when a queue beside this one finished it meanwhile
         if status[s.key] == "done":
             continue
         missing = [n for n in s.needs if status.get(n) != "done"]
