@@ -72,6 +72,9 @@ class EndxModule(DualEncoderModule):
         logs = {"train/dual_loss": l_dual, "train/cross_loss": l_cross, "train/gam_loss": l_ga}
         logs.update({f"train/kl_{k}": terms[v] for k, v in RELATION_KEYS.items()})
         logs.update({f"train/w_{k}": gam_weights[v] for k, v in RELATION_KEYS.items()})
+        # embedding scales: an inner product over large norms saturates the softmax
+        logs.update({"train/dual_q_norm": q.detach().norm(dim=-1).mean(),
+                     "train/cross_q_norm": cq.detach().norm(dim=-1).mean()})
         if self.penalty_coef:
             penalty = self.towers.penalty() + self.cross_encoder.penalty()
             loss = loss + self.penalty_coef * penalty

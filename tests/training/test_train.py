@@ -100,3 +100,30 @@ def test_export_untrained_baseline(setup_dirs, tmp_path, capsys):
                  "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and out["questions"] == 4
+
+
+def test_endx_loss_trace_prints_every_term(setup_dirs, tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "experiments" / "endx_loss_trace.py"
+    spec = importlib.util.spec_from_file_location("endx_loss_trace", script)
+    trace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace)
+    cfg = tiny(setup_dirs, tmp_path)
+    overrides = ["experiment=endx_gru", "profile=cpu", "model.cross.cross_attention.num_heads=2",
+                 *(f"{k}={v}" for k, v in (
+                     ("model.towers.encoder.pretrained", cfg.model.towers.encoder.pretrained),
+                     ("model.towers.encoder.vocab_size", cfg.model.towers.encoder.vocab_size),
+                     ("model.towers.encoder.embedding_dim", 16),
+                     ("model.towers.encoder.hidden_size", 16), ("model.towers.pooler.hops", 2),
+                     ("model.towers.pooler.attention_dim", 8), ("data.data_dir", cfg.data.data_dir),
+                     ("data.max_train_pairs", "null"), ("data.max_val_questions", "null"),
+                     ("data.batch_size", 8)))]
+    assert trace.main(["--steps", "3", "--every", "1", *overrides]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert [r["step"] for r in lines[:-1]] == [0, 1, 2] and lines[-1]["steps"] == 3
+    first = lines[0]
+    assert {"dual_loss", "cross_loss", "gam_loss", "kl_qq", "kl_aa", "kl_aq", "kl_qa", "w_qq",
+            "dual_q_norm", "cross_q_norm", "loss"} <= set(first)
+    assert first["w_qq"] == 0.0 and lines[2]["w_qq"] > 0  # the ramp starts at 0
