@@ -35,7 +35,9 @@ class EndxModule(DualEncoderModule):
     (:meth:`InBatchSoftmaxLoss.score_space`), so its inner-product kernel (eq. 10) gives each
     side's own retrieval logits: with the paper's plain inner product on both sides this is
     the identity; with cosine and a scale, the neighbour distributions of GAM are exactly the
-    in-batch softmax distributions that each side is trained with."""
+    in-batch softmax distributions that each side is trained with. Under DDP the two
+    retrieval losses take their negatives from the global batch; GAM's B x B neighbour
+    distributions are those of each process's own batch."""
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
                  weights: dict, cross_loss: dict | None = None) -> None:
