@@ -8,6 +8,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from ..config import load_yaml
 from .common import (
     DEFAULT_OUTPUT_DIR,
@@ -23,7 +25,8 @@ from .common import (
 
 
 def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
-    """``(name, path to result.json or its run folder)`` -> ``{name: [report, ...]}``."""
+    """``(name, path to result.json or its run folder)`` -> ``{name: [report, ...]}``; each
+    report gets the run's ``config.yaml`` (beside its result.json) as ``config`` when present."""
     out: dict[str, list[dict]] = {}
     for name, path in named:
         p = Path(path)
@@ -32,7 +35,11 @@ def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
         if not p.is_file():
             raise FileNotFoundError(f"{name}={path}: no result.json there; finish the run with "
                                     "`rqa train` (it resumes from its last checkpoint)")
-        out.setdefault(name, []).append(json.loads(p.read_text(encoding="utf-8")))
+        report = json.loads(p.read_text(encoding="utf-8"))
+        config = p.parent / "config.yaml"  # the run's full config, written by `rqa train`
+        if config.is_file():
+            report["config"] = OmegaConf.to_container(OmegaConf.load(config))
+        out.setdefault(name, []).append(report)
     return out
 
 
@@ -53,6 +60,8 @@ def report_rows(reports: Mapping[str, Sequence[dict] | dict]) -> list[dict]:
             "experiments": sorted({str(r.get("experiment")) for r in reps}),
             "profile": first.get("profile"), "description": first.get("description"),
             "pretrained": first.get("pretrained"),
+            "gam_final": sorted({json.dumps(r.get("config", {}).get("model", {}).get("gam", {})
+                                            .get("final"), sort_keys=True) for r in reps}),
             "test_pool": f"{first['test'].get('dataset', '?')}/{first['test'].get('pool', '?')}",
             "train_pairs": sorted({r.get("data", {}).get("train", {}).get("pairs") for r in reps},
                                   key=str),
@@ -98,7 +107,9 @@ def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,
               "token embeddings); our rows are reduced profiles, see the settings.", "",
               "Settings:", ""]
     lines += [f"- {r['name']} ({', '.join(r['experiments'])}, profile {r['profile']}): "
-              f"{r['description']} Encoder: {r['pretrained']}." for r in rows]
+              f"{r['description'].rstrip('.')}. Encoder: {r['pretrained']}."
+              + "".join(f" GAM final weights: {w}." for w in r["gam_final"] if w != "null")
+              for r in rows]
     files = [write_json(out / f"{stem}.json", {"title": title, "rows": rows}),
              write_markdown(out / f"{stem}.md", lines)]
     return {"analysis": "side-by-side",

@@ -49,3 +49,13 @@ def test_side_by_side_command_on_real_reports(env, tmp_path, rqa):
     assert out["rows"]["ENDX-GRUs"]["mrr"] == env.endx["test"]["metrics"]["mrr"]
     md = (tmp_path / "side_by_side_gru.md").read_text()
     assert "| Dual-GRUs |" in md and "55.24 / 44.39 / 68.00" in md
+
+
+def test_run_config_beside_the_report_gives_the_gam_weights(tmp_path):
+    run = tmp_path / "endx_gru" / "cpu-seed1"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps(_report("endx_gru", 1, 25.0, 700)))
+    (run / "config.yaml").write_text("model:\n  gam:\n    final: {qq: 1.0, aa: 1.0, aq: 0.5, qa: 0.5}\n")
+    side_by_side_table(load_reports([("ENDX-GRUs", str(run))]), output_dir=tmp_path)
+    md = (tmp_path / "side_by_side.md").read_text()
+    assert 'endx_gru profile. Encoder: minilm. GAM final weights: {"aa": 1.0, "aq": 0.5' in md
