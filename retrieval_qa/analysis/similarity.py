@@ -8,13 +8,17 @@ For one answer sentence with several questions:
 (b) ENDX dual-embeddings: the question tower of the same ENDX model;
 (c) baseline dual-embeddings: the question tower of a plain dual encoder.
 
-Similarity = inner product, the models' scoring function and GAM's (eq. 10) kernel, on the
-embeddings as each model scores them (l2-normalised first when the model's similarity is
-cosine). The matrices are symmetrised exactly (``(S + S^T) / 2``, a float-rounding fix).
-Besides the heatmaps (``figure3.png``), ``figure3.json`` holds the matrices, GAM's
-neighbour distributions ``p(q_j | q_i)`` (model kernel, self excluded) and two numbers per
-dual model: the q|q KL divergence from the cross-side distribution (GAM's ``L_q|q`` on these
-questions) and the correlation of its off-diagonal similarities with the cross ones.
+Similarity = each side's retrieval score, the inner product of GAM's kernel (eq. 10) on the
+embeddings mapped as the ENDX model maps them for GAM in training
+(:meth:`~retrieval_qa.losses.InBatchSoftmaxLoss.score_space`): the cross side with the
+cross-encoder's loss settings (``cross_loss``), both dual sides with the ENDX model's dual
+loss settings (the baseline is meant to be the same family's plain dual encoder, trained with
+the same loss). The matrices are symmetrised exactly (``(S + S^T) / 2``, a float-rounding
+fix). Besides the heatmaps (``figure3.png``), ``figure3.json`` holds the matrices, GAM's
+neighbour distributions ``p(q_j | q_i)`` (the model's kernel and self-pair convention) and two
+numbers per dual model: the q|q KL divergence from the cross-side distribution (GAM's
+``L_q|q`` on these questions) and the correlation of its off-diagonal similarities with the
+cross ones.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from ..data.collate import encode_texts
 from ..data.types import RetrievalPool
@@ -106,18 +109,18 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
     module = EndxModule.load_from_checkpoint(str(endx_checkpoint), map_location="cpu").eval()
     gam = module.hparams["gam"]
     kernel, sigma = gam["kernel"], float(gam["sigma"])
+    exclude_self = bool(gam.get("exclude_self", False))
     cross = cross_embeddings(module, endx_inf.tokenizer, questions, candidate, endx_inf.meta)
-    if module.similarity == "cosine":
-        cross = F.normalize(cross, dim=-1)
-    emb = {"cross_endx": cross,
-           "dual_endx": endx_inf.encode_questions(questions, progress=False),
-           "dual_baseline": dual_inf.encode_questions(questions, progress=False)}
+    dual_space = module.loss.score_space
+    emb = {"cross_endx": module.cross_loss.score_space(cross),
+           "dual_endx": dual_space(endx_inf.encode_questions(questions, progress=False)),
+           "dual_baseline": dual_space(dual_inf.encode_questions(questions, progress=False))}
     matrices = {k: similarity_matrix(v) for k, v in emb.items()}
-    probs = {k: log_neighbour_probabilities(v, v, kernel, sigma, exclude_self=True).exp()
+    probs = {k: log_neighbour_probabilities(v, v, kernel, sigma, exclude_self).exp()
              for k, v in emb.items()}
     agreement = {k: {"kl_qq_from_cross": round(float(relation_kl(
                         emb["cross_endx"], emb["cross_endx"], emb[k], emb[k], kernel, sigma,
-                        exclude_self=True)), 6),
+                        exclude_self)), 6),
                      "offdiag_correlation_with_cross": _correlation(matrices["cross_endx"],
                                                                     matrices[k])}
                  for k in ("dual_endx", "dual_baseline")}
@@ -125,9 +128,9 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
     png = _figure3(matrices, out / f"{stem}.png", candidate.text)
     data = {"answer": {"id": candidate.id, "text": candidate.text, "doc_id": candidate.doc_id},
             "questions": questions, "dataset": pool.dataset, "pool": pool.pool,
-            "similarity": "inner product" + (" of l2-normalised embeddings"
-                                             if module.similarity == "cosine" else ""),
-            "gam_kernel": kernel, "gam_sigma": sigma,
+            "similarity": {"cross": _score_name(module.cross_loss),
+                           "dual": _score_name(module.loss)},
+            "gam_kernel": kernel, "gam_sigma": sigma, "gam_exclude_self": exclude_self,
             "models": {"endx_checkpoint": str(endx_checkpoint), "endx_model": str(endx_model),
                        "dual_model": str(dual_model)},
             "matrices": {k: [[round(x, 6) for x in row] for row in m.tolist()]
@@ -141,6 +144,10 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
     return {"analysis": "similarity", "answer": candidate.id, "questions": len(questions),
             "agreement_with_cross": agreement, "files": [png, js],
             "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _score_name(loss) -> str:
+    return f"{loss.scale:g} x " + ("cosine" if loss.similarity == "cosine" else "inner product")
 
 
 def _figure3(matrices: dict[str, torch.Tensor], path: Path, answer_text: str) -> str:
