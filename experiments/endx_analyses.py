@@ -122,11 +122,12 @@ def build_plan(args) -> list[Step]:
                 if not any(s.key == f"train/{exp}/seed{seed}" for s in steps):
                     train(exp, seed)
 
-    def model_args(exps: list[str], which_seeds) -> tuple[list[str], list[str]]:
+    def model_args(exps: list[str], which_seeds, flag: str = "--model",
+                   leaf: str = "model") -> tuple[list[str], list[str]]:
         margs, needs = [], []
         for exp in exps:
             for seed in which_seeds:
-                margs += ["--model", f"{_display(exp)}={run_dir(exp, seed) / 'model'}"]
+                margs += [flag, f"{_display(exp)}={run_dir(exp, seed) / leaf}"]
                 needs.append(f"train/{exp}/seed{seed}")
         return margs, needs
 
@@ -135,8 +136,7 @@ def build_plan(args) -> list[Step]:
     steps.append(Step("analyze/one-to-many", "analyze",
                       ["analyze", "one-to-many", *margs, *data, *out, "--quiet"],
                       res / "table4.json", needs))
-    rargs = [a.replace("/model", "/result.json") if a != "--model" else "--report"
-             for a in margs]
+    rargs, _ = model_args(all_exps, seeds, "--report", "result.json")
     steps.append(Step("analyze/side-by-side", "analyze",
                       ["analyze", "side-by-side", *rargs, "--title",
                        f"Dual encoders vs ENDX ({args.profile} profile)", *out],
