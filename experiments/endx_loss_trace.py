@@ -6,11 +6,10 @@ learns and how large each GAM term is before committing to a full run.
     python experiments/endx_loss_trace.py --steps 1 experiment=endx_gru profile=cpu \\
         model.gam.exclude_self=true
 
-Prints one JSON line every ``--every`` steps (step, seconds, the dual and cross losses, the
-GAM total, its four unweighted KL terms and their weights, the mean norms of the dual and
-cross question embeddings: the module's training logs) and a last line with the first and
-last records. The GAM weights
-follow the experiment's schedule at the fractional epoch of each step.
+Prints one JSON line every ``--every`` steps (step, seconds, and the module's training logs:
+the dual and cross losses, the GAM total, its four unweighted KL terms and their weights, the
+mean norms of the dual and cross question embeddings) and a last line with the first and last
+records. The GAM weights follow the experiment's schedule at the fractional epoch of each step.
 """
 
 from __future__ import annotations
