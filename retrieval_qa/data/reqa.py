@@ -2,7 +2,8 @@
 
 The rules are those of the reference ReQA evaluation (see docs in the README):
 
-1. newlines in a context become spaces, then the context is split into sentences;
+1. the context is split into sentences (the splitter reads newlines as spaces; sentence
+   texts and the paragraph keep the context's own characters, as the reference does);
 2. every sentence of every paragraph is a candidate, deduplicated on (sentence, paragraph);
 3. for each question and answer, the answer sentence is the first sentence span with
    ``start <= answer_start < end``; each distinct answer sentence of a question is a QA input;
@@ -19,7 +20,7 @@ from .splitter import split_sentences
 from .squad import SquadParagraph
 from .types import Candidate, QAPair, RetrievalPool
 
-BUILDER_VERSION = "reqa-1"
+BUILDER_VERSION = "reqa-2"
 
 
 def answer_sentence_index(spans: list[tuple[int, int]], starts: list[int], answer_start: int
@@ -69,7 +70,7 @@ def build_reqa(paragraphs: Iterable[SquadParagraph], dataset: str = "reqa_squad"
     pairs: list[QAPair] = []
     outside: list[str] = []
     for para in paragraphs:
-        context = para.context.replace("\n", " ")
+        context = para.context
         doc = doc_ids.setdefault(context, f"p{len(doc_ids)}")
         spans = split_sentences(context)
         starts = [s for s, _ in spans]

@@ -1,218 +1,166 @@
 """ReQA reference sentence splitter (rule based, stdlib only).
 
-ReQA candidates are the sentences of SQuAD paragraphs, so the evaluation pool depends on
-the splitter.  This module implements, from the written rules of the reference evaluation
-(``shared/guides/reqa-protocol.md``; the reference code itself was not used), a splitter
-whose ReQA counts on SQuAD ``dev-v1.1.json`` match the reference exactly:
-**10,250 candidates and 11,426 QA inputs** (see ``tests/data/test_splitter.py``).
+ReQA candidates are the sentences of SQuAD paragraphs, so the evaluation pool depends on the
+splitter. This module follows the rules of the reference ReQA evaluation's sed-style
+splitter (``sb_sed.py`` in google/retrieval-qa-eval, 2019), rule for rule and in the same
+order, so that every paragraph of SQuAD dev and train is split as the reference splits it;
+``tests/data/test_splitter_reference.py`` checks that paragraph by paragraph against
+boundaries recorded from the reference (``tests/data/fixtures/``).
 
-The splitter is a small pipeline over *break positions*.  A break position ``b`` is the
-offset where a sentence ends (``text[b - 1]`` is the sentence's last character); the next
-sentence starts at the first non-space character at or after ``b``.
+How it works: the text is a single line (newlines already replaced by spaces). A list of
+regular-expression rewrites, applied in order, inserts ``\\n`` where a sentence ends
+(*split* rules replace one whitespace character by ``\\n``) or turns a ``\\n`` back into a
+space (*join* rules). Every rewrite keeps the length of the text, so offsets into the
+rewritten text are offsets into the input. Sentences are the ``\\n``-separated stretches,
+whitespace stripped. Order matters: a later join undoes an earlier split and a later split
+wins over an earlier join.
 
-1. Main rule (``_MAIN_BREAK``): break after ``.``, ``?`` or ``!``, optionally followed by
-   closing quotes, closing parentheses or closing curly quotes, then whitespace, then
-   optionally one opening quote, bracket or opening curly quote, then an ASCII uppercase
-   letter or a digit.  The break goes after the closing characters.
-2. Extra breaks (``_extra_breaks``):
-   - after a Wikipedia citation mark that follows a period, when the next sentence
-     starts as in the main rule: ``.[12] Next``, ``.[citation needed] Next``,
-     ``.[note 3][b] Next`` (``_CITATION_BREAK``);
-   - after an ellipsis in brackets, ``[...]`` or ``[…]`` (``_BRACKET_ELLIPSIS_BREAK``);
-   - before the bullet character ``•`` (``_BULLET``).
-3. Do not break: a break from steps 1-2 is dropped when
-   a. the text before it ends with a common abbreviation (``_PROTECTIONS``,
-      ``_abbreviation_before``):
-      - titles: Mr, Mrs, Ms, Dr, Prof, Gen, Col, Lt, Sgt, Capt, Sen, Rep, Gov, Pres, St,
-        Jr, Sr, Rev;
-      - e.g., i.e., vs., cf.;
-      - month abbreviations Jan., Aug., Oct., Nov., Dec.;
-      - Mt., Ft.; a.m. and p.m.;
-      - single-letter name initials before a capitalised word (``J. R. R. Tolkien``,
-        ``John F. Kennedy``); the last letter of a dotted abbreviation counts too, so
-        ``U.S. Senate`` does not break (and ``Washington, D.C. Robert`` needs a forced
-        break, step 4);
-      - No., Art., Vol. followed by a number;
-      - b., d., c., ca., fl. (born, died, circa, flourished);
-      - ``et al.`` followed by a year;
-      - H.R.; U.S. followed by a number; Rs.; Warner Bros.;
-      - the album title ``I Am... Sasha Fierce``;
-   b. or it lies inside an unclosed round parenthesis (``_inside_parentheses``), as in
-      ``(r. 1368-1398)``, ``(Op. 35)``, ``(lit. "Great Mongol State")``, ``(Ps. 31:5)``
-      or ``(1700-21, Sweden v. Russia)``; an unmatched ``)`` is ignored, square
-      brackets do not count.  (Tuning case: the protocol does not list it, the dev
-      counts need it.)
-4. Forced breaks (``_forced_breaks``), added last so that they win over step 3:
-   - before a sentence that starts with The, This, That, These, It, Meanwhile, However,
-     In, On, By, During, After, Under, Although, Yet, As, Several, According to, or
-     Thus, when the previous character run ends a sentence (``.``, ``?`` or ``!`` and
-     optional closing quotes); the whitespace may be missing, as in ``collapse...This``
-     or ``church.The`` (``_FORCED_BREAK``).  ``Thus`` is a tuning case: the protocol
-     does not list it, the dev counts need it (``reduced to X. Thus no problem ...``).
-   - SQuAD-specific cases (``_SQUAD_FORCED_BREAKS``): after ``Jay Z.``,
-     ``Washington, D.C.`` and ``Wii U.`` before a capitalised word (the initials rule
-     would otherwise join them), and before ``iPod``/``iTunes`` after a sentence end
-     (lowercase first letter, so the main rule misses it).
+The rules (``RULES``), in order:
 
-Sentences are the stretches between consecutive breaks, stripped of whitespace; empty
-stretches are dropped.  Spans are offsets into the given text (``text[s:e]`` is the
-sentence).  The caller replaces newlines by spaces before calling.
+1. ``main``: break after ``.``, ``?`` or ``!`` followed by any run of ``)``, ``'``, ``"``,
+   spaces or ``\u201d``, then whitespace, then optional whitespace, an optional opening
+   ``[``, ``'``, ``"``, ``(`` or ``\u201c``, then an ASCII capital or a digit.
+2. ``citation``: break after a Wikipedia editorial mark (``[12]``, ``[citation needed]``,
+   ``[note 1][b]``: letters, digits, spaces and ``?`` in brackets) that follows a
+   sentence end, before a capital or digit.
+3. ``bracket_ellipsis``: break after ``[...]`` before a capital (optionally bracketed).
+4. Joins for abbreviations before a break: titles (Mr, Mrs, Ms, Dr, Prof, Fr, Rev, Msgr,
+   St, Sta; Lt, Gen, Col, Maj, Adm, Capt, Sgt, Rep, Gov, Sen, Pres), literary abbreviations
+   (e.g, i.e/ie, v/vs, p/pp, cf, a.k.a, approx, app, esp, est, tr), months (Jan, Aug, Oct,
+   Nov, Dec), Mt and Ft, and ``a.m.``/``p.m.`` before ``Eastern``/``EST``.
+5. Joins for personal names with three, two or one initials before a capitalised word
+   (``J. R. R. Tolkien``; the name must start ``[A-Z][a-z]`` in ASCII, so ``C. G\u00fcttel``
+   stays split), and ``A.B.`` before such a word (a rule that ``one_initial`` covers).
+6. Forced splits before common sentence starts: The, This, That, These, It (after a
+   sentence end with optional closing quotes or parenthesis); Meanwhile, However (after a
+   period); In, On, By, During, After, Under, Although, Yet, As, Several, According to
+   (after a period). These need exactly one space and win over the joins of steps 4-5.
+7. Joins that win over step 6: numbered parts (Art, No, Op, Opp, ch, Sec, cl, Rec, Ecl,
+   Cor, Lk, Jn, Vol before a number or Roman numeral), life dates (b, d, r, c, ca, fl
+   before a capital or digit), ``et al.`` before a year, ``H.R.`` before a digit.
+8. SQuAD-specific joins: ``I Am...`` + Sasha Fierce / World Tour, ``Warner Bros.`` +
+   Records / Entertainment, ``U.S.`` before a number of two or more digits, ``Rs.`` before
+   a digit.
+9. SQuAD-specific splits: after ``Jay Z.``, ``Washington, D.C.``, ``for 4.)``, ``Wii U.``
+   before a capital; before ``iPod``/``iTunes`` after a period; before ``[...]`` that ends a
+   line; joins after ``.Sc.``; a split before a bullet ``\u2022`` followed by a capital.
+
+The splitter is ASCII-minded where the reference is: ``[A-Z]`` means ASCII capitals, so a
+sentence that starts with ``\u00c9`` is not broken off. The reference produces an empty
+sentence for an empty text and cannot handle a stretch of only whitespace between two
+breaks; here empty stretches are dropped (no SQuAD paragraph has one).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["SPLITTER_VERSION", "split_sentences"]
+__all__ = ["RULES", "SPLITTER_VERSION", "mark_breaks", "split_sentences"]
 
-#: Bump whenever a rule changes: used in cache keys.
-SPLITTER_VERSION = "reqa-rules-2"
+#: Bump whenever a rule changes: used in cache keys (the cache also hashes this file).
+SPLITTER_VERSION = "reqa-reference-3"
 
-_CLOSERS = "\"')\u201d\u2019"  # closing quotes / parenthesis / closing curly quotes
-_OPENERS = "\"'(\\[\u201c\u2018"  # opening quotes / bracket / opening curly quotes
-_NEXT_SENTENCE = rf"\s+[{_OPENERS}]?[A-Z0-9]"  # what the main rule wants after a break
+_BREAK = "\n"
+_LDQ, _RDQ = "\u201c", "\u201d"  # curly double quotes
+_END = "[.?!]"  # sentence-ending punctuation
 
-# 1. Main rule.  The match ends at the break position (after the closers).
-_MAIN_BREAK = re.compile(rf"[.?!][{_CLOSERS}]*(?={_NEXT_SENTENCE})")
 
-# 2. Extra breaks.
-_CITATION_BREAK = re.compile(rf"\.(?:\[[^\[\]]*\])+(?={_NEXT_SENTENCE})")  # ends at break
-_BRACKET_ELLIPSIS_BREAK = re.compile(r"\[(?:\.\.\.|\u2026)\]")  # ends at break
-_BULLET = re.compile("\u2022")  # starts at break
+class Rule(NamedTuple):
+    name: str
+    kind: str  # "split" or "join": documentation and tests; both are plain rewrites
+    pattern: re.Pattern[str]
+    replacement: str
 
-# 3a. Protections: (name, regex for the text before the break, regex for the text after
-# it or None).  The "before" regex must match at the end of ``text[:b]``; the "after"
-# regex must match at the start of ``text[b:]``.
-_NUMBER_AFTER = re.compile(r"\s+[(\[]?\d")
-_YEAR_AFTER = re.compile(r"\s+[(\[]?\d{4}")
-_CAPITAL_AFTER = re.compile(rf"\s+[{_OPENERS}]?[A-Z]")
-_PROTECTIONS: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]] = [
-    (
-        "title",
-        re.compile(
-            r"(?<![\w.])(?:Mrs|Mr|Ms|Dr|Prof|Gen|Col|Lt|Sgt|Capt|Sen|Rep|Gov|Pres|St|Jr|Sr|Rev)\.$"
-        ),
-        None,
-    ),
-    ("latin", re.compile(r"(?<![\w.])(?:e\.g|i\.e|vs|cf)\.$", re.IGNORECASE), None),
-    ("month", re.compile(r"(?<![\w.])(?:Jan|Aug|Oct|Nov|Dec)\.$"), None),
-    ("mount_fort", re.compile(r"(?<![\w.])(?:Mt|Ft)\.$"), None),
-    ("time_of_day", re.compile(r"(?<![\w.])[ap]\.m\.$"), None),
-    ("initial", re.compile(r"\b[A-Z]\.$"), _CAPITAL_AFTER),
-    ("number_abbreviation", re.compile(r"(?<![\w.])(?:No|Art|Vol)\.$"), _NUMBER_AFTER),
-    ("life_dates", re.compile(r"(?<![\w.])(?:b|d|c|ca|fl)\.$"), None),
-    ("et_al_year", re.compile(r"\bet al\.$"), _YEAR_AFTER),
-    ("house_resolution", re.compile(r"(?<![\w.])H\.R\.$"), None),
-    ("us_number", re.compile(r"(?<![\w.])U\.S\.$"), _NUMBER_AFTER),
-    ("rupees", re.compile(r"(?<![\w.])Rs\.$"), None),
-    ("warner_bros", re.compile(r"\bWarner Bros\.$"), None),
-    ("sasha_fierce", re.compile(r"\bI Am\.\.\.$"), re.compile(r"\s+Sasha Fierce\b")),
-]
-_LOOKBEHIND = 16  # the "before" regexes never need more characters than this
 
-# 4. Forced breaks.  Each match ends at the break position.
-_FORCED_STARTERS = (
-    "The", "This", "That", "These", "It", "Meanwhile", "However", "In", "On", "By",
-    "During", "After", "Under", "Although", "Yet", "As", "Several", "According to",
-    "Thus",
+def _rule(name: str, kind: str, pattern: str, replacement: str) -> Rule:
+    return Rule(name, kind, re.compile(pattern), replacement)
+
+
+def _joined(words: str) -> str:
+    """``(?:a|b|c)`` from a space-separated word list (each item is a regex fragment)."""
+    return "(?:" + "|".join(words.split()) + ")"
+
+
+_TITLES = _joined(r"Mrs? Ms Dr Prof Fr Rev Msgr Sta?")
+_RANKS = _joined("Lt Gen Col Maj Adm Capt Sgt Rep Gov Sen Pres")
+_LITERARY = _joined(r"e\.g i\.?e vs? pp? cf a\.k\.a approx app es[pt] tr")
+_MONTHS = _joined("Jan Aug Oct Nov Dec")
+_NUMBERED = _joined("[Aa]rt [Nn]o Opp? ch Sec cl Rec Ecl Cor Lk Jn Vol")
+_NAME = "\"?[A-Z][a-z]"  # the start of a capitalised name, optionally quoted
+_INITIAL = "[A-Z]\\."
+
+RULES: tuple[Rule, ...] = (
+    # 1-3. Splits.
+    _rule("main", "split",
+          rf"({_END}[)'\" {_RDQ}]*)\s(\s*[\['\"({_LDQ}]?[A-Z0-9])", r"\1\n\2"),
+    _rule("citation", "split",
+          rf"({_END}['\"]?)((?:\[[a-zA-Z0-9 ?]+\])+)\s(\s*['\"(]?[A-Z0-9])", r"\1\2\n\3"),
+    _rule("bracket_ellipsis", "split", r"(\[\.\.\.\]\s*)\s(\[?[A-Z])", r"\1\n\2"),
+    # 4. Abbreviations.
+    _rule("title", "join", rf"\b({_TITLES})\.\n", r"\1. "),
+    _rule("rank", "join", rf"\b({_RANKS})\.\n", r"\1. "),
+    _rule("literary", "join", rf"\b({_LITERARY})\.\n", r"\1. "),
+    _rule("month", "join", rf"\b({_MONTHS})\.\n", r"\1. "),
+    _rule("mount_fort", "join", r"\b(Mt|Ft)\.\n", r"\1. "),
+    _rule("time_zone", "join", r"\b([ap]\.m)\.\n(Eastern|EST)\b", r"\1. \2"),
+    # 5. Initials before a name.
+    _rule("three_initials", "join",
+          rf"\b({_INITIAL})[ \n]({_INITIAL})[ \n]({_INITIAL})[ \n]({_NAME})", r"\1 \2 \3 \4"),
+    _rule("two_initials", "join", rf"\b({_INITIAL})[ \n]({_INITIAL})[ \n]({_NAME})",
+          r"\1 \2 \3"),
+    _rule("dotted_initials", "join", rf"\b({_INITIAL}{_INITIAL})\n({_NAME})", r"\1 \2"),
+    _rule("one_initial", "join", rf"\b({_INITIAL})\n({_NAME})", r"\1 \2"),
+    # 6. Forced splits before common sentence starts.
+    _rule("starter_the_it", "split", rf"({_END}['\")]*) (The|This|That|These|It) ",
+          r"\1\n\2 "),
+    _rule("starter_however", "split", r"(\.) (Meanwhile|However)", r"\1\n\2"),
+    _rule("starter_preposition", "split",
+          r"(\.) (In|On|By|During|After|Under|Although|Yet|As |Several|According to) ",
+          r"\1\n\2 "),
+    # 7. Joins that win over the forced splits.
+    _rule("numbered_part", "join", rf"\b({_NUMBERED})\.\n([0-9IVX]+)\b", r"\1. \2"),
+    _rule("life_dates", "join", r"\b([bdrc]|ca|fl)\.\n([A-Z0-9])", r"\1. \2"),
+    _rule("et_al_year", "join", r"\b(et al)\.\n(\(?[0-9]{4}\b)", r"\1. \2"),
+    _rule("house_resolution", "join", r"\b(H\.R\.)\n([0-9])", r"\1 \2"),
+    # 8. SQuAD-specific joins.
+    _rule("sasha_fierce", "join", r"(I Am\.\.\.)\n(Sasha Fierce|World Tour)", r"\1 \2"),
+    _rule("warner_bros", "join", r"(Warner Bros\.)\n(Records|Entertainment)", r"\1 \2"),
+    _rule("us_number", "join", r"(U\.S\.)\n(\(?\d\d+)", r"\1 \2"),
+    _rule("rupees", "join", r"\b(Rs\.)\n(\d)", r"\1 \2"),
+    # 9. SQuAD-specific splits (and one join).
+    _rule("jay_z", "split", r"\b(Jay Z\.) ([A-Z])", r"\1\n\2"),
+    _rule("washington_dc", "split", r"\b(Washington, D\.C\.) ([A-Z])", r"\1\n\2"),
+    _rule("for_4", "split", r"\b(for 4\.\)) ([A-Z])", r"\1\n\2"),
+    _rule("wii_u", "split", r"\b(Wii U\.) ([A-Z])", r"\1\n\2"),
+    _rule("ipod_itunes", "split", r"\. (iPod|iTunes)", r".\n\1"),
+    _rule("ellipsis_line", "split", r" (\[\.\.\.\]\n)", r"\n\1"),
+    _rule("msc", "join", r"(\.Sc\.)\n", r"\1 "),
+    _rule("bullet", "split", " (\u2022 [A-Z])", r"\n\1"),
 )  # fmt: skip
-_FORCED_BREAK = re.compile(
-    rf"[.?!][{_CLOSERS}]*(?=\s*[{_OPENERS}]?(?:{'|'.join(_FORCED_STARTERS)})\b)"
-)
-_SQUAD_FORCED_BREAKS = (
-    re.compile(rf"Jay Z\.[{_CLOSERS}]*(?=\s+[{_OPENERS}]?[A-Z])"),
-    re.compile(rf"Washington,? D\.C\.[{_CLOSERS}]*(?=\s+[{_OPENERS}]?[A-Z])"),
-    re.compile(rf"Wii U\.[{_CLOSERS}]*(?=\s+[{_OPENERS}]?[A-Z])"),
-    re.compile(rf"[.?!][{_CLOSERS}]*(?=\s+i(?:Pod|Tunes))"),
-)
 
 
-def _main_breaks(text: str) -> set[int]:
-    return {m.end() for m in _MAIN_BREAK.finditer(text)}
-
-
-def _extra_breaks(text: str) -> set[int]:
-    breaks = {m.end() for m in _CITATION_BREAK.finditer(text)}
-    breaks.update(m.end() for m in _BRACKET_ELLIPSIS_BREAK.finditer(text))
-    breaks.update(m.start() for m in _BULLET.finditer(text))
-    return breaks
-
-
-# Fast pre-check: one search instead of one per protection for most breaks.
-_ANY_ABBREVIATION = re.compile(
-    "|".join(
-        f"(?i:{before.pattern})" if before.flags & re.IGNORECASE else f"(?:{before.pattern})"
-        for _, before, _ in _PROTECTIONS
-    )
-)
-
-
-def _abbreviation_before(text: str, b: int) -> str | None:
-    """Name of the protection that forbids a break at ``b``, or None."""
-    lo = max(0, b - _LOOKBEHIND)
-    if b == 0 or text[b - 1] != "." or not _ANY_ABBREVIATION.search(text, lo, b):
-        return None
-    for name, before, after in _PROTECTIONS:
-        if before.search(text, lo, b) and (after is None or after.match(text, b)):
-            return name
-    return None
-
-
-_PARENTHESIS = re.compile(r"[()]")
-
-
-def _inside_parentheses(text: str, breaks: list[int]) -> set[int]:
-    """The breaks (sorted) that lie inside an unclosed round parenthesis.
-
-    A ``)`` without a matching ``(`` (as in ``1) ... 2)``) is ignored."""
-    inside: set[int] = set()
-    if "(" not in text:
-        return inside
-    parens = [(m.start(), m.group()) for m in _PARENTHESIS.finditer(text)]
-    depth, i = 0, 0
-    for b in breaks:
-        while i < len(parens) and parens[i][0] < b:
-            if parens[i][1] == "(":
-                depth += 1
-            elif depth:
-                depth -= 1
-            i += 1
-        if depth:
-            inside.add(b)
-    return inside
-
-
-def _forced_breaks(text: str) -> set[int]:
-    breaks = {m.end() for m in _FORCED_BREAK.finditer(text)}
-    for pattern in _SQUAD_FORCED_BREAKS:
-        breaks.update(m.end() for m in pattern.finditer(text))
-    return breaks
-
-
-def _spans_between(text: str, breaks: list[int]) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for end in [*breaks, len(text)]:
-        s, e = start, end
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if s < e:
-            spans.append((s, e))
-        start = end
-    return spans
+def mark_breaks(text: str) -> str:
+    """``text`` with a newline at every sentence break (same length as ``text``)."""
+    marked = text.replace("\n", " ")
+    for rule in RULES:
+        marked = rule.pattern.sub(rule.replacement, marked)
+    return marked
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
-    """Character spans (start, end-exclusive) of the sentences of `text`, whitespace-stripped,
-    in order, non-overlapping; the caller has already replaced newlines by spaces."""
-    if not text:
-        return []
-    candidates = sorted(_main_breaks(text) | _extra_breaks(text))
-    in_parens = _inside_parentheses(text, candidates)
-    breaks = {b for b in candidates if b not in in_parens and _abbreviation_before(text, b) is None}
-    breaks |= _forced_breaks(text)
-    breaks.discard(0)
-    breaks.discard(len(text))
-    return _spans_between(text, sorted(breaks))
+    """Character spans (start, end-exclusive) of the sentences of ``text``, whitespace
+    stripped, in order and non-overlapping. Newlines in ``text`` count as spaces."""
+    marked = mark_breaks(text)
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in [*(m.start() for m in re.finditer(_BREAK, marked)), len(marked)]:
+        s, e = start, end
+        while s < e and marked[s].isspace():
+            s += 1
+        while e > s and marked[e - 1].isspace():
+            e -= 1
+        if s < e:
+            spans.append((s, e))
+        start = end + 1
+    return spans

@@ -27,7 +27,7 @@ def test_reqa_squad_train_pool(shared_data):
     # file takes most answer_start values from the answer's first occurrence, which moves
     # some answers to another sentence (58,163 here), so only closeness can be asked
     assert abs(stats["answer_sentences"] - 58_934) / 58_934 < 0.02
-    assert len(pool.candidates) == 91_745
+    assert len(pool.candidates) == 91_707  # the reference splitter's train pool
 
 
 @pytest.mark.parametrize("dataset, candidates", [("multireqa_squad", 10_642),
