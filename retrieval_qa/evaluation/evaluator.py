@@ -7,14 +7,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data.types import RetrievalPool
+from ..data.types import QUESTION_TEXT, RetrievalPool
 from .metrics import DEFAULT_KS, metrics_from_ranks
 from .ranking import gold_ranks
-from .runfile import write_run_file
+from .runfile import RunFileWriter
 from .search import Scorer, rows_per_block
+from .sparse import SparseRanker
+
+# sparse path: the scorer's scratch (float32 sum + bool flag) and the ranker's position map
+# (int32) per question x candidate cell of a block, plus about 2 bytes for the document maps
+SPARSE_BYTES_PER_CELL = 12
 
 
 @dataclass
@@ -27,9 +33,11 @@ class EvaluationResult:
     seconds: float
     run_file: str | None = None
     extra: dict = field(default_factory=dict)
+    question_unit: str = QUESTION_TEXT
 
     def summary(self) -> dict:
         return {"metrics": {k: round(v, 4) for k, v in self.metrics.items()},
+                "question_unit": self.question_unit,
                 "questions": self.questions, "candidates": self.candidates,
                 "seconds": round(self.seconds, 3), "run_file": self.run_file}
 
@@ -42,59 +50,111 @@ def gold_mask(gold: list[list[int]], rows, width: int) -> torch.Tensor:
     return mask
 
 
+def _question_name(pool: RetrievalPool, q: int) -> str:
+    qid = f" (qid {pool.question_ids[q]})" if pool.question_ids else ""
+    return f"question {q}{qid} {pool.questions[q]!r}"
+
+
+def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) -> ValueError:
+    where = (f"candidate {pool.candidates[c].id!r}" if c is not None
+             else "the candidates it shares no term with")
+    return ValueError(f"{pool.dataset}/{pool.pool}: non-finite score {value} for "
+                      f"{_question_name(pool, q)} at {where}; ranks need finite scores: check "
+                      "the model's embeddings or the scorer for NaN/inf")
+
+
+def _check_dense(pool: RetrievalPool, rows: range, scores: torch.Tensor) -> None:
+    bad = ~torch.isfinite(scores)
+    if bool(bad.any()):
+        r, c = (int(x) for x in bad.nonzero()[0])
+        raise _non_finite_error(pool, rows.start + r, c, float(scores[r, c]))
+
+
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
              ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
-             progress: bool = True, desc: str = "evaluate") -> EvaluationResult:
+             progress: bool = True, desc: str = "evaluate",
+             sparse: bool | None = None) -> EvaluationResult:
     """Rank every candidate for every question of ``pool`` with ``scorer``.
 
     Memory is bounded by ``memory_mb`` whatever the pool size: questions are scored in blocks
-    of rows, and for each block only the gold ranks and the top-k survive.
+    of rows, and for each block only the gold ranks and the top-k survive; run-file records
+    are written block by block. ``sparse`` (default: when the scorer has ``score_sparse``)
+    ranks from :class:`~.sparse.SparseScores` blocks with the same rules and numbers. A
+    non-finite score is an error naming the question.
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)
     if scorer.num_questions != n_q or scorer.num_candidates != n_c:
         raise ValueError(f"scorer covers {scorer.num_questions} x {scorer.num_candidates}, pool "
                          f"has {n_q} questions x {n_c} candidates")
-    empty = [pool.questions[i] for i, g in enumerate(pool.gold) if not g]
+    empty = [_question_name(pool, i) for i, g in enumerate(pool.gold) if not g]
     if empty:
-        raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]!r}")
+        raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]}")
+    if sparse is None:
+        sparse = hasattr(scorer, "score_sparse")
     doc_names = sorted({c.doc_id for c in pool.candidates})
     doc_pos = {d: i for i, d in enumerate(doc_names)}
     doc_of = torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long)
     doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in pool.gold]
-    step = rows_per_block(n_c, memory_mb)
+    if sparse:
+        step = min(rows_per_block(n_c, memory_mb, SPARSE_BYTES_PER_CELL), 2**16 - 1)
+        ranker = SparseRanker(n_c, doc_of.numpy() if doc_level else None, step)
+    else:
+        step = rows_per_block(n_c, memory_mb)
     ranks = torch.empty(n_q, dtype=torch.float64)
     doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
-    records: list[dict] = []
     k = min(top_k, n_c)
-    with tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
+    written = str(run_file) if run_file is not None else None
+    with RunFileWriter(run_file) as out, \
+            tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
         for lo in range(0, n_q, step):
             rows = range(lo, min(lo + step, n_q))
-            scores = scorer.score(rows).float()
-            ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
-            if doc_ranks is not None:
-                doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
-                doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
-                doc_ranks[lo:rows.stop] = gold_ranks(doc_scores,
-                                                     gold_mask(doc_gold, rows, len(doc_names)))
-            if run_file is not None:
-                top = scores.topk(k, dim=1)
-                for r, q in enumerate(rows):
-                    rec = {"question": pool.questions[q], "gold_rank": ranks[q].item(),
-                           "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
-                           "top_ids": [pool.candidates[c].id for c in top.indices[r].tolist()],
-                           "top_scores": [round(s, 6) for s in top.values[r].tolist()]}
-                    if doc_ranks is not None:
-                        rec["doc_rank"] = doc_ranks[q].item()
-                    records.append(rec)
+            if sparse:
+                block = scorer.score_sparse(rows)
+                block.values = block.values.astype(np.float32, copy=False)
+                block.base = block.base.astype(np.float32, copy=False)
+                if (bad := block.first_non_finite()) is not None:
+                    raise _non_finite_error(pool, lo + bad[0], bad[1], bad[2])
+                ranks[lo:rows.stop] = torch.from_numpy(
+                    ranker.gold_ranks(block, pool.gold[lo:rows.stop]))
+                if doc_ranks is not None:
+                    doc_ranks[lo:rows.stop] = torch.from_numpy(
+                        ranker.doc_ranks(block, doc_gold[lo:rows.stop]))
+                top = ranker.top_k(block, k) if out else []
+            else:
+                scores = scorer.score(rows).float()
+                _check_dense(pool, rows, scores)
+                ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
+                if doc_ranks is not None:
+                    doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
+                    doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
+                    doc_ranks[lo:rows.stop] = gold_ranks(
+                        doc_scores, gold_mask(doc_gold, rows, len(doc_names)))
+                if out:
+                    t = scores.topk(k, dim=1)
+                    top = list(zip(t.indices.numpy(), t.values.numpy(), strict=True))
+            if out:
+                out.write(_records(pool, rows, ranks, doc_ranks, top))
             bar.update(len(rows))
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
         metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
-    written = None
-    if run_file is not None:
-        write_run_file(run_file, records)
-        written = str(run_file)
     return EvaluationResult(metrics, ranks, doc_ranks, n_q, n_c, time.perf_counter() - start,
-                            written)
+                            written, question_unit=pool.question_unit)
 
+
+def _records(pool: RetrievalPool, rows: range, ranks: torch.Tensor,
+             doc_ranks: torch.Tensor | None, top: list) -> list[dict]:
+    out = []
+    for (ids, scores), q in zip(top, rows, strict=True):
+        rec = {"question": pool.questions[q]}
+        if pool.question_ids:
+            rec["question_id"] = pool.question_ids[q]
+        rec.update({"gold_rank": ranks[q].item(),
+                    "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
+                    "top_ids": [pool.candidates[c].id for c in ids.tolist()],
+                    "top_scores": [round(s, 6) for s in scores.tolist()]})
+        if doc_ranks is not None:
+            rec["doc_rank"] = doc_ranks[q].item()
+        out.append(rec)
+    return out
