@@ -3,10 +3,10 @@ applied to exact scores.
 
 Two ways to get the same scores: ``score(rows)`` gives full rows from bm25s's own
 ``get_scores`` (the reference path); ``score_sparse(rows)`` gives only the candidates that
-share a term with each question, accumulated from bm25s's precomputed (term, document)
-scores in the same order and precision as ``get_scores`` (float32, one query token after the
-other), so every score is bit-identical; every other candidate scores the query's
-non-occurrence sum (0 for Lucene). The evaluator ranks from that without full rows.
+share a term with each question, summed from bm25s's precomputed (term, document) scores in
+the same order and precision as ``get_scores`` (float32, one query token after the other,
+see ``score_sparse``), so every score is bit-identical; every other candidate scores the
+query's non-occurrence sum (0 for Lucene). The evaluator ranks from that without full rows.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import bm25s
 import numpy as np
+import scipy.sparse as sp
 import Stemmer
 import torch
 
@@ -52,8 +53,7 @@ class BM25Scorer:
         self.num_questions = len(pool.questions)
         self.num_candidates = len(pool.candidates)
         self._token_ids: list[np.ndarray] | None = None
-        self._acc = np.zeros(0, dtype=np.float32)   # scratch, all zero between calls
-        self._seen = np.zeros(0, dtype=bool)        # scratch, all False between calls
+        self._matrix: sp.csr_array | None = None
 
     def _tokenize(self, texts: list[str], progress: bool):
         return bm25s.tokenize(texts, lower=self.settings.lowercase,
@@ -85,44 +85,35 @@ class BM25Scorer:
             return np.zeros((), dtype=dtype)
         return np.zeros((), dtype=dtype) + non[ids].sum()
 
+    def _term_scores(self) -> sp.csr_array:
+        """bm25s's precomputed scores as a [vocabulary, candidates] CSR matrix (its CSC
+        arrays as they are: row t lists the candidates holding term t)."""
+        if self._matrix is None:
+            sc = self.index.scores
+            self._matrix = sp.csr_array((sc["data"], sc["indices"], sc["indptr"]),
+                                        shape=(len(sc["indptr"]) - 1, sc["num_docs"]))
+        return self._matrix
+
     def score_sparse(self, rows: range) -> SparseScores:
-        """Scores of ``rows`` as a :class:`SparseScores` block (see the module docstring)."""
-        sc = self.index.scores
-        data, indices, indptr = sc["data"], sc["indices"], sc["indptr"]
-        n_c = self.num_candidates
-        ids = [self._ids()[q] for q in rows]
-        n = len(ids)
-        if len(self._acc) < n * n_c:
-            self._acc = np.zeros(n * n_c, dtype=data.dtype)
-            self._seen = np.zeros(n * n_c, dtype=bool)
-        acc, seen = self._acc, self._seen
-        lens = np.fromiter((len(t) for t in ids), dtype=np.int64, count=n)
-        width = int(lens.max(initial=0))
-        table = np.zeros((n, width), dtype=np.int64)  # token id per (row, position)
-        for r, t in enumerate(ids):
-            table[r, :len(t)] = t
-        found = []
-        for p in range(width):  # position by position: each score adds its terms in order
-            rsel = np.flatnonzero(lens > p)
-            tok = table[rsel, p]
-            starts, sizes = indptr[tok].astype(np.int64), (indptr[tok + 1] - indptr[tok])
-            total = int(sizes.sum())
-            if total == 0:
-                continue
-            shift = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
-            flat = shift + np.arange(total)
-            keys = np.repeat(rsel * n_c, sizes) + indices[flat]
-            new = ~seen[keys]
-            seen[keys] = True
-            acc[keys] += data[flat]  # one posting per (row, doc) at a position
-            found.append(keys[new])
-        keys = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-        values = acc[keys]
-        acc[keys] = 0
-        seen[keys] = False
-        row_of, cols = np.divmod(keys, n_c)
-        base = np.stack([self._base(t, data.dtype) for t in ids]) if n else \
-            np.zeros(0, dtype=data.dtype)
+        """Scores of ``rows`` as a :class:`SparseScores` block (see the module docstring).
+
+        One sparse product (queries x vocabulary) @ (vocabulary x candidates): each query row
+        holds its token ids in query order, repeats kept, each with weight 1, so scipy's
+        product adds a candidate's term scores one token after the other in float32 from 0,
+        exactly as ``get_scores`` does; sums that are exactly 0 are left out (such a
+        candidate scores the base, as every unlisted one)."""
+        matrix = self._term_scores()
+        ids = self._ids()[rows.start:rows.stop]
+        sizes = np.fromiter((len(t) for t in ids), dtype=np.int64, count=len(ids))
+        indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(matrix.indptr.dtype)
+        tokens = (np.concatenate(ids) if ids else np.zeros(0)).astype(matrix.indices.dtype)
+        queries = sp.csr_array((np.ones(len(tokens), dtype=matrix.dtype), tokens, indptr),
+                               shape=(len(ids), matrix.shape[0]))
+        block = queries @ matrix
+        values = block.data
+        base = np.stack([self._base(t, matrix.dtype) for t in ids]) if ids else \
+            np.zeros(0, dtype=matrix.dtype)
         if self.index.nonoccurrence_array is not None:
-            values = values + base[row_of]
-        return SparseScores(row_of, cols, values, base, n_c)
+            values = values + np.repeat(base, np.diff(block.indptr))
+        return SparseScores(block.indptr.astype(np.int64), block.indices,
+                            values, base, self.num_candidates)

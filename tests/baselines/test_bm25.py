@@ -87,9 +87,9 @@ def test_sparse_scores_are_bit_identical_to_full_rows(method):
     block = scorer.score_sparse(rows)
     assert block.values.dtype == dense.dtype
     assert np.array_equal(block.dense(), dense)
-    keys = block.rows * len(TEXTS) + block.cols
+    keys = block.row_of() * len(TEXTS) + block.cols
     assert len(np.unique(keys)) == len(keys)
-    again = scorer.score_sparse(range(2, 5))  # scratch buffers are clean between calls
+    again = scorer.score_sparse(range(2, 5))
     assert np.array_equal(again.dense(), dense[2:5])
 
 

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
+from retrieval_qa.evaluation import sparse
 from retrieval_qa.evaluation.ranking import gold_ranks
-from retrieval_qa.evaluation.sparse import SparseRanker, SparseScores
+from retrieval_qa.evaluation.sparse import SparseScores
 
 
 def _block(n=40, n_c=30, n_docs=7, seed=0):
@@ -18,7 +19,7 @@ def _block(n=40, n_c=30, n_docs=7, seed=0):
     order = rng.permutation(len(rows))  # listed entries need not be grouped by row
     values = rng.integers(-2, 4, len(rows)).astype(np.float32)
     base = rng.integers(-1, 2, n).astype(np.float32)
-    block = SparseScores(rows[order], cols[order], values[order], base, n_c)
+    block = SparseScores.from_entries(rows[order], cols[order], values[order], base, n_c)
     gold = [sorted(set(rng.integers(0, n_c, int(rng.integers(1, 4))).tolist()))
             for _ in range(n)]
     doc_of = rng.integers(0, n_docs, n_c)
@@ -36,21 +37,20 @@ def _dense_doc_ranks(dense, doc_of, gold):
     return gold_ranks(docs, mask)
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(8))
 def test_sparse_ranks_equal_dense_rules(seed):
     block, gold, doc_of = _block(seed=seed)
     dense = torch.from_numpy(block.dense())
     mask = torch.zeros(dense.shape, dtype=torch.bool)
     for r, g in enumerate(gold):
         mask[r, g] = True
-    ranker = SparseRanker(block.num_candidates, doc_of, max_rows=block.num_rows)
-    assert np.array_equal(ranker.gold_ranks(block, gold), gold_ranks(dense, mask).numpy())
+    row_of = block.row_of()
+    best = sparse.best_gold_scores(block, gold)
+    assert np.array_equal(sparse.gold_ranks(block, best, row_of),
+                          gold_ranks(dense, mask).numpy())
     doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in gold]
-    assert np.array_equal(ranker.doc_ranks(block, doc_gold),
-                          _dense_doc_ranks(dense, doc_of, gold).numpy())
-    # scratch is reset: the same block again gives the same answer
-    assert np.array_equal(ranker.gold_ranks(block, gold), gold_ranks(dense, mask).numpy())
-    assert np.array_equal(ranker.doc_ranks(block, doc_gold),
+    doc_sizes = np.bincount(doc_of)
+    assert np.array_equal(sparse.doc_ranks(block, best, row_of, doc_of, doc_sizes, doc_gold),
                           _dense_doc_ranks(dense, doc_of, gold).numpy())
 
 
@@ -58,16 +58,16 @@ def test_sparse_ranks_equal_dense_rules(seed):
 def test_sparse_top_k_orders_by_score_then_index(k):
     block, _, _ = _block(seed=3)
     dense = block.dense()
-    for r, (ids, scores) in enumerate(SparseRanker.top_k(block, k)):
+    for r, (ids, scores) in enumerate(sparse.top_k(block, k)):
         want = sorted(range(block.num_candidates), key=lambda c: (-dense[r, c], c))[:k]
         assert ids.tolist() == want
         assert scores.tolist() == dense[r, want].tolist()
 
 
 def test_non_finite_entries_are_found():
-    block = SparseScores(np.array([0, 1]), np.array([2, 0]),
-                         np.array([1.0, np.nan], dtype=np.float32),
-                         np.zeros(2, dtype=np.float32), 3)
+    block = SparseScores.from_entries(np.array([0, 1]), np.array([2, 0]),
+                                      np.array([1.0, np.nan], dtype=np.float32),
+                                      np.zeros(2, dtype=np.float32), 3)
     assert block.first_non_finite()[:2] == (1, 0)
     block.base[0] = np.inf
     assert block.first_non_finite()[:2] == (0, None)
