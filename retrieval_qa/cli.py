@@ -47,7 +47,7 @@ def _unit_counts(notes: dict) -> dict:
 
 def cmd_data_stats(args) -> dict:
     pool, notes = _load(args)
-    return {**pool_stats(pool), "build_notes": notes}
+    return {**pool_stats(pool), **_unit_counts(notes), "build_notes": notes}
 
 
 def cmd_evaluate(args) -> dict:
@@ -123,7 +123,11 @@ def cmd_encode(args) -> dict:
 def cmd_metrics(args) -> dict:
     from .evaluation import metrics_from_run_file
 
-    return {"run_file": args.run_file, "metrics": metrics_from_run_file(args.run_file)}
+    from .evaluation import read_run_file
+
+    first = next(iter(read_run_file(args.run_file)), {})
+    return {"run_file": args.run_file, "question_unit": first.get("question_unit", "unknown"),
+            "metrics": metrics_from_run_file(args.run_file)}
 
 
 def cmd_analyze(args) -> dict:

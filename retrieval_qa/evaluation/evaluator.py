@@ -104,6 +104,7 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
     doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
     k = min(top_k, n_c)
     written = str(run_file) if run_file is not None else None
+    cand_ids = [c.id for c in pool.candidates]
     with RunFileWriter(run_file) as out, \
             tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
         for lo in range(0, n_q, step):
@@ -135,7 +136,7 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
                     t = scores.topk(k, dim=1)
                     top = list(zip(t.indices.numpy(), t.values.numpy(), strict=True))
             if out:
-                out.write(_records(pool, rows, ranks, doc_ranks, top))
+                out.write(_records(pool, cand_ids, rows, ranks, doc_ranks, top))
             bar.update(len(rows))
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
@@ -144,18 +145,22 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
                             written, question_unit=pool.question_unit)
 
 
-def _records(pool: RetrievalPool, rows: range, ranks: torch.Tensor,
+def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch.Tensor,
              doc_ranks: torch.Tensor | None, top: list) -> list[dict]:
+    """One block's run-file records: each names its unit (``question_unit``) and, when the
+    unit is the MRQA qid, the ``question_id``."""
     out = []
-    for (ids, scores), q in zip(top, rows, strict=True):
-        rec = {"question": pool.questions[q]}
+    block_ranks = ranks[rows.start:rows.stop].tolist()
+    block_docs = doc_ranks[rows.start:rows.stop].tolist() if doc_ranks is not None else None
+    for r, ((ids, scores), q) in enumerate(zip(top, rows, strict=True)):
+        rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
         if pool.question_ids:
             rec["question_id"] = pool.question_ids[q]
-        rec.update({"gold_rank": ranks[q].item(),
-                    "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
-                    "top_ids": [pool.candidates[c].id for c in ids.tolist()],
+        rec.update({"gold_rank": block_ranks[r],
+                    "gold_ids": [cand_ids[c] for c in pool.gold[q]],
+                    "top_ids": [cand_ids[c] for c in ids.tolist()],
                     "top_scores": [round(s, 6) for s in scores.tolist()]})
-        if doc_ranks is not None:
-            rec["doc_rank"] = doc_ranks[q].item()
+        if block_docs is not None:
+            rec["doc_rank"] = block_docs[r]
         out.append(rec)
     return out

@@ -161,6 +161,7 @@ def test_evaluation_and_run_file_name_the_qid(tmp_path):
     assert result.summary()["question_unit"] == "mrqa_qid"
     run = read_run_file(tmp_path / "run.jsonl")
     assert [r["question_id"] for r in run] == ["r1", "r3", "r2"]
+    assert {r["question_unit"] for r in run} == {"mrqa_qid"}
 
 
 def test_subpools_of_a_qid_pool_keep_shared_strings_apart(tmp_path):
