@@ -121,9 +121,7 @@ def cmd_encode(args) -> dict:
 
 
 def cmd_metrics(args) -> dict:
-    from .evaluation import metrics_from_run_file
-
-    from .evaluation import read_run_file
+    from .evaluation import metrics_from_run_file, read_run_file
 
     first = next(iter(read_run_file(args.run_file)), {})
     return {"run_file": args.run_file, "question_unit": first.get("question_unit", "unknown"),

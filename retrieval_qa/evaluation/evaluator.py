@@ -12,11 +12,11 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.types import QUESTION_TEXT, RetrievalPool
+from . import sparse as sparse_rules
 from .metrics import DEFAULT_KS, metrics_from_ranks
 from .ranking import gold_ranks
 from .runfile import RunFileWriter
 from .search import Scorer, rows_per_block
-from . import sparse as sparse_rules
 
 # sparse path: the block's listed entries (index, score and the temporaries of the rank
 # rules, about 40 bytes each) for a share of candidates; 4 bytes per question x candidate

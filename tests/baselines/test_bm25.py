@@ -107,6 +107,6 @@ def test_sparse_and_full_row_evaluation_agree(tmp_path):
     for x, y in zip(a, b, strict=True):
         assert x["top_scores"] == y["top_scores"] and x["gold_rank"] == y["gold_rank"]
         assert x["doc_rank"] == y["doc_rank"]
-        ranked = sorted(zip(y["top_scores"], y["top_ids"]), key=lambda t: (-t[0],
-                                                                          int(t[1][1:])))
-        assert list(zip(y["top_scores"], y["top_ids"])) == ranked  # ties by candidate index
+        listed = list(zip(y["top_scores"], y["top_ids"], strict=True))
+        # ties by candidate index
+        assert listed == sorted(listed, key=lambda t: (-t[0], int(t[1][1:])))

@@ -148,9 +148,9 @@ def test_qid_pool_survives_the_cache_and_reports_its_unit(tmp_path):
 
 
 def test_evaluation_and_run_file_name_the_qid(tmp_path):
-    from retrieval_qa.evaluation import DenseScorer, evaluate, read_run_file
-
     import torch
+
+    from retrieval_qa.evaluation import DenseScorer, evaluate, read_run_file
 
     pool, _ = _shared_string_pool(tmp_path)
     # both copies of the string get the same scores: sentence 0 best, then 2

@@ -71,3 +71,28 @@ def test_non_finite_entries_are_found():
     assert block.first_non_finite()[:2] == (1, 0)
     block.base[0] = np.inf
     assert block.first_non_finite()[:2] == (0, None)
+
+
+def test_evaluator_names_the_question_of_a_non_finite_sparse_score(tmp_path):
+    from retrieval_qa.data.types import Candidate, RetrievalPool
+    from retrieval_qa.evaluation import evaluate
+
+    cands = [Candidate(f"c{i}", "t", "ctx", "d") for i in range(4)]
+    pool = RetrievalPool("toy", "dev", cands, ["a?", "b?", "c?"], [[0], [1], [2]])
+
+    class NaNScorer:
+        num_questions, num_candidates = 3, 4
+
+        def score_sparse(self, rows):
+            n = len(rows)
+            values = np.ones(n, dtype=np.float32)
+            if 1 in rows:
+                values[rows.index(1)] = np.nan
+            return SparseScores.from_entries(np.arange(n), np.full(n, 3), values,
+                                             np.zeros(n, dtype=np.float32), 4)
+
+    run = tmp_path / "run.jsonl"
+    with pytest.raises(ValueError, match=r"non-finite score nan for question 1 'b\?' at "
+                                         r"candidate 'c3'"):
+        evaluate(pool, NaNScorer(), run_file=run, progress=False)
+    assert not list(tmp_path.iterdir())
