@@ -143,8 +143,10 @@ def markdown(out: dict) -> str:
     d, lines = out["dev"], []
     lines += ["# BM25 evaluation: sparse path vs full rows vs bm25s retrieval", "",
               f"One thread; {out['machine']}; bm25s {out['bm25s']}, numpy {out['numpy']}, "
-              f"numba {out['numba'] or 'not installed'}. Produced by "
-              "`python bench/bench_bm25.py`.", "",
+              f"numba {out['numba'] or 'not installed'} (not a project dependency). Produced "
+              "by `python bench/bench_bm25.py --old-train` (numba importable for its column); "
+              "one run on a 2-core machine shared with other jobs, so timings vary from run "
+              "to run.", "",
               "| pool | questions x candidates | full rows (old) | sparse (new) | "
               "sparse + run file | bm25s retrieve k=100, numba | bm25s retrieve k=100, numpy |",
               "|---|---|---|---|---|---|---|"]
@@ -158,8 +160,12 @@ def markdown(out: dict) -> str:
                      f"{fmt(s['sparse_with_run_file'])} | "
                      f"{fmt(s['bm25s_retrieve_k100_numba'])} | "
                      f"{fmt(s['bm25s_retrieve_k100_numpy'])} |")
+    eq = dict(d["equal"])
+    same_order = eq.pop("run_file_top_ids_in_same_order")
     lines += ["", "Dev pool, sparse path against the full-row path: " + ", ".join(
-        f"{k} {'equal' if v is True else v}" for k, v in d["equal"].items()) + ".",
+        f"{k} {'equal' if v is True else v}" for k, v in eq.items()) + f"; {same_order:,} of "
+        f"{d['questions']:,} records list their top ids in the same order: tied scores come "
+        "in torch.topk's order on full rows and by candidate index on the sparse path.",
         "", "Dev metrics (both paths): " + ", ".join(
             f"{k} {d['metrics'][k]}" for k in ("mrr", "r@1", "r@5", "r@10", "doc_mrr")) + "."]
     if "train" in out:
@@ -191,7 +197,13 @@ def main() -> None:
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "bench_bm25"),
                     help="writes OUT.json and OUT.md")
+    ap.add_argument("--markdown-only", action="store_true",
+                    help="rewrite OUT.md from an existing OUT.json")
     args = ap.parse_args()
+    if args.markdown_only:
+        Path(args.out + ".md").write_text(markdown(json.loads(Path(args.out + ".json")
+                                                              .read_text())))
+        return
     torch.set_num_threads(1)
     import bm25s
 
