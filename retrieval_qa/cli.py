@@ -38,9 +38,16 @@ def _load(args) -> tuple:
                      use_cache=not args.no_cache)
 
 
+def _unit_counts(notes: dict) -> dict:
+    """MultiReQA: how many question ids the source has and how many of them have no gold
+    sentence (left out of the pool, counted here so nothing is dropped silently)."""
+    return {k: notes[k] for k in ("question_ids", "questions_with_gold",
+                                  "questions_without_gold") if k in notes}
+
+
 def cmd_data_stats(args) -> dict:
     pool, notes = _load(args)
-    return {**pool_stats(pool), "build_notes": notes}
+    return {**pool_stats(pool), **_unit_counts(notes), "build_notes": notes}
 
 
 def cmd_evaluate(args) -> dict:
@@ -62,7 +69,7 @@ def cmd_evaluate(args) -> dict:
         return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
                 "model": args.checkpoint, "settings": model.meta,
                 "encode_seconds": result.extra["encode_seconds"],
-                "seconds": round(time.perf_counter() - start, 3),
+                "seconds": round(time.perf_counter() - start, 3), **_unit_counts(notes),
                 "skipped_records": notes.get("skipped_records")}
     if args.model == "bm25":
         from .baselines.bm25 import BM25Scorer, BM25Settings
@@ -80,7 +87,7 @@ def cmd_evaluate(args) -> dict:
     return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
             "model": args.model, "settings": model_settings,
             "index_seconds": round(index_seconds, 3),
-            "seconds": round(time.perf_counter() - start, 3),
+            "seconds": round(time.perf_counter() - start, 3), **_unit_counts(notes),
             "skipped_records": notes.get("skipped_records")}
 
 
@@ -114,9 +121,11 @@ def cmd_encode(args) -> dict:
 
 
 def cmd_metrics(args) -> dict:
-    from .evaluation import metrics_from_run_file
+    from .evaluation import metrics_from_run_file, read_run_file
 
-    return {"run_file": args.run_file, "metrics": metrics_from_run_file(args.run_file)}
+    first = next(iter(read_run_file(args.run_file)), {})
+    return {"run_file": args.run_file, "question_unit": first.get("question_unit", "unknown"),
+            "metrics": metrics_from_run_file(args.run_file)}
 
 
 def cmd_analyze(args) -> dict:

@@ -29,8 +29,10 @@ def test_evaluate_bm25_and_recompute_from_run_file(capsys, tiny_squad_file, tmp_
     assert set(obj["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
     assert obj["settings"]["k1"] == 0.9 and obj["model"] == "bm25"
     assert obj["questions"] == 4 and obj["candidates"] == 5 and obj["seconds"] >= 0
+    assert obj["question_unit"] == "question_text"
     code, again, _ = _run(capsys, "metrics", "--run-file", str(run))
     assert again["metrics"] == pytest.approx(obj["metrics"], abs=1e-3)
+    assert again["question_unit"] == "question_text"
 
 
 def test_unknown_override_fails_with_key_named(capsys, tiny_squad_file):

@@ -188,13 +188,14 @@ def sample_test_pool(pool: RetrievalPool, passages: int = 27, pairs: int = 500, 
         pair_idx = sorted(rng.sample(pair_idx, pairs))
     keep = [i for i, c in enumerate(pool.candidates) if c.doc_id in chosen]
     new_index = {old: new for new, old in enumerate(keep)}
-    qpos = {q: i for i, q in enumerate(pool.questions)}
+    qpos = {q: i for i, q in enumerate(pool.question_keys)}
     sampled = [pool.pairs[i] for i in pair_idx]
-    questions = list(dict.fromkeys(p.question for p in sampled))
-    gold = [[new_index[c] for c in pool.gold[qpos[q]] if c in new_index] for q in questions]
+    keys = list(dict.fromkeys(pool.pair_key(p) for p in sampled))
+    gold = [[new_index[c] for c in pool.gold[qpos[q]] if c in new_index] for q in keys]
     return RetrievalPool(pool.dataset, f"{pool.pool}[{len(chosen)} passages, {len(sampled)} "
                          f"QA pairs, seed {seed}, {choice}]", [pool.candidates[i] for i in keep],
-                         questions, gold, sampled, pool.source)
+                         [pool.questions[qpos[q]] for q in keys], gold, sampled, pool.source,
+                         pool.question_unit, keys if pool.question_ids else [])
 
 
 # ---- scoring with timings -----------------------------------------------------------------

@@ -46,15 +46,15 @@ def subset_rows(pool: RetrievalPool, ks: Sequence[int]) -> dict[int, dict]:
     """For each k: the subset pool, the indices of its questions in ``pool.questions`` and its
     sizes: questions, answer sentences with >= k distinct questions, and their (question,
     answer sentence) pairs."""
-    position = {q: i for i, q in enumerate(pool.questions)}
+    position = {q: i for i, q in enumerate(pool.question_keys)}
     per_answer: dict[str, set[str]] = {}
     for p in pool.pairs:
-        per_answer.setdefault(p.answer, set()).add(p.question)
+        per_answer.setdefault(pool.answer_key(p), set()).add(pool.pair_key(p))
     out = {}
     for k in ks:
         sub = one_to_many_subset(pool, k)
         shared = [qs for qs in per_answer.values() if len(qs) >= k]
-        out[k] = {"pool": sub, "rows": [position[q] for q in sub.questions],
+        out[k] = {"pool": sub, "rows": [position[q] for q in sub.question_keys],
                   "sizes": {"questions": len(sub.questions),
                             "qa_pairs": sum(len(qs) for qs in shared),
                             "answer_sentences": len(shared)}}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .types import Candidate, QAPair, RetrievalPool
+from .types import MRQA_QID, QUESTION_TEXT, Candidate, QAPair, RetrievalPool
 
 
 def cache_root(configured: str | Path | None = None) -> Path:
@@ -41,14 +41,19 @@ def save_pool(pool: RetrievalPool, notes: dict, folder: Path) -> None:
                      "text": [c.text for c in pool.candidates],
                      "doc_id": [c.doc_id for c in pool.candidates]}), tmp / "candidates.arrow")
     _write(pa.table({"question": pool.questions,
-                     "gold": pa.array(pool.gold, type=pa.list_(pa.int32()))}),
+                     "question_id": pool.question_ids or [None] * len(pool.questions),
+                     "gold": pa.array(pool.gold, type=pa.list_(pa.int32()))},
+                    schema=pa.schema([("question", pa.string()), ("question_id", pa.string()),
+                                      ("gold", pa.list_(pa.int32()))])),
            tmp / "questions.arrow")
     _write(pa.table({"question": [p.question for p in pool.pairs],
                      "answer": [p.answer for p in pool.pairs],
                      "question_id": [p.question_id for p in pool.pairs],
                      "answer_id": [p.answer_id for p in pool.pairs]}), tmp / "pairs.arrow")
     (tmp / "meta.json").write_text(json.dumps({"dataset": pool.dataset, "pool": pool.pool,
-                                               "source": pool.source, "notes": notes}))
+                                               "source": pool.source,
+                                               "question_unit": pool.question_unit,
+                                               "notes": notes}))
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
 
@@ -67,6 +72,8 @@ def load_cached_pool(folder: Path) -> tuple[RetrievalPool, dict] | None:
     p = _read(folder / "pairs.arrow")
     pairs = [QAPair(qq, a, context_of[aid], qid, aid) for qq, a, qid, aid in
              zip(p["question"], p["answer"], p["question_id"], p["answer_id"], strict=True)]
+    unit = meta.get("question_unit", QUESTION_TEXT)
+    qids = q["question_id"] if unit == MRQA_QID else []
     pool = RetrievalPool(meta["dataset"], meta["pool"], candidates, q["question"], q["gold"],
-                         pairs, meta["source"])
+                         pairs, meta["source"], unit, qids)
     return pool, meta["notes"]

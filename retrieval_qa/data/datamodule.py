@@ -35,7 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .collate import PairCollator, TextCollator, token_lengths
 from .loading import load_pool
-from .reqa import assemble_pool
+from .reqa import reassemble
 from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
 from .types import QAPair, RetrievalPool
@@ -95,11 +95,12 @@ def cap_questions(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalP
     cheap enough to evaluate every epoch on a CPU); gold is recomputed on that candidate set."""
     if cap is None or cap >= len(pool.questions):
         return pool
-    kept = {pool.questions[i] for i in random.Random(seed).sample(range(len(pool.questions)), cap)}
-    pairs = [p for p in pool.pairs if p.question in kept]
+    keys = pool.question_keys  # strings (ReQA) or qids (MultiReQA): duplicates stay apart
+    kept = {keys[i] for i in random.Random(seed).sample(range(len(keys)), cap)}
+    pairs = [p for p in pool.pairs if pool.pair_key(p) in kept]
     contexts = {p.context for p in pairs}
     candidates = [c for c in pool.candidates if c.context in contexts]
-    return assemble_pool(pool.dataset, pool.pool, candidates, pairs, "text", pool.source)
+    return reassemble(pool, pool.pool, candidates, pairs)
 
 
 class ReQADataModule(pl.LightningDataModule):
@@ -166,7 +167,8 @@ class ReQADataModule(pl.LightningDataModule):
             "answers_outside_sentences": notes.get("answers_outside_sentences"),
         }
         self._info["val"] = {
-            "dataset": val.dataset, "pool": val.pool, "split_questions": len(val.questions),
+            "dataset": val.dataset, "pool": val.pool, "question_unit": val.question_unit,
+            "split_questions": len(val.questions),
             "questions": len(capped_val.questions), "candidates": len(capped_val.candidates),
             "pairs": len(capped_val.pairs), "max_val_questions": self.max_val_questions,
             "capped": len(capped_val.questions) < len(val.questions),
@@ -284,7 +286,8 @@ class ReQADataModule(pl.LightningDataModule):
         self._setup_train()
         test = {"dataset": self.test_dataset, "pool": self.test_pool_name}
         if self._test_pool is not None:
-            test.update(questions=len(self._test_pool.questions),
+            test.update(question_unit=self._test_pool.question_unit,
+                        questions=len(self._test_pool.questions),
                         candidates=len(self._test_pool.candidates),
                         source=self._test_pool.source)
         world = self._world()[0]

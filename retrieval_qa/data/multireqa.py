@@ -15,9 +15,9 @@ from .errors import DataFormatError, ReadReport
 from .io import iter_json_lines
 from .mrqa import MrqaContext
 from .reqa import assemble_pool
-from .types import Candidate, QAPair, RetrievalPool
+from .types import MRQA_QID, Candidate, QAPair, RetrievalPool
 
-BUILDER_VERSION = "multireqa-1"
+BUILDER_VERSION = "multireqa-2"  # 2: one question per MRQA qid, not per string
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,12 @@ def build_multireqa(boundaries: list[Boundary], contexts: list[MrqaContext], dat
                     pool: str, boundaries_path: str = "", strict: bool = True,
                     source: str = "") -> tuple[RetrievalPool, dict]:
     """Join boundaries to contexts. Every boundary must resolve to a context and lie inside
-    it (else an error, or a skip counted in the notes when ``strict=False``); questions with
-    no candidate containing an answer span are reported in the notes, not silently lost."""
+    it (else an error, or a skip counted in the notes when ``strict=False``). The evaluation
+    unit is the MRQA question id (``question_unit="mrqa_qid"``): a templated string asked of
+    several contexts stays several questions, each with its own context's gold. Question ids
+    with no candidate containing an answer span are counted in the notes
+    (``question_ids`` = ``questions_with_gold`` + ``questions_without_gold``), not silently
+    lost."""
     by_key = {c.key: c for c in contexts}
     report = ReadReport(boundaries_path)
     per_context: dict[str, list[Candidate]] = {}
@@ -109,6 +113,10 @@ def build_multireqa(boundaries: list[Boundary], contexts: list[MrqaContext], dat
                 no_gold.append(qa.qid)
             for c in gold:
                 pairs.append(QAPair(qa.question, c.text, ctx.context, qa.qid, c.id))
-    notes = {"questions_without_gold": len(no_gold), "no_gold_qids": no_gold[:20],
+    built = assemble_pool(dataset, pool, candidates, pairs, "id", source, MRQA_QID)
+    notes = {"question_unit": MRQA_QID,
+             "question_ids": sum(len(ctx.qas) for ctx in contexts),
+             "questions_with_gold": len(built.questions),
+             "questions_without_gold": len(no_gold), "no_gold_qids": no_gold[:20],
              "skipped_boundaries": report.summary()}
-    return assemble_pool(dataset, pool, candidates, pairs, "id", source), notes
+    return built, notes

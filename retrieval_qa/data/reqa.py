@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from .splitter import split_sentences
 from .squad import SquadParagraph
-from .types import Candidate, QAPair, RetrievalPool
+from .types import MRQA_QID, QUESTION_TEXT, QUESTION_UNITS, Candidate, QAPair, RetrievalPool
 
 BUILDER_VERSION = "reqa-2"
 
@@ -33,31 +33,49 @@ def answer_sentence_index(spans: list[tuple[int, int]], starts: list[int], answe
 
 
 def assemble_pool(dataset: str, pool: str, candidates: list[Candidate], pairs: list[QAPair],
-                  gold_by: str = "text", source: str = "") -> RetrievalPool:
-    """Group QA inputs by question text and attach gold candidate indices.
+                  gold_by: str = "text", source: str = "",
+                  question_unit: str = QUESTION_TEXT) -> RetrievalPool:
+    """Group QA inputs into evaluation units and attach gold candidate indices.
 
-    ``gold_by="text"`` (ReQA): every candidate whose text equals an answer sentence is gold;
-    ``gold_by="id"`` (MultiReQA): only the answer candidates themselves.
+    ``question_unit="question_text"`` (ReQA): inputs with the same question string are one
+    unit; ``"mrqa_qid"`` (MultiReQA): inputs with the same question id are one unit, so two
+    units can share a string. ``gold_by="text"`` (ReQA): every candidate whose text equals an
+    answer sentence is gold; ``gold_by="id"`` (MultiReQA): only the answer candidates
+    themselves.
     """
+    if gold_by not in ("text", "id"):
+        raise ValueError(f"gold_by must be 'text' or 'id', got {gold_by!r}")
+    if question_unit not in QUESTION_UNITS:
+        raise ValueError(f"question_unit must be one of {QUESTION_UNITS}, got {question_unit!r}")
+    by_qid = question_unit == MRQA_QID
     by_text: dict[str, list[int]] = {}
     by_id: dict[str, int] = {}
     for i, c in enumerate(candidates):
         by_text.setdefault(c.text, []).append(i)
         by_id[c.id] = i
     order: dict[str, int] = {}
+    texts: list[str] = []
     gold: list[set[int]] = []
     for pair in pairs:
-        q = order.setdefault(pair.question, len(order))
+        q = order.setdefault(pair.question_id if by_qid else pair.question, len(order))
         if q == len(gold):
             gold.append(set())
+            texts.append(pair.question)
         if gold_by == "text":
             gold[q].update(by_text.get(pair.answer, ()))
-        elif gold_by == "id":
-            gold[q].add(by_id[pair.answer_id])
         else:
-            raise ValueError(f"gold_by must be 'text' or 'id', got {gold_by!r}")
-    return RetrievalPool(dataset, pool, candidates, list(order), [sorted(g) for g in gold],
-                         pairs, source)
+            gold[q].add(by_id[pair.answer_id])
+    return RetrievalPool(dataset, pool, candidates, texts, [sorted(g) for g in gold], pairs,
+                         source, question_unit, list(order) if by_qid else [])
+
+
+def reassemble(pool: RetrievalPool, name: str, candidates: list[Candidate],
+               pairs: list[QAPair]) -> RetrievalPool:
+    """A sub-pool of ``pool`` (some of its candidates and QA inputs) under the same rules: its
+    question unit and the gold rule that goes with it (text for ReQA, id for MultiReQA)."""
+    gold_by = "id" if pool.question_unit == MRQA_QID else "text"
+    return assemble_pool(pool.dataset, name, candidates, pairs, gold_by, pool.source,
+                         pool.question_unit)
 
 
 def build_reqa(paragraphs: Iterable[SquadParagraph], dataset: str = "reqa_squad",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from .reqa import assemble_pool
+from .reqa import reassemble
 from .types import QAPair, RetrievalPool
 
 
@@ -38,7 +38,9 @@ def train_val_split(pool: RetrievalPool, val_fraction: float = 0.1, seed: int = 
                     ) -> tuple[list[QAPair], RetrievalPool]:
     """Return (training pairs, validation pool). The validation pool's candidates are every
     sentence of the paragraphs that hold a validation answer (a retrieval problem of its own,
-    small enough to evaluate every epoch); its questions are the validation questions."""
+    small enough to evaluate every epoch); its questions are the validation questions, in the
+    pool's question unit (strings for ReQA, qids for MultiReQA; groups always join inputs
+    that share a string, so no question string is on both sides either way)."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     groups = _groups(pool.pairs)
@@ -53,5 +55,4 @@ def train_val_split(pool: RetrievalPool, val_fraction: float = 0.1, seed: int = 
     val = [p for i, p in enumerate(pool.pairs) if i in val_idx]
     val_docs = {p.context for p in val}
     candidates = [c for c in pool.candidates if c.context in val_docs]
-    return train, assemble_pool(pool.dataset, f"{pool.pool}-val", candidates, val, "text",
-                                pool.source)
+    return train, reassemble(pool, f"{pool.pool}-val", candidates, val)

@@ -14,19 +14,25 @@ def _distribution(counts: list[int]) -> dict:
 
 
 def pool_stats(pool: RetrievalPool) -> dict:
+    """Counts per evaluation unit: ``questions`` counts what ``question_unit`` names (distinct
+    strings for ReQA, MRQA question ids for MultiReQA); answers are sentence texts for ReQA
+    and candidates for MultiReQA (its gold rule)."""
     answers_per_question: dict[str, set[str]] = {}
     questions_per_answer: dict[str, set[str]] = {}
     for p in pool.pairs:
-        answers_per_question.setdefault(p.question, set()).add(p.answer)
-        questions_per_answer.setdefault(p.answer, set()).add(p.question)
+        q, a = pool.pair_key(p), pool.answer_key(p)
+        answers_per_question.setdefault(q, set()).add(a)
+        questions_per_answer.setdefault(a, set()).add(q)
     return {
         "dataset": pool.dataset,
         "pool": pool.pool,
         "source": pool.source,
+        "question_unit": pool.question_unit,
         "candidates": len(pool.candidates),
         "documents": len({c.doc_id for c in pool.candidates}),
         "qa_inputs": len(pool.pairs),
         "questions": len(pool.questions),
+        "distinct_question_strings": len(set(pool.questions)),
         "answer_sentences": len(questions_per_answer),
         "answers_per_question": _distribution([len(v) for v in answers_per_question.values()]),
         "questions_per_answer": _distribution([len(v) for v in questions_per_answer.values()]),

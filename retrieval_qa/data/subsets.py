@@ -6,7 +6,9 @@ from .types import RetrievalPool
 
 
 def one_to_many_subset(pool: RetrievalPool, min_questions_per_answer: int) -> RetrievalPool:
-    """Keep the questions whose answer sentence is shared by at least ``k`` distinct questions;
+    """Keep the questions whose answer sentence is shared by at least ``k`` distinct questions
+    (questions and answers counted in the pool's units: strings and sentence texts for ReQA,
+    qids and candidates for MultiReQA);
     the candidate pool is unchanged (the task stays just as hard), so only the denominator
     changes."""
     k = min_questions_per_answer
@@ -14,9 +16,11 @@ def one_to_many_subset(pool: RetrievalPool, min_questions_per_answer: int) -> Re
         raise ValueError(f"min_questions_per_answer must be >= 1, got {k}")
     per_answer: dict[str, set[str]] = {}
     for p in pool.pairs:
-        per_answer.setdefault(p.answer, set()).add(p.question)
-    keep_q = {p.question for p in pool.pairs if len(per_answer[p.answer]) >= k}
-    idx = [i for i, q in enumerate(pool.questions) if q in keep_q]
+        per_answer.setdefault(pool.answer_key(p), set()).add(pool.pair_key(p))
+    keep_q = {pool.pair_key(p) for p in pool.pairs if len(per_answer[pool.answer_key(p)]) >= k}
+    idx = [i for i, q in enumerate(pool.question_keys) if q in keep_q]
     return RetrievalPool(pool.dataset, f"{pool.pool}[qpa>={k}]", pool.candidates,
                          [pool.questions[i] for i in idx], [pool.gold[i] for i in idx],
-                         [p for p in pool.pairs if p.question in keep_q], pool.source)
+                         [p for p in pool.pairs if pool.pair_key(p) in keep_q], pool.source,
+                         pool.question_unit,
+                         [pool.question_ids[i] for i in idx] if pool.question_ids else [])

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+QUESTION_TEXT = "question_text"  # ReQA: a question is a distinct question string
+MRQA_QID = "mrqa_qid"            # MultiReQA: a question is an MRQA question id
+QUESTION_UNITS = (QUESTION_TEXT, MRQA_QID)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -34,10 +38,13 @@ class QAPair:
 class RetrievalPool:
     """A retrieval benchmark in the evaluator's terms.
 
-    ``questions`` are the evaluation units (for ReQA: distinct question strings, the metric
-    denominator); ``gold[i]`` lists the indices into ``candidates`` that count as correct for
-    ``questions[i]``; ``pairs`` are the QA inputs (one per question and distinct answer
-    sentence), which are also the training pairs when the pool is a training file.
+    ``questions`` are the texts of the evaluation units, the metric denominator; what a unit
+    is says ``question_unit``: ``"question_text"`` (ReQA: one per distinct question string)
+    or ``"mrqa_qid"`` (MultiReQA: one per MRQA question id, so two units can share a string;
+    ``question_ids[i]`` is then the qid of ``questions[i]``). ``gold[i]`` lists the indices
+    into ``candidates`` that count as correct for unit ``i``; ``pairs`` are the QA inputs
+    (one per question and distinct answer sentence), which are also the training pairs when
+    the pool is a training file.
     """
 
     dataset: str
@@ -47,6 +54,8 @@ class RetrievalPool:
     gold: list[list[int]]
     pairs: list[QAPair] = field(default_factory=list)
     source: str = ""
+    question_unit: str = QUESTION_TEXT
+    question_ids: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.questions) != len(self.gold):
@@ -54,3 +63,23 @@ class RetrievalPool:
                 f"{self.dataset}/{self.pool}: {len(self.questions)} questions but "
                 f"{len(self.gold)} gold lists"
             )
+        if self.question_unit not in QUESTION_UNITS:
+            raise ValueError(f"{self.dataset}/{self.pool}: question_unit "
+                             f"{self.question_unit!r} is not one of {QUESTION_UNITS}")
+        if self.question_unit == MRQA_QID and len(self.question_ids) != len(self.questions):
+            raise ValueError(f"{self.dataset}/{self.pool}: {len(self.questions)} questions but "
+                             f"{len(self.question_ids)} question ids (unit {MRQA_QID})")
+
+    @property
+    def question_keys(self) -> list[str]:
+        """What identifies each unit: its qid (``mrqa_qid``) or its text (``question_text``)."""
+        return self.question_ids if self.question_unit == MRQA_QID else self.questions
+
+    def pair_key(self, pair: QAPair) -> str:
+        """The unit a QA input belongs to."""
+        return pair.question_id if self.question_unit == MRQA_QID else pair.question
+
+    def answer_key(self, pair: QAPair) -> str:
+        """What identifies a QA input's answer: its candidate id where gold is per candidate
+        (MultiReQA), its sentence text where every copy of the text is gold (ReQA)."""
+        return pair.answer_id if self.question_unit == MRQA_QID else pair.answer

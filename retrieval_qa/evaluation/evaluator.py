@@ -7,14 +7,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data.types import RetrievalPool
+from ..data.types import QUESTION_TEXT, RetrievalPool
+from . import sparse as sparse_rules
 from .metrics import DEFAULT_KS, metrics_from_ranks
 from .ranking import gold_ranks
-from .runfile import write_run_file
+from .runfile import RunFileWriter
 from .search import Scorer, rows_per_block
+
+# sparse path: the block's listed entries (index, score and the temporaries of the rank
+# rules, about 40 bytes each) for a share of candidates; 4 bytes per question x candidate
+# cell is a tenth of the cells listed, more than BM25 lists on SQuAD (about 8%)
+SPARSE_BYTES_PER_CELL = 4
 
 
 @dataclass
@@ -27,9 +34,11 @@ class EvaluationResult:
     seconds: float
     run_file: str | None = None
     extra: dict = field(default_factory=dict)
+    question_unit: str = QUESTION_TEXT
 
     def summary(self) -> dict:
         return {"metrics": {k: round(v, 4) for k, v in self.metrics.items()},
+                "question_unit": self.question_unit,
                 "questions": self.questions, "candidates": self.candidates,
                 "seconds": round(self.seconds, 3), "run_file": self.run_file}
 
@@ -42,59 +51,116 @@ def gold_mask(gold: list[list[int]], rows, width: int) -> torch.Tensor:
     return mask
 
 
+def _question_name(pool: RetrievalPool, q: int) -> str:
+    qid = f" (qid {pool.question_ids[q]})" if pool.question_ids else ""
+    return f"question {q}{qid} {pool.questions[q]!r}"
+
+
+def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) -> ValueError:
+    where = (f"candidate {pool.candidates[c].id!r}" if c is not None
+             else "the candidates it shares no term with")
+    return ValueError(f"{pool.dataset}/{pool.pool}: non-finite score {value} for "
+                      f"{_question_name(pool, q)} at {where}; ranks need finite scores: check "
+                      "the model's embeddings or the scorer for NaN/inf")
+
+
+def _check_dense(pool: RetrievalPool, rows: range, scores: torch.Tensor) -> None:
+    bad = ~torch.isfinite(scores)
+    if bool(bad.any()):
+        r, c = (int(x) for x in bad.nonzero()[0])
+        raise _non_finite_error(pool, rows.start + r, c, float(scores[r, c]))
+
+
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
              ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
-             progress: bool = True, desc: str = "evaluate") -> EvaluationResult:
+             progress: bool = True, desc: str = "evaluate",
+             sparse: bool | None = None) -> EvaluationResult:
     """Rank every candidate for every question of ``pool`` with ``scorer``.
 
     Memory is bounded by ``memory_mb`` whatever the pool size: questions are scored in blocks
-    of rows, and for each block only the gold ranks and the top-k survive.
+    of rows, and for each block only the gold ranks and the top-k survive; run-file records
+    are written block by block. ``sparse`` (default: when the scorer has ``score_sparse``)
+    ranks from :class:`~.sparse.SparseScores` blocks with the same rules and numbers. A
+    non-finite score is an error naming the question.
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)
     if scorer.num_questions != n_q or scorer.num_candidates != n_c:
         raise ValueError(f"scorer covers {scorer.num_questions} x {scorer.num_candidates}, pool "
                          f"has {n_q} questions x {n_c} candidates")
-    empty = [pool.questions[i] for i, g in enumerate(pool.gold) if not g]
+    empty = [_question_name(pool, i) for i, g in enumerate(pool.gold) if not g]
     if empty:
-        raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]!r}")
+        raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]}")
+    if sparse is None:
+        sparse = hasattr(scorer, "score_sparse")
     doc_names = sorted({c.doc_id for c in pool.candidates})
     doc_pos = {d: i for i, d in enumerate(doc_names)}
     doc_of = torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long)
     doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in pool.gold]
-    step = rows_per_block(n_c, memory_mb)
+    step = rows_per_block(n_c, memory_mb, SPARSE_BYTES_PER_CELL if sparse else 16)
+    doc_of_np = doc_of.numpy()
+    doc_sizes = np.bincount(doc_of_np, minlength=len(doc_names))
     ranks = torch.empty(n_q, dtype=torch.float64)
     doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
-    records: list[dict] = []
     k = min(top_k, n_c)
-    with tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
+    written = str(run_file) if run_file is not None else None
+    cand_ids = [c.id for c in pool.candidates]
+    with RunFileWriter(run_file) as out, \
+            tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
         for lo in range(0, n_q, step):
             rows = range(lo, min(lo + step, n_q))
-            scores = scorer.score(rows).float()
-            ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
-            if doc_ranks is not None:
-                doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
-                doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
-                doc_ranks[lo:rows.stop] = gold_ranks(doc_scores,
-                                                     gold_mask(doc_gold, rows, len(doc_names)))
-            if run_file is not None:
-                top = scores.topk(k, dim=1)
-                for r, q in enumerate(rows):
-                    rec = {"question": pool.questions[q], "gold_rank": ranks[q].item(),
-                           "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
-                           "top_ids": [pool.candidates[c].id for c in top.indices[r].tolist()],
-                           "top_scores": [round(s, 6) for s in top.values[r].tolist()]}
-                    if doc_ranks is not None:
-                        rec["doc_rank"] = doc_ranks[q].item()
-                    records.append(rec)
+            if sparse:
+                block = scorer.score_sparse(rows)
+                block.values = block.values.astype(np.float32, copy=False)
+                block.base = block.base.astype(np.float32, copy=False)
+                if (bad := block.first_non_finite()) is not None:
+                    raise _non_finite_error(pool, lo + bad[0], bad[1], bad[2])
+                row_of = block.row_of()
+                best = sparse_rules.best_gold_scores(block, pool.gold[lo:rows.stop])
+                ranks[lo:rows.stop] = torch.from_numpy(
+                    sparse_rules.gold_ranks(block, best, row_of))
+                if doc_ranks is not None:
+                    doc_ranks[lo:rows.stop] = torch.from_numpy(sparse_rules.doc_ranks(
+                        block, best, row_of, doc_of_np, doc_sizes, doc_gold[lo:rows.stop]))
+                top = sparse_rules.top_k(block, k) if out else []
+            else:
+                scores = scorer.score(rows).float()
+                _check_dense(pool, rows, scores)
+                ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
+                if doc_ranks is not None:
+                    doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
+                    doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
+                    doc_ranks[lo:rows.stop] = gold_ranks(
+                        doc_scores, gold_mask(doc_gold, rows, len(doc_names)))
+                if out:
+                    t = scores.topk(k, dim=1)
+                    top = list(zip(t.indices.numpy(), t.values.numpy(), strict=True))
+            if out:
+                out.write(_records(pool, cand_ids, rows, ranks, doc_ranks, top))
             bar.update(len(rows))
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
         metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
-    written = None
-    if run_file is not None:
-        write_run_file(run_file, records)
-        written = str(run_file)
     return EvaluationResult(metrics, ranks, doc_ranks, n_q, n_c, time.perf_counter() - start,
-                            written)
+                            written, question_unit=pool.question_unit)
 
+
+def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch.Tensor,
+             doc_ranks: torch.Tensor | None, top: list) -> list[dict]:
+    """One block's run-file records: each names its unit (``question_unit``) and, when the
+    unit is the MRQA qid, the ``question_id``."""
+    out = []
+    block_ranks = ranks[rows.start:rows.stop].tolist()
+    block_docs = doc_ranks[rows.start:rows.stop].tolist() if doc_ranks is not None else None
+    for r, ((ids, scores), q) in enumerate(zip(top, rows, strict=True)):
+        rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
+        if pool.question_ids:
+            rec["question_id"] = pool.question_ids[q]
+        rec.update({"gold_rank": block_ranks[r],
+                    "gold_ids": [cand_ids[c] for c in pool.gold[q]],
+                    "top_ids": [cand_ids[c] for c in ids.tolist()],
+                    "top_scores": [round(s, 6) for s in scores.tolist()]})
+        if block_docs is not None:
+            rec["doc_rank"] = block_docs[r]
+        out.append(rec)
+    return out

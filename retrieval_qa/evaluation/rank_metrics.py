@@ -34,6 +34,12 @@ class ReQARankMetric(Metric):
 
     def update(self, scores: torch.Tensor, gold_mask: torch.Tensor,
                question_ids: torch.Tensor) -> None:
+        bad = ~torch.isfinite(scores)
+        if bool(bad.any()):
+            r, c = (int(x) for x in bad.nonzero()[0])
+            raise ValueError(f"non-finite score {float(scores[r, c])} for question "
+                             f"{int(question_ids[r])} at candidate {c}; ranks need finite "
+                             "scores: check the model's embeddings for NaN/inf")
         self.ranks.append(gold_ranks(scores.float(), gold_mask.bool()))
         self.keys.append(question_ids.long().to(scores.device))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,6 +19,42 @@ def write_run_file(path: str | Path, records: Iterable[dict]) -> int:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+class RunFileWriter:
+    """Writes records as they come (a block at a time), to ``<path>.partial`` first, renamed
+    to ``path`` only when the evaluation finished: a crash never leaves a run file that looks
+    complete. ``path=None`` writes nothing (the writer is then falsy)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.count = 0
+        self._f = None
+
+    def __bool__(self) -> bool:
+        return self.path is not None
+
+    def __enter__(self) -> RunFileWriter:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._partial = self.path.with_name(self.path.name + ".partial")
+            self._f = open(self._partial, "w", encoding="utf-8")
+        return self
+
+    def write(self, records: Iterable[dict]) -> None:
+        for rec in records:
+            self._f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            self.count += 1
+        self._f.flush()  # one block's records at a time leave memory
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._f is None:
+            return
+        self._f.close()
+        if exc_type is None:
+            os.replace(self._partial, self.path)
+        else:
+            self._partial.unlink(missing_ok=True)
 
 
 def read_run_file(path: str | Path) -> list[dict]:

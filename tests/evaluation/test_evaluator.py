@@ -68,3 +68,28 @@ def test_mismatched_scorer_is_rejected():
     pool, q, c = _random_pool()
     with pytest.raises(ValueError, match="scorer covers"):
         evaluate(pool, DenseScorer(q[:3], c), progress=False)
+
+
+def test_non_finite_score_is_an_error_naming_the_question(tmp_path):
+    pool, q, c = _random_pool()
+    q[5, 0] = float("nan")
+    run = tmp_path / "run.jsonl"
+    with pytest.raises(ValueError, match=r"non-finite score nan for question 5 'q5' at "
+                                         r"candidate 'c\d+'"):
+        evaluate(pool, DenseScorer(q, c), memory_mb=0.001, run_file=run, progress=False)
+    assert not run.exists() and not list(tmp_path.iterdir())  # no partial run file left
+
+
+def test_run_file_is_written_block_by_block(tmp_path):
+    pool, q, c = _random_pool()
+    run = tmp_path / "run.jsonl"
+    seen = []
+
+    class Watching(DenseScorer):
+        def score(self, rows):
+            partial = tmp_path / "run.jsonl.partial"
+            seen.append(len(read_run_file(partial)) if partial.exists() else None)
+            return super().score(rows)
+
+    evaluate(pool, Watching(q, c), memory_mb=0.001, run_file=run, progress=False)
+    assert seen[:3] == [0, 1, 2] and len(read_run_file(run)) == 37

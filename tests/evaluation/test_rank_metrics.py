@@ -55,6 +55,13 @@ def _worker(rank, port, out):
     dist.destroy_process_group()
 
 
+def test_metric_rejects_a_non_finite_score_naming_the_question():
+    scores, gold, qids = _data()
+    scores[3, 7] = float("nan")
+    with pytest.raises(ValueError, match="non-finite score nan for question 1 at candidate 7"):
+        ReQARankMetric().update(scores, gold, qids)
+
+
 def test_metric_synchronises_across_two_processes():
     with mp.Manager() as manager:
         out = manager.dict()

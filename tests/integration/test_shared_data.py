@@ -47,3 +47,25 @@ def test_bm25_dev_run_file_reproduces_metrics(shared_data, tmp_path):
     assert metrics_from_run_file(run) == pytest.approx(result.metrics)
     # sanity band for BM25 on the dev pool (see paper-targets.md: about 69 to 77 MRR)
     assert 60 < result.metrics["mrr"] < 85
+
+
+def test_multireqa_squad_counts_one_question_per_qid(shared_data):
+    """The supervised-mining paper's Table 1: 10,485 questions in MultiReQA SQuAD test
+    (10,507 qids, 22 whose answer crosses a sentence boundary), over 10,456 strings."""
+    pool, notes = load_pool("multireqa_squad", "test", data_dir=shared_data)
+    stats = pool_stats(pool)
+    assert stats["question_unit"] == "mrqa_qid" and stats["questions"] == 10_485
+    assert stats["distinct_question_strings"] == 10_456
+    assert (notes["question_ids"], notes["questions_without_gold"]) == (10_507, 22)
+
+
+@pytest.mark.slow
+def test_bm25_sparse_path_equals_full_rows_on_dev(shared_data):
+    import torch
+
+    pool, _ = load_pool("reqa_squad", "dev", data_dir=shared_data)
+    scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
+    fast = evaluate(pool, scorer, progress=False)
+    full = evaluate(pool, scorer, sparse=False, progress=False)
+    assert torch.equal(fast.ranks, full.ranks) and torch.equal(fast.doc_ranks, full.doc_ranks)
+    assert fast.metrics == full.metrics
