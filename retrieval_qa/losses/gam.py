@@ -71,6 +71,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .precision import float32_region
+
 __all__ = [
     "KERNELS",
     "RELATIONS",
@@ -296,8 +298,9 @@ class GeometryAlignmentLoss(nn.Module):
         unknown = set(weights) - set(RELATIONS)
         if unknown:
             raise KeyError(f"unknown GAM weight keys {sorted(unknown)}; expected {tuple(RELATIONS)}")
-        terms = self.relation_terms(dual_q, dual_a, cross_q, cross_a)
-        total = sum(float(weights.get(key, 0.0)) * value for key, value in terms.items())
+        with float32_region(dual_q, dual_a, cross_q, cross_a) as (dual_q, dual_a, cross_q, cross_a):
+            terms = self.relation_terms(dual_q, dual_a, cross_q, cross_a)
+            total = sum(float(weights.get(key, 0.0)) * value for key, value in terms.items())
         return total, terms
 
     def forward(

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .precision import float32_region
+
 SIMILARITIES = ("dot", "cosine")
 
 
@@ -115,17 +117,17 @@ class InBatchSoftmaxLoss(nn.Module):
         ``score_space(q) @ score_space(a).T == scores(q, a)``, i.e. ``sqrt(scale) * x``, with
         ``x`` l2-normalised first for cosine. ENDX's GAM applies its inner-product kernel
         (eq. 10, "adapted to the scoring function") to embeddings in this space."""
-        x = x.float()
-        if self.similarity == "cosine":
-            x = F.normalize(x, dim=-1)
-        return x * math.sqrt(self.scale)
+        with float32_region(x) as (x,):
+            if self.similarity == "cosine":
+                x = F.normalize(x, dim=-1)
+            return x * math.sqrt(self.scale)
 
     def scores(self, q: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """``[B, B']`` scaled similarities (float32)."""
-        q, a = q.float(), a.float()
-        if self.similarity == "cosine":
-            q, a = F.normalize(q, dim=-1), F.normalize(a, dim=-1)
-        return self.scale * (q @ a.T)
+        with float32_region(q, a) as (q, a):
+            if self.similarity == "cosine":
+                q, a = F.normalize(q, dim=-1), F.normalize(a, dim=-1)
+            return self.scale * (q @ a.T)
 
     def compute_loss_from_embeddings(
         self, q: torch.Tensor, a: torch.Tensor, weights: torch.Tensor | None = None
@@ -144,15 +146,16 @@ class InBatchSoftmaxLoss(nn.Module):
 
         batch = q.shape[0]
         scores = self.scores(q, a)
-        labels = torch.arange(batch, device=scores.device)
-        per_pair = F.cross_entropy(scores, labels, reduction="none")
-        if self.symmetric:
-            backward = F.cross_entropy(scores[:, :batch].T, labels, reduction="none")
-            per_pair = 0.5 * (per_pair + backward)
-        if weights is None:
-            return per_pair.mean()
-        w = weights.detach().to(per_pair.dtype)
-        return (w * per_pair).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
+        with float32_region(scores):
+            labels = torch.arange(batch, device=scores.device)
+            per_pair = F.cross_entropy(scores, labels, reduction="none")
+            if self.symmetric:
+                backward = F.cross_entropy(scores[:, :batch].T, labels, reduction="none")
+                per_pair = 0.5 * (per_pair + backward)
+            if weights is None:
+                return per_pair.mean()
+            w = weights.detach().to(per_pair.dtype)
+            return (w * per_pair).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
 
     @staticmethod
     def _gather(q: torch.Tensor, a: torch.Tensor, weights: torch.Tensor | None):
