@@ -127,3 +127,15 @@ def test_endx_loss_trace_prints_every_term(setup_dirs, tmp_path, capsys):
     assert {"dual_loss", "cross_loss", "gam_loss", "kl_qq", "kl_aa", "kl_aq", "kl_qa", "w_qq",
             "dual_q_norm", "cross_q_norm", "loss"} <= set(first)
     assert first["w_qq"] == 0.0 and lines[2]["w_qq"] > 0  # the ramp starts at 0
+
+
+def test_bf16_mixed_training_runs_end_to_end_on_cpu(setup_dirs, tmp_path):
+    # ENDX: both losses (in-batch softmax on each side, GAM) under autocast
+    cfg = tiny(setup_dirs, tmp_path, "model=endx", "model.cross.cross_attention.num_heads=2",
+               "trainer.precision=bf16-mixed", "trainer.max_epochs=1", "test_after_fit=false")
+    cfg.experiment = "endx_gru"
+    report = train(cfg)
+    assert report["trainer"]["precision"] == "bf16-mixed"
+    assert report["epochs"] == 1 and report["global_steps"] > 0
+    assert report["last_val"] and all(
+        torch.isfinite(torch.tensor(v)) for v in report["last_val"].values())
