@@ -275,7 +275,7 @@ def main(argv=None) -> int:
             if "not_run" not in result:
                 entry["result"]["reproduced"] = {
                     "status": status, "seconds": entry["seconds"],
-                    "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
                 path.write_text(json.dumps(entry["result"], indent=2))
             print(f"[{row.name} {pool}] {status} in {entry['seconds']:.0f} s", file=sys.stderr,
                   flush=True)
