@@ -151,9 +151,14 @@ def references(table) -> dict:
                 refs[key] = {"metrics": {m: r[m]["mean"] for m in METRICS},
                              "std": {m: r[m]["std"] for m in METRICS},
                              "source": f"{REFERENCE_SEEDS.relative_to(ROOT)} "
-                                       f"(seeds {', '.join(map(str, r['seeds']))})",
+                                       f"(seeds {', '.join(map(str, r['seeds']))}, "
+                                       f"{_pairs(r.get('train_pairs'))} training pairs)",
                              "profile": r.get("profile", "cpu")}
     return refs
+
+
+def _pairs(values) -> str:
+    return "/".join(f"{v:,}" for v in values) if values else "?"
 
 
 def _triple(metrics: dict | None) -> str:
