@@ -195,7 +195,7 @@ def train(cfg: DictConfig) -> dict:
     trainer = build_trainer(cfg, run_dir)
     resume = _resume_path(cfg, run_dir)
     stopper = next(c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints))
-    stopper.install_handlers()  # a signal during data set-up also stops cleanly
+    stopper.install_handlers()  # a signal before the first step stops at that step
     try:
         trainer.fit(module, datamodule=data, ckpt_path=resume)
         stopper.check(trainer)
