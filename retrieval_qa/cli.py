@@ -201,14 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, stdout=None) -> int:
     """Run one command. Anything the command (or a library: Lightning, Rich, wandb) writes to
-    stdout goes to stderr; the JSON result is written last to the real stdout. A run stopped
-    by SIGTERM/SIGINT prints its JSON (with the checkpoint to resume from) and exits 128+N."""
+    ``sys.stdout`` goes to stderr; the JSON result is written last, to ``stdout`` (default: the
+    real stdout). A run stopped by SIGTERM/SIGINT prints its JSON (with the checkpoint to
+    resume from) and exits 128+N."""
     from .training.callbacks import RunInterrupted
 
     args = build_parser().parse_args(argv)
-    out = sys.stdout
+    out = stdout or sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):
             if args.func not in (cmd_train, cmd_export):  # they apply the config's threads
@@ -229,27 +230,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> int:
-    """The console entry point: as :func:`main`, with file descriptor 1 pointed at stderr for
-    the whole process (C extensions and exit handlers cannot write after the JSON either)."""
+    """The console entry point: :func:`main` with file descriptor 1 pointed at stderr for the
+    whole process, so C extensions and exit handlers (wandb's) cannot write after the JSON;
+    the JSON goes to a duplicate of the original stdout."""
     sys.stdout.flush()
     real = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
-    sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False,  # noqa: SIM115
-                      buffering=1)
     try:
-        code = main_to(real)
+        return main(stdout=real)
     finally:
         real.close()
-    return code
-
-
-def main_to(real_stdout) -> int:
-    previous = sys.stdout
-    sys.stdout = real_stdout
-    try:
-        return main()
-    finally:
-        sys.stdout = previous
 
 
 if __name__ == "__main__":
