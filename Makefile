@@ -4,6 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export RQA_DATA_DIR ?= $(abspath ../shared/data)
+# This checkout's package first, whatever an editable install elsewhere points to.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint reproduce-table2 bench clean
 
@@ -16,19 +18,32 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+# Tests write caches under .cache/ in the checkout (git-ignored), never into ~/.cache.
+TEST_ENV = RQA_CACHE_DIR=$${RQA_CACHE_DIR:-$(CURDIR)/.cache/rqa} \
+	XDG_CACHE_HOME=$(CURDIR)/.cache \
+	MPLCONFIGDIR=$(CURDIR)/.cache/matplotlib WANDB_DIR=$(CURDIR)/.cache/wandb \
+	WANDB_CACHE_DIR=$(CURDIR)/.cache/wandb WANDB_MODE=offline HF_HUB_OFFLINE=1
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow"
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench
 
-# PROFILE=cpu|paper; ROWS="BM25,Dual-BERTs" to run some rows only (finished rows are kept)
+# Writes into OUT (default runs/table2, git-ignored), never into results/.
+# ROWS=quick (default: BM25 on both pools + Dual-GRUs, ~10 min on a 2-core laptop) | all |
+# "BM25,Dual-BERTs"; FORCE=1 recomputes the selected rows (the others are kept);
+# PROFILE=cpu|paper; TRAIN_OVERRIDES="trainer.max_steps=50" for the trained rows.
 PROFILE ?= cpu
+ROWS ?= quick
+OUT ?= runs/table2
 reproduce-table2: $(STAMP)
-	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) $(if $(ROWS),--rows "$(ROWS)")
+	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) --rows "$(ROWS)" \
+		--out "$(OUT)" $(if $(FORCE),--force) \
+		$(if $(TRAIN_OVERRIDES),--train-overrides "$(TRAIN_OVERRIDES)")
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_search.py

@@ -1,5 +1,6 @@
 """The analyses of the ENDX paper, section 4.5 onwards (Table 4, Figure 2, Table 5, Figure 3,
-Table 6, Figure 4), on the reduced CPU profile, written to results/endx/.
+Table 6, Figure 4), on the reduced CPU profile, written to runs/endx/ (``--results-dir``; the
+published ones are in results/endx/, written with ``--results-dir results/endx``).
 
 Plan (each step is skipped when it is finished, so an interrupted run resumes):
 
@@ -15,7 +16,7 @@ Plan (each step is skipped when it is finished, so an interrupted run resumes):
    An analysis is finished when its output JSON exists and ``commands.json`` records the same
    command (``--force`` reruns analyses, never finished training).
 
-Every command, its wall time and exit status go to ``results/endx/commands.{json,md}``.
+Every command, its wall time and exit status go to ``<results-dir>/commands.{json,md}``.
 Tables give mean ± sample std over seeds. Expect hours on 2 CPU cores (the BERT-family runs
 and BERTQA dominate); ``--dry-run`` prints the plan with each step's status and runs nothing.
 
@@ -239,7 +240,9 @@ def parse_args(argv=None):
     ap.add_argument("--pool", default="dev", help="evaluation pool of the analyses")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--runs-dir", default="runs", help="output_dir of rqa train (default runs)")
-    ap.add_argument("--results-dir", default="results/endx")
+    ap.add_argument("--results-dir", default="runs/endx",
+                    help="where tables, figures and commands.md go (default runs/endx; the "
+                         "published study: results/endx)")
     ap.add_argument("--only", default=None,
                     help="comma-separated step-key prefixes to run (e.g. train/dual_gru,"
                          "analyze/tsne)")

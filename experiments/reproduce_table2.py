@@ -1,17 +1,32 @@
-"""Reproduce the ENDX paper's Table 2 (ReQA SQuAD) beside the paper's numbers, on both
-evaluation pools (dev and train), and write results/table2.md and results/table2/*.json.
+"""Reproduce the ENDX paper's Table 2 (ReQA SQuAD) on both evaluation pools (dev and train),
+beside the paper's numbers and beside this repository's committed reference results.
 
-Each row's result is saved as soon as it is finished, so a crashed or interrupted run resumes
-where it stopped (``--force`` recomputes). Rows whose method is not implemented yet, or whose
-experiment config does not exist, are listed as "not run" with the reason, never faked.
+Everything is written into a run folder of yours (default ``runs/table2/``, git-ignored), never
+into the tracked ``results/``: ``table2.md``, one ``<row>-<pool>.json`` per finished row (with
+its settings and timings) and its per-question ``.run.jsonl``. The committed reference results
+(``results/table2/*.json``, and the seed means of ``results/endx/side_by_side.json``) are read,
+not written, so the table shows whether you reproduced our numbers.
 
-    python experiments/reproduce_table2.py [--profile cpu|paper] [--rows BM25,Dual-BERTs]
+Rows: ``quick`` (the default: BM25 on both pools and Dual-GRUs, about 10 minutes on a 2-core
+laptop), ``all``, or a comma-separated list of row names. Every row of the table says whether
+it was computed now, resumed (training continued from an interrupted run's checkpoint, or an
+earlier run's trained model was evaluated), reused (an earlier run's result in the run folder,
+not recomputed) or not run. ``--force`` recomputes the selected rows only; the other rows'
+saved results are kept and shown. Quoted rows and rows whose method does not exist yet are
+listed as such, never faked.
+
+    python experiments/reproduce_table2.py [--rows quick|all|NAMES] [--force] [--out DIR]
+        [--profile cpu|paper] [--pools dev,train] [--train-overrides "key=value ..."]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import importlib
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -20,111 +35,268 @@ from pathlib import Path
 from retrieval_qa.config import conf_dir, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "results" / "table2"
+REFERENCE = ROOT / "results" / "table2"
+REFERENCE_SEEDS = ROOT / "results" / "endx" / "side_by_side.json"
 METRICS = ("mrr", "r@1", "r@5")
+QUICK = ("BM25", "Dual-GRUs")
+STATUS_TEXT = {
+    "computed": "computed now",
+    "resumed": "resumed",
+    "reused": "reused (earlier result in the run folder; --force / FORCE=1 recomputes)",
+    "not selected": "not selected (ROWS=all runs it)",
+}
 
 
 def _rqa(*args: str) -> dict:
+    """`rqa ARGS` in a subprocess; its JSON (last line of stdout)."""
     cmd = [sys.executable, "-m", "retrieval_qa.cli", *args]
     print("$ rqa " + " ".join(args), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0:
-        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        detail = f": {lines[-1]}" if lines else ""
+        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
+                           f"{detail}")
+    return json.loads(lines[-1])
 
 
-def run_row(row, pool: str, profile: str, checkpoints: dict) -> dict:
-    slug = row.name.replace(" ", "_")
+def runner():
+    """The function that runs `rqa`; RQA_TABLE2_RUNNER=module:function replaces it (tests)."""
+    spec = os.environ.get("RQA_TABLE2_RUNNER")
+    if not spec:
+        return _rqa
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def portable(obj, root: Path = ROOT):
+    """Paths under the repository's parent folder made relative to the repository (so results
+    carry no machine's absolute paths): ``/x/repo/runs/a`` -> ``runs/a``,
+    ``/x/shared/data/f`` -> ``../shared/data/f``."""
+    if isinstance(obj, dict):
+        return {k: portable(v, root) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v, root) for v in obj]
+    if isinstance(obj, str) and obj.startswith("/"):
+        parts = []
+        for piece in obj.split(", "):  # a pool's `source` lists its files
+            p = Path(piece)
+            if p.is_absolute() and (p == root.parent or root.parent in p.parents):
+                piece = os.path.relpath(p, root)
+            parts.append(piece)
+        return ", ".join(parts)
+    return obj
+
+
+def slug(name: str) -> str:
+    return name.replace(" ", "_")
+
+
+def train_row(row, profile: str, out: Path, force: bool, extra: list[str], rqa) -> tuple[dict, str]:
+    """The trained model of a row: an earlier run's (resumed) or trained now."""
+    saved = out / f"{slug(row.name)}-train.json"
+    if saved.is_file() and not force:
+        report = json.loads(saved.read_text())
+        if Path(ROOT / report["checkpoint"]).is_dir() or Path(report["checkpoint"]).is_dir():
+            return report, "resumed"
+    report = rqa("train", f"experiment={row.experiment}", f"profile={profile}",
+                 f"output_dir={out / 'runs'}", "test_after_fit=false",
+                 *(["resume=never"] if force else []), *extra)
+    report = portable(report)
+    saved.write_text(json.dumps(report, indent=2))
+    return report, "resumed" if report.get("resumed_from") else "computed"
+
+
+def run_row(row, pool: str, profile: str, out: Path, force: bool, extra: list[str],
+            trained: dict, rqa) -> tuple[dict, str]:
+    """Compute one (row, pool); returns the result and its status."""
+    run_file = str(out / f"{slug(row.name)}-{pool}.run.jsonl")
     if row.kind == "bm25":
-        return _rqa("evaluate", "--model", "bm25", "--dataset", "reqa_squad", "--pool", pool,
-                    "--run-file", str(OUT / f"{slug}-{pool}.run.jsonl"), "--quiet")
+        result = rqa("evaluate", "--model", "bm25", "--dataset", "reqa_squad", "--pool", pool,
+                     "--run-file", run_file, "--quiet")
+        return result, "computed"
     if row.kind == "train":
         if not (conf_dir() / "experiment" / f"{row.experiment}.yaml").is_file():
-            return {"not_run": f"experiment {row.experiment!r} is not implemented yet"}
-        if row.experiment not in checkpoints:
-            trained = OUT / f"{slug}-train.json"
-            if trained.is_file():
-                checkpoints[row.experiment] = json.loads(trained.read_text())
-            else:
-                checkpoints[row.experiment] = _rqa("train", f"experiment={row.experiment}",
-                                                   f"profile={profile}")
-                trained.write_text(json.dumps(checkpoints[row.experiment], indent=2))
-        ckpt = checkpoints[row.experiment]["checkpoint"]
-        return {**_rqa("evaluate", "--checkpoint", ckpt, "--dataset", "reqa_squad", "--pool",
-                       pool, "--run-file", str(OUT / f"{slug}-{pool}.run.jsonl"), "--quiet"),
-                "training": checkpoints[row.experiment]}
-    return {"not_run": "quoted from the paper; the model is not available offline"}
+            return {"not_run": f"experiment {row.experiment!r} is not implemented yet"}, "not run"
+        if row.experiment not in trained:
+            trained[row.experiment] = train_row(row, profile, out, force, extra, rqa)
+        report, status = trained[row.experiment]
+        ckpt = report["checkpoint"]
+        if not Path(ckpt).is_absolute() and not Path(ckpt).exists():
+            ckpt = str(ROOT / ckpt)
+        result = rqa("evaluate", "--checkpoint", ckpt, "--dataset", "reqa_squad", "--pool", pool,
+                     "--run-file", run_file, "--quiet")
+        return {**result, "training": report}, status
+    return {"not_run": "quoted from the paper; the model is not available offline"}, "quoted"
 
 
-def _cell(result: dict | None, key: str) -> str:
-    if not result or "metrics" not in result:
-        return "–"
-    return f"{result['metrics'][key]:.2f}"
-
-
-def render(table, results: dict, profile: str) -> str:
-    lines = [f"# {table.title}", "",
-             f"Profile: `{profile}`. Pools: dev = ReQA built from SQuAD dev-v1.1 (10,250 "
-             "candidates, 10,539 questions); train = ReQA built from train-v1.1 (the ReQA "
-             "paper's pool). Paper numbers are the paper's, on the pool it used (the "
-             "ENDX paper says dev; the BM25 and quoted rows are probably on train).", ""]
-    head = "| method | paper " + " | paper ".join(METRICS)
-    for pool in table.pools:
-        head += " | " + " | ".join(f"{pool} {m}" for m in METRICS)
-    lines += [head + " | notes |", "|" + "---|" * (1 + len(METRICS) * (1 + len(table.pools)) + 1)]
+def references(table) -> dict:
+    """The committed reference results: results/table2/<row>-<pool>.json, else the seed mean
+    of results/endx/side_by_side.json (dev pool)."""
+    refs: dict = {}
     for row in table.rows:
-        cells = [row.name, *(f"{row.paper[m]:.2f}" for m in METRICS)]
-        notes = []
         for pool in table.pools:
-            r = results.get((row.name, pool))
-            cells += [_cell(r, m) for m in METRICS]
-            if r and "not_run" in r:
-                notes.append(r["not_run"])
-            elif r and r.get("training", {}).get("pretrained"):
-                notes.append(f"encoder: {r['training']['pretrained']}")
-        lines.append("| " + " | ".join(cells) + " | " + "; ".join(dict.fromkeys(notes)) + " |")
-    lines += ["", "Settings and timings of every run: `results/table2/*.json`; per-question "
-              "ranks: `results/table2/*.run.jsonl` (`rqa metrics --run-file F` recomputes them)."]
+            path = REFERENCE / f"{slug(row.name)}-{pool}.json"
+            if path.is_file():
+                data = json.loads(path.read_text())
+                if "metrics" in data:
+                    refs[(row.name, pool)] = {
+                        "metrics": data["metrics"],
+                        "source": str(path.relative_to(ROOT)),
+                        "profile": data.get("training", {}).get("profile", "cpu")}
+    if REFERENCE_SEEDS.is_file():
+        for r in json.loads(REFERENCE_SEEDS.read_text()).get("rows", []):
+            key = (r["name"], r.get("test_pool", "reqa_squad/dev").split("/")[-1])
+            if key not in refs and all(m in r for m in METRICS):
+                refs[key] = {"metrics": {m: r[m]["mean"] for m in METRICS},
+                             "std": {m: r[m]["std"] for m in METRICS},
+                             "source": f"{REFERENCE_SEEDS.relative_to(ROOT)} "
+                                       f"(seeds {', '.join(map(str, r['seeds']))}, "
+                                       f"{_pairs(r.get('train_pairs'))} training pairs)",
+                             "profile": r.get("profile", "cpu")}
+    return refs
+
+
+def _pairs(values) -> str:
+    return "/".join(f"{v:,}" for v in values) if values else "?"
+
+
+def _triple(metrics: dict | None) -> str:
+    if not metrics:
+        return "–"
+    return " / ".join(f"{metrics[m]:.2f}" for m in METRICS)
+
+
+def _compare(ours: dict | None, ref: dict | None) -> str:
+    if not ours or not ref:
+        return ""
+    diff = ours["mrr"] - ref["metrics"]["mrr"]
+    if "std" in ref:
+        spread = ref["std"]["mrr"]
+        verdict = "within 2 std" if abs(diff) <= 2 * spread + 0.01 else "outside 2 std"
+        return f"MRR {diff:+.2f} vs the seed mean ({verdict})"
+    if all(abs(ours[m] - ref["metrics"][m]) < 0.005 for m in METRICS):
+        return "matches the reference"
+    return f"MRR {diff:+.2f} vs the reference"
+
+
+def render(table, entries: list[dict], profile: str, selection: str, out: Path) -> str:
+    lines = [f"# {table.title}", "",
+             f"Profile `{profile}`; rows: {selection}. Pools: dev = ReQA built from SQuAD "
+             "dev-v1.1 (10,250 candidates, 10,539 questions); train = ReQA built from "
+             "train-v1.1 (the ReQA paper's pool). Paper numbers are the paper's, on the pool it "
+             "used (the ENDX paper says dev; the BM25 and quoted rows are probably on train). "
+             "Committed reference: this repository's own results (`results/`), to check that "
+             "you reproduced ours. Cells are MRR / R@1 / R@5. Trained rows learn from "
+             "train-v1.1, so they are scored on the dev pool only.", "",
+             "| method | pool | status | paper | this run | committed reference | comparison "
+             "| notes |", "|---|---|---|---|---|---|---|---|"]
+    for e in entries:
+        ours = e["result"].get("metrics") if e["result"] else None
+        ref = e.get("reference")
+        notes = []
+        if e["result"] and "not_run" in e["result"]:
+            notes.append(e["result"]["not_run"])
+        training = (e["result"] or {}).get("training") or {}
+        if training.get("pretrained"):
+            notes.append(f"encoder: {training['pretrained']}")
+        if e.get("seconds") is not None:
+            notes.append(f"{e['seconds']:.0f} s")
+        ref_cell = _triple(ref["metrics"]) if ref else "–"
+        if ref and "std" in ref:
+            ref_cell += f" (± {ref['std']['mrr']:.2f} MRR)"
+        if ref:
+            ref_cell += f" `{ref['source']}`"
+        lines.append(f"| {e['row']} | {e['pool']} | {STATUS_TEXT.get(e['status'], e['status'])} "
+                     f"| {_triple(e['paper'])} | {_triple(ours)} | {ref_cell} "
+                     f"| {_compare(ours, ref)} | {'; '.join(notes)} |")
+    lines += ["", f"Settings and timings of every row: `{portable(str(out))}/*.json`; "
+              f"per-question ranks: `{portable(str(out))}/*.run.jsonl` (`rqa metrics --run-file F` "
+              "recomputes them)."]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def select_rows(table, rows: str) -> tuple[set[str], str]:
+    names = [r.name for r in table.rows]
+    if rows in ("", "quick"):
+        return set(QUICK), "quick (" + ", ".join(QUICK) + "; ROWS=all for the rest)"
+    if rows == "all":
+        return set(names), "all"
+    wanted = {r.strip() for r in rows.split(",") if r.strip()}
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        raise SystemExit(f"unknown row(s) {unknown}; rows: {names}, or quick / all")
+    return wanted, ", ".join(n for n in names if n in wanted)
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="cpu", choices=["cpu", "paper"])
-    ap.add_argument("--rows", default=None, help="comma-separated row names (default: all)")
+    ap.add_argument("--rows", default="quick", help="quick (default), all, or row names")
     ap.add_argument("--pools", default=None, help="comma-separated pools (default: dev,train)")
-    ap.add_argument("--force", action="store_true", help="recompute finished rows")
-    args = ap.parse_args()
+    ap.add_argument("--force", action="store_true",
+                    help="recompute the selected rows (the others' results are kept)")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "table2"),
+                    help="run folder for this run's results (default runs/table2)")
+    ap.add_argument("--train-overrides", default="",
+                    help="extra `rqa train` overrides for trained rows, e.g. trainer.max_steps=50")
+    args = ap.parse_args(argv)
     table = load_yaml("tables/endx_table2.yaml")
     if args.pools:
         table.pools = args.pools.split(",")
-    wanted = set(args.rows.split(",")) if args.rows else None
-    OUT.mkdir(parents=True, exist_ok=True)
-    results: dict = {}
-    checkpoints: dict = {}
+    wanted, selection = select_rows(table, args.rows)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    extra = shlex.split(args.train_overrides)
+    refs = references(table)
+    rqa = runner()
+    entries: list[dict] = []
+    trained: dict = {}
     start = time.time()
     for row in table.rows:
-        for pool in table.pools:
-            if row.kind == "train" and pool not in table.trained_pools:
-                results[(row.name, pool)] = {"not_run": f"trained on train-v1.1: not scored on "
-                                                        f"the {pool} pool"}
+        pools = {"quoted": ["–"], "train": [p for p in table.pools if p in table.trained_pools]}
+        for pool in pools.get(row.kind, table.pools):
+            entry = {"row": row.name, "pool": pool, "paper": dict(row.paper), "seconds": None,
+                     "reference": refs.get((row.name, pool)), "result": None}
+            entries.append(entry)
+            if row.kind == "quoted":
+                entry.update(status="quoted", result={"not_run": "quoted from the paper; the "
+                                                      "model is not available offline"})
                 continue
-            path = OUT / f"{row.name.replace(' ', '_')}-{pool}.json"
-            if path.is_file() and not args.force:
-                results[(row.name, pool)] = json.loads(path.read_text())
+            path = out / f"{slug(row.name)}-{pool}.json"
+            selected = row.name in wanted
+            if path.is_file() and not (args.force and selected):
+                entry.update(status="reused", result=json.loads(path.read_text()))
+                print(f"[{row.name} {pool}] reused {portable(str(path))}", file=sys.stderr)
                 continue
-            if wanted is not None and row.name not in wanted:
+            if not selected:
+                entry["status"] = "not selected"
                 continue
-            result = run_row(row, pool, args.profile, checkpoints)
-            results[(row.name, pool)] = result
+            t0 = time.time()
+            result, status = run_row(row, pool, args.profile, out, args.force, extra, trained,
+                                     rqa)
+            entry.update(status=status, result=portable(result),
+                         seconds=round(time.time() - t0, 1))
             if "not_run" not in result:
-                path.write_text(json.dumps(result, indent=2))
-    text = render(table, results, args.profile)
-    (ROOT / "results" / "table2.md").write_text(text)
+                entry["result"]["reproduced"] = {
+                    "status": status, "seconds": entry["seconds"],
+                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+                path.write_text(json.dumps(entry["result"], indent=2))
+            print(f"[{row.name} {pool}] {status} in {entry['seconds']:.0f} s", file=sys.stderr,
+                  flush=True)
+    text = render(table, entries, args.profile, selection, out)
+    (out / "table2.md").write_text(text)
     print(text)
-    print(json.dumps({"table": "results/table2.md", "rows": len(table.rows),
-                      "seconds": round(time.time() - start, 1)}))
+    counts: dict = {}
+    for e in entries:
+        counts[e["status"]] = counts.get(e["status"], 0) + 1
+    print(json.dumps({
+        "table": portable(str(out / "table2.md")), "rows": selection, "status": counts,
+        "entries": {f"{e['row']}/{e['pool']}": e["status"] for e in entries
+                    if e["status"] in ("computed", "resumed", "reused")},
+        "seconds": round(time.time() - start, 1)}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -4,7 +4,9 @@ progress and logs go to stderr."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,9 +17,10 @@ from .data.stats import pool_stats
 from .data.subsets import one_to_many_subset
 
 
-def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+def _emit(obj: dict, stream=None) -> None:
+    stream = stream or sys.stdout
+    stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    stream.flush()
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
@@ -91,18 +94,29 @@ def cmd_evaluate(args) -> dict:
             "skipped_records": notes.get("skipped_records")}
 
 
+def _with_threads(args) -> list[str]:
+    """`rqa --threads N train ...` is `threads=N` unless the overrides say otherwise."""
+    overrides = list(args.overrides)
+    if args.threads and not any(o.startswith("threads=") for o in overrides):
+        overrides.append(f"threads={args.threads}")
+    return overrides
+
+
 def cmd_train(args) -> dict:
     from .training.compose import compose
     from .training.run import train
 
-    return train(compose(args.overrides))
+    return train(compose(_with_threads(args)))
 
 
 def cmd_export(args) -> dict:
+    from .runtime import apply_threads
     from .training.compose import compose
     from .training.run import export_untrained
 
-    return export_untrained(compose(args.overrides), args.output)
+    cfg = compose(_with_threads(args))
+    apply_threads(cfg.threads)
+    return export_untrained(cfg, args.output)
 
 
 def cmd_encode(args) -> dict:
@@ -110,9 +124,14 @@ def cmd_encode(args) -> dict:
 
     from .models.inference import DualEncoderInference
 
-    model = DualEncoderInference.load(args.checkpoint)
     with open(args.input, encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for line in f if line.strip()]
+        texts = [line.rstrip("\r\n") for line in f]
+    blank = [i for i, t in enumerate(texts, 1) if not t.strip()]
+    if blank:  # row i of the output is line i of the input: nothing may be dropped
+        raise ValueError(f"{args.input}: line {blank[0]} is blank ({len(blank)} blank line"
+                         f"{'s' if len(blank) > 1 else ''} in all); row i of the output is line "
+                         f"i of the input, so remove or fill the blank lines")
+    model = DualEncoderInference.load(args.checkpoint)
     fn = model.encode_questions if args.side == "question" else model.encode_answers
     vectors = fn(texts, progress=not args.quiet)
     torch.save(vectors, args.output)
@@ -124,8 +143,9 @@ def cmd_metrics(args) -> dict:
     from .evaluation import metrics_from_run_file, read_run_file
 
     first = next(iter(read_run_file(args.run_file)), {})
+    metrics = metrics_from_run_file(args.run_file)
     return {"run_file": args.run_file, "question_unit": first.get("question_unit", "unknown"),
-            "metrics": metrics_from_run_file(args.run_file)}
+            "metrics": {k: round(v, 4) for k, v in metrics.items()}}  # as evaluate rounds
 
 
 def cmd_analyze(args) -> dict:
@@ -136,6 +156,10 @@ def cmd_analyze(args) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rqa", description=__doc__)
+    parser.add_argument("--threads", default=None,
+                        help="torch threads for this command: N or auto (default: "
+                             "$RQA_THREADS, else `threads` in conf/train.yaml: auto, half the "
+                             "cores; see results/BENCH.md)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="dataset utilities").add_subparsers(dest="data_command",
@@ -185,15 +209,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, stdout=None) -> int:
+    """Run one command. Anything the command (or a library: Lightning, Rich, wandb) writes to
+    ``sys.stdout`` goes to stderr; the JSON result is written last, to ``stdout`` (default: the
+    real stdout). A run stopped by SIGTERM/SIGINT prints its JSON (with the checkpoint to
+    resume from) and exits 128+N."""
+    from .training.callbacks import RunInterrupted
+
     args = build_parser().parse_args(argv)
+    out = stdout or sys.stdout
     try:
-        _emit(args.func(args))
+        with contextlib.redirect_stdout(sys.stderr):
+            if args.func not in (cmd_train, cmd_export):  # they apply the config's threads
+                from .runtime import apply_threads
+
+                apply_threads(args.threads)
+            result = args.func(args)
+    except RunInterrupted as e:
+        print(f"rqa: {e}", file=sys.stderr)
+        _emit({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
+               "global_step": e.global_step, "resume": "run the same command again"}, out)
+        return e.exit_code
     except (FileNotFoundError, ValueError, KeyError) as e:
         print(f"rqa: error: {e}", file=sys.stderr)
         return 2
+    _emit(result, out)
     return 0
 
 
+def run() -> int:
+    """The console entry point: :func:`main` with file descriptor 1 pointed at stderr for the
+    whole process, so C extensions and exit handlers (wandb's) cannot write after the JSON;
+    the JSON goes to a duplicate of the original stdout."""
+    sys.stdout.flush()
+    real = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        return main(stdout=real)
+    finally:
+        real.close()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

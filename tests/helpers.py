@@ -70,3 +70,24 @@ def synthetic_squad(n_paragraphs: int = 40, sentences: int = 4) -> dict:
                         "answers": [{"answer_start": starts[2], "text": "Fact"}]})
         paragraphs.append({"context": context, "qas": qas})
     return {"version": "1.1", "data": [{"title": "Synthetic", "paragraphs": paragraphs}]}
+
+
+def tiny_overrides(setup_dirs, out, *extra) -> list[str]:
+    """`rqa train` overrides of tiny random dual_gru towers on the training tests' data dir
+    (the ``setup_dirs`` fixture of tests/training/conftest.py)."""
+    root, vocab = setup_dirs
+    return [
+        "experiment=dual_gru", "profile=cpu", f"model.towers.encoder.pretrained={root / 'tokenizer'}",
+        f"model.towers.encoder.vocab_size={vocab}", "model.towers.encoder.embedding_dim=16",
+        "model.towers.encoder.hidden_size=16", "model.towers.encoder.dropout=0.0",
+        "model.towers.pooler.hops=2", "model.towers.pooler.attention_dim=8",
+        f"data.data_dir={root / 'data'}", "data.max_train_pairs=null",
+        "data.max_val_questions=null", "data.batch_size=8", "data.max_question_length=16",
+        "data.max_answer_length=24", f"output_dir={out}", "trainer.enable_progress_bar=false",
+        "logger.name=none", "trainer.max_epochs=2", *extra]
+
+
+def tiny(setup_dirs, out, *extra):
+    from retrieval_qa.training.compose import compose
+
+    return compose(tiny_overrides(setup_dirs, out, *extra))

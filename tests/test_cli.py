@@ -47,3 +47,30 @@ def test_missing_data_is_a_clear_error(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("RQA_DATA_DIR", raising=False)
     code, _, err = _run(capsys, "data", "stats", "--data-dir", str(tmp_path))
     assert code == 2 and "squad/dev-v1.1.json.gz" in err
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_a_data_dir_that_does_not_exist_is_an_error_naming_it(capsys, tmp_path, monkeypatch, how):
+    missing = tmp_path / "nonexistent"
+    argv = ["data", "stats"]
+    if how == "flag":
+        argv += ["--data-dir", str(missing)]
+    else:
+        monkeypatch.setenv("RQA_DATA_DIR", str(missing))
+    code, obj, err = _run(capsys, *argv)
+    assert code == 2 and obj is None
+    assert str(missing) in err and ("--data-dir" if how == "flag" else "$RQA_DATA_DIR") in err
+
+
+def test_encode_refuses_blank_lines_naming_the_line(capsys, tmp_path):
+    texts = tmp_path / "q.txt"
+    texts.write_text("first question?\n\nthird question?\n")
+    code, obj, err = _run(capsys, "encode", "--checkpoint", str(tmp_path / "no-model"),
+                          "--input", str(texts), "--output", str(tmp_path / "q.pt"))
+    assert code == 2 and obj is None and "line 2 is blank" in err
+
+
+def test_progress_goes_to_stderr_and_json_is_the_only_stdout(capsys, tiny_squad_file):
+    code = main(["evaluate", "--data-dir", str(tiny_squad_file.parents[1])])  # with progress
+    out, err = capsys.readouterr()
+    assert code == 0 and len(out.splitlines()) == 1 and json.loads(out)["questions"] == 4

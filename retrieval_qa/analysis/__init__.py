@@ -1,5 +1,6 @@
 """Analyses of the ENDX paper, section 4.5 onwards, each writing its table (Markdown + JSON)
-and figures (PNG) into an output folder (default ``results/endx/``):
+and figures (PNG) into an output folder (default ``runs/analysis/``; the published ones are
+in ``results/endx/``):
 
 * :mod:`.one_to_many`: Table 4 and Figure 2 (metrics on the subsets whose answer sentence has
   at least k questions, k = 1..8);

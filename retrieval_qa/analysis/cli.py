@@ -3,7 +3,7 @@ side-by-side}``.
 
 Models are given as ``--model NAME=FOLDER`` (exported dual-encoder folders, the `checkpoint`
 of ``rqa train``); the same NAME several times means several runs (seeds) of one method,
-reported as mean ± std. Every command writes into ``--output-dir`` (default results/endx)
+reported as mean ± std. Every command writes into ``--output-dir`` (default runs/analysis)
 and returns one JSON-able dict (printed by ``rqa`` on the last line of stdout).
 """
 

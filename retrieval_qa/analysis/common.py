@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..data.types import Candidate, RetrievalPool
 
-DEFAULT_OUTPUT_DIR = "results/endx"
+DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
 METRICS = ("mrr", "r@1", "r@5")
 METRIC_LABELS = {"mrr": "MRR", "r@1": "R@1", "r@5": "R@5"}
 

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, Dataset
 from .collate import PairCollator, TextCollator, token_lengths
 from .loading import load_pool
 from .reqa import reassemble
+from .resumable import ResumableDataLoader
 from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
 from .types import QAPair, RetrievalPool
@@ -245,7 +246,7 @@ class ReQADataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         self._check_distributed_sampler()
         dataset = PairDataset(self.train_pairs, self.train_weights)
-        return DataLoader(
+        return ResumableDataLoader(
             dataset, batch_sampler=self.train_sampler(),
             collate_fn=PairCollator(self.tokenizer, self.max_question_length,
                                     self.max_answer_length, self.answer_with_context),

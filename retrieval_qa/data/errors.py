@@ -24,12 +24,25 @@ class DataFormatError(ValueError):
         super().__init__(message)
 
 
+class DataDirNotFoundError(FileNotFoundError):
+    """A data folder given explicitly (--data-dir, $RQA_DATA_DIR, data.data_dir) does not
+    exist: it is never silently replaced by another folder."""
+
+    def __init__(self, path: str | Path, given_by: str) -> None:
+        self.path = str(path)
+        self.given_by = given_by
+        super().__init__(
+            f"data folder {self.path} (from {given_by}) does not exist. Fix {given_by}, or "
+            "leave it unset to use ../shared/data beside the repository.")
+
+
 class DataFileNotFoundError(FileNotFoundError):
     """A data file is missing: says which file, where it looked and how to get it."""
 
     def __init__(self, name: str, looked: list[Path], how_to_get: str) -> None:
         self.name = name
         self.looked = [str(p) for p in looked]
+        self.how_to_get = how_to_get
         places = ", ".join(self.looked) or "(no data directory configured)"
         super().__init__(
             f"data file {name!r} not found; looked in: {places}. {how_to_get} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
 from . import multireqa, reqa, splitter
@@ -18,6 +19,30 @@ from .types import RetrievalPool
 
 log = logging.getLogger(__name__)
 HUB_SQUAD = "rajpurkar/squad"
+HUB_RETRY_SECONDS = 3600     # after a failed probe the hub is not asked again for an hour
+_hub_failed = False          # this process: the hub did not answer
+
+
+def _hub_marker() -> Path:
+    return cache_root() / "hub-unreachable"
+
+
+def _hub_skip_reason() -> str | None:
+    """Why the hub is not asked (offline mode, or a recent failed probe), else None."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(var, "").lower() in ("1", "true", "yes", "on"):
+            return f"{var}={os.environ[var]}: the hub ({HUB_SQUAD}) was not asked."
+    if _hub_failed:
+        return f"The hub ({HUB_SQUAD}) did not answer earlier in this run."
+    marker = _hub_marker()
+    try:
+        age = time.time() - marker.stat().st_mtime
+    except OSError:
+        return None
+    if age < HUB_RETRY_SECONDS:
+        return (f"The hub ({HUB_SQUAD}) did not answer {age / 60:.0f} min ago; it is not asked "
+                f"again for {HUB_RETRY_SECONDS // 60} min (delete {marker} to retry now).")
+    return None
 
 
 def _cache_key(dataset: str, pool: str, paths: tuple[Path, ...], strict: bool) -> str:
@@ -33,16 +58,31 @@ def _cache_key(dataset: str, pool: str, paths: tuple[Path, ...], strict: bool) -
 
 def _from_hub(dataset: str, pool: str, missing: DataFileNotFoundError
               ) -> tuple[RetrievalPool, dict]:
-    """SQuAD from the Hugging Face hub, only when no local file exists and the hub answers."""
-    if dataset != "reqa_squad" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+    """SQuAD from the Hugging Face hub, only when no local file exists and the hub answers.
+    Not asked in offline mode (HF_HUB_OFFLINE=1 or HF_DATASETS_OFFLINE=1) nor within an hour
+    of a failed probe, so a missing file is reported at once."""
+    global _hub_failed
+    if dataset != "reqa_squad":
         raise missing
+    if (reason := _hub_skip_reason()) is not None:
+        raise DataFileNotFoundError(missing.name, [Path(p) for p in missing.looked],
+                                    f"{missing.how_to_get} {reason}") from None
+    log.warning("%s not found locally; asking the hub (%s); HF_HUB_OFFLINE=1 skips this",
+                missing.name, HUB_SQUAD)
     try:
         import datasets
 
         rows = datasets.load_dataset(HUB_SQUAD, split="validation" if pool == "dev" else "train")
     except Exception as e:  # noqa: BLE001 - any hub failure means "not available"
+        _hub_failed = True
+        try:
+            _hub_marker().parent.mkdir(parents=True, exist_ok=True)
+            _hub_marker().write_text(f"{time.time()}\n{e}\n")
+        except OSError:
+            pass
         raise DataFileNotFoundError(missing.name, [Path(p) for p in missing.looked],
-                                    f"The hub ({HUB_SQUAD}) did not answer either: {e}.") from e
+                                    f"{missing.how_to_get} The hub ({HUB_SQUAD}) did not answer "
+                                    f"either: {e}.") from e
     paragraphs, _ = parse_squad(squad_from_hub_rows(rows), f"hub:{HUB_SQUAD}")
     return reqa.build_reqa(paragraphs, dataset, pool, source=f"hub:{HUB_SQUAD}")
 
@@ -58,9 +98,18 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
     except DataFileNotFoundError as missing:
         return _from_hub(dataset, pool, missing)
     folder = cache_root(cache_dir) / f"{dataset}-{pool}-{_cache_key(dataset, pool, files.paths, strict)}"
-    if use_cache and (cached := load_cached_pool(folder)) is not None:
-        return cached
     source = ", ".join(str(p) for p in files.paths)
+    if use_cache and (cached := load_cached_pool(folder)) is not None:
+        # The cache is keyed by content: report the files read now, not the first builder's.
+        built, notes = cached
+        built.source = source
+        reports = notes.get("skipped_records")
+        for report, path in zip(reports if isinstance(reports, list) else [reports],
+                                files.paths, strict=False):
+            if isinstance(report, dict) and "path" in report:
+                report["path"] = str(path)
+        notes["cache"] = str(folder)
+        return built, notes
     if files.kind == "squad":
         paragraphs, report = read_squad(files.paths[0], strict)
         built, notes = reqa.build_reqa(paragraphs, dataset, pool, source)

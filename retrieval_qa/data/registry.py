@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataFileNotFoundError
+from .errors import DataDirNotFoundError, DataFileNotFoundError
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/{name}"
 MRQA_URL = "https://github.com/mrqa/MRQA-Shared-Task-2019 (download.sh lists every file)"
@@ -48,15 +48,19 @@ def repo_root() -> Path:
 
 def resolve_data_dir(explicit: str | Path | None = None, configured: str | Path | None = None
                      ) -> list[Path]:
-    """Folders to look in, in order: --data-dir, $RQA_DATA_DIR, the config's data_dir, then
-    ``../shared/data`` beside the repository (the developers' and CI's layout)."""
-    found = [explicit, os.environ.get("RQA_DATA_DIR"), configured,
-             repo_root().parent / "shared" / "data"]
-    out: list[Path] = []
-    for p in found:
-        if p and Path(p).expanduser() not in out:
-            out.append(Path(p).expanduser())
-    return out
+    """The data folder: the first given of --data-dir (or the ``data_dir`` a caller passes),
+    $RQA_DATA_DIR and the config's ``data_dir``; else ``../shared/data`` beside the repository
+    (the developers' and CI's layout). A folder given explicitly that does not exist is an
+    error naming it: it is never replaced by another one. Returned as a one-element list."""
+    for value, given_by in ((explicit, "--data-dir"),
+                            (os.environ.get("RQA_DATA_DIR"), "$RQA_DATA_DIR"),
+                            (configured, "data.data_dir")):
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_dir():
+                raise DataDirNotFoundError(path, given_by)
+            return [path]
+    return [repo_root().parent / "shared" / "data"]
 
 
 def find_file(relative: str, dirs: list[Path], how_to_get: str) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from ..evaluation.dense import evaluate_model
 from ..models.dual_encoder import DualEncoderModule
 from ..models.inference import DualEncoderInference
 from ..pretrained import load_tokenizer, resolve_pretrained
+from ..runtime import apply_threads
+from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,19 @@ def build_logger(cfg: DictConfig, run_dir: Path):
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
+    """The Trainer with its callbacks: best and last checkpoints, ``last.ckpt`` every
+    ``trainer.checkpoint_every_n_steps`` steps and on SIGTERM/SIGINT, validation at the last
+    step of a run that ``max_steps`` ends inside the first epoch, and progress bar and model
+    summary on stderr."""
     t = cfg.trainer
     checkpoint = pl.callbacks.ModelCheckpoint(
         dirpath=run_dir / "checkpoints", monitor=t.monitor, mode="max", save_top_k=t.save_top_k,
         save_last=True, filename="best-{epoch}-{step}")
+    callbacks = [checkpoint,
+                 ResumableCheckpoints(run_dir / "checkpoints", t.checkpoint_every_n_steps),
+                 ValidateAtMaxSteps(), pl.callbacks.ModelSummary(max_depth=1)]
+    if t.enable_progress_bar:
+        callbacks.append(StderrProgressBar())
     return pl.Trainer(
         max_epochs=t.max_epochs, max_steps=t.max_steps, precision=t.precision,
         accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, num_nodes=t.num_nodes,
@@ -64,7 +76,7 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
         limit_train_batches=t.limit_train_batches, limit_val_batches=t.limit_val_batches,
         log_every_n_steps=t.log_every_n_steps, num_sanity_val_steps=t.num_sanity_val_steps,
         deterministic=t.deterministic, enable_progress_bar=t.enable_progress_bar,
-        callbacks=[checkpoint], logger=build_logger(cfg, run_dir), default_root_dir=str(run_dir),
+        callbacks=callbacks, logger=build_logger(cfg, run_dir), default_root_dir=str(run_dir),
         use_distributed_sampler=False,  # the data module's sampler shards duplicate-free batches
     )
 
@@ -107,8 +119,70 @@ def _number(value) -> float | None:
     return None if value is None else round(float(value), 4)
 
 
+def profile_settings(cfg: DictConfig) -> dict:
+    """The effective values of the settings the run's profile changes (its reductions), and
+    which of them the command line overrode (profile value -> effective value)."""
+    from .compose import load_group
+
+    if cfg.profile == "paper":
+        return {"settings": {}, "overridden": {}}
+    try:
+        block = load_group("experiment", cfg.experiment).get("profiles", {}).get(cfg.profile)
+    except FileNotFoundError:
+        block = None
+    if block is None:
+        return {"settings": {}, "overridden": {}}
+    flat: dict = {}
+
+    def walk(node, prefix=""):
+        for k, v in node.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, DictConfig):
+                walk(v, key + ".")
+            elif key != "description":
+                flat[key] = v
+
+    walk(block)
+    settings = {k: OmegaConf.select(cfg, k) for k in flat}
+    overridden = {k: {"profile": flat[k], "effective": settings[k]}
+                  for k in flat if settings[k] != flat[k]}
+    return {"settings": settings, "overridden": overridden}
+
+
+def _describe(cfg: DictConfig, threads: int) -> tuple[str, dict]:
+    """The description, corrected for command-line overrides of the profile's settings, and
+    the profile's effective settings; printed to stderr before anything runs."""
+    prof = profile_settings(cfg)
+    description = cfg.description
+    if prof["overridden"]:
+        description += " [overridden on the command line: " + ", ".join(
+            f"{k}={v['effective']} (profile: {v['profile']})"
+            for k, v in prof["overridden"].items()) + "]"
+    print(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}, "
+          f"{threads} torch thread{'s' if threads != 1 else ''}): {description}",
+          file=sys.stderr, flush=True)
+    if prof["settings"]:
+        print("  profile settings in effect: " + ", ".join(
+            f"{k}={v}" for k, v in prof["settings"].items()), file=sys.stderr, flush=True)
+    return description, prof["settings"]
+
+
+def _finish_loggers(trainer: pl.Trainer | None) -> None:
+    """Close the experiment loggers now (wandb prints its summary when it closes: before the
+    JSON result, not after it at interpreter exit)."""
+    if trainer is None:
+        return
+    for logger in trainer.loggers:
+        if type(logger).__name__ == "WandbLogger":
+            import wandb
+
+            wandb.finish()
+
+
 def train(cfg: DictConfig) -> dict:
     start = time.perf_counter()
+    threads = apply_threads(cfg.threads)
+    description, reduced = _describe(cfg, threads)
     pl.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +194,14 @@ def train(cfg: DictConfig) -> dict:
     module = build_module(cfg.model)
     trainer = build_trainer(cfg, run_dir)
     resume = _resume_path(cfg, run_dir)
-    trainer.fit(module, datamodule=data, ckpt_path=resume)
+    stopper = next(c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints))
+    stopper.install_handlers()  # a signal before the first step stops at that step
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=resume)
+        stopper.check(trainer)
+    finally:
+        stopper.restore_handlers()
+        _finish_loggers(trainer)
     best = trainer.checkpoint_callback.best_model_path or None
     if best:
         module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
@@ -128,7 +209,8 @@ def train(cfg: DictConfig) -> dict:
     export = inference.save(run_dir / "model")
     report = {
         "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,
-        "description": cfg.description, "pretrained": checkpoint.label,
+        "description": description, "profile_settings": reduced, "threads": threads,
+        "pretrained": checkpoint.label,
         "pretrained_substituted": checkpoint.substituted, "seed": cfg.seed,
         "best_training_checkpoint": best, "resumed_from": resume,
         "monitor": cfg.trainer.monitor,

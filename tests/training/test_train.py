@@ -7,39 +7,12 @@ import json
 
 import pytest
 import torch
-from helpers import TINY_SQUAD, WORDS, synthetic_squad, write_json_gz
-from transformers import BertTokenizerFast
+from helpers import tiny  # setup_dirs: tests/training/conftest.py
 
 from retrieval_qa.cli import main
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
-from retrieval_qa.training.compose import compose
 from retrieval_qa.training.run import export_untrained, train
-
-
-@pytest.fixture(scope="module")
-def setup_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train")
-    write_json_gz(root / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
-    write_json_gz(root / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab = specials + WORDS + [str(i) for i in range(10)]
-    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    tok.save_pretrained(root / "tokenizer")
-    return root, len(vocab)
-
-
-def tiny(setup_dirs, out, *extra):
-    root, vocab = setup_dirs
-    return compose([
-        "experiment=dual_gru", "profile=cpu", f"model.towers.encoder.pretrained={root / 'tokenizer'}",
-        f"model.towers.encoder.vocab_size={vocab}", "model.towers.encoder.embedding_dim=16",
-        "model.towers.encoder.hidden_size=16", "model.towers.encoder.dropout=0.0",
-        "model.towers.pooler.hops=2", "model.towers.pooler.attention_dim=8",
-        f"data.data_dir={root / 'data'}", "data.max_train_pairs=null",
-        "data.max_val_questions=null", "data.batch_size=8", "data.max_question_length=16",
-        "data.max_answer_length=24", f"output_dir={out}", "trainer.enable_progress_bar=false",
-        "logger.name=none", "trainer.max_epochs=2", *extra])
 
 
 def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):

@@ -1,0 +1,56 @@
+"""Process-wide runtime settings applied by every command: the number of torch threads.
+
+On a 2-core laptop with another process busy on one core, torch's default (one intra-op
+thread per core) makes every parallel op wait for the descheduled thread: a CPU profile ran
+at 0.05 steps/s instead of 1.5 (results/BENCH.md). ``threads`` comes from, in order: the
+command line (``rqa --threads N`` or ``threads=N`` for train/export), ``$RQA_THREADS``, then
+``threads`` in conf/train.yaml. ``auto`` is half the usable cores (at least 1, at most 8)."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+MAX_AUTO_THREADS = 8
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_threads(value: int | str | None = None) -> int:
+    """The thread count for ``value`` (an int, ``"auto"``, or None: $RQA_THREADS, then the
+    config's ``threads``); a value that is not a positive integer or ``auto`` is an error."""
+    source = "threads"
+    if value is None or value == "":
+        from .config import load_yaml
+
+        # conf/train.yaml: threads: ${oc.env:RQA_THREADS,auto}
+        value = load_yaml("train.yaml").get("threads", "auto")
+        source = "$RQA_THREADS or threads in conf/train.yaml"
+    if str(value).strip().lower() == "auto":
+        return max(1, min(MAX_AUTO_THREADS, usable_cores() // 2))
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ValueError(f"{source}={value!r}: expected a positive integer or auto")
+    return n
+
+
+def apply_threads(value: int | str | None = None) -> int:
+    """Set torch's intra-op threads (and inter-op, when still possible); returns the count."""
+    n = resolve_threads(value)
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # already set, or parallel work has started: intra-op is what matters
+        pass
+    return n

@@ -1,0 +1,168 @@
+"""Trainer callbacks of `rqa train`: progress on stderr, resumable checkpoints within an epoch,
+a clean stop on SIGTERM/SIGINT, and validation in runs that `max_steps` ends mid-epoch."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import TQDMProgressBar
+
+log = logging.getLogger(__name__)
+
+
+class RunInterrupted(Exception):
+    """The run was stopped by a signal after saving a resumable checkpoint."""
+
+    def __init__(self, signum: int, checkpoint: str | None, global_step: int):
+        self.signum = signum
+        self.checkpoint = checkpoint
+        self.global_step = global_step
+        name = signal.Signals(signum).name
+        where = (f"saved a resumable checkpoint at step {global_step}: {checkpoint}"
+                 if checkpoint else "no checkpoint could be saved")
+        super().__init__(f"stopped by {name}; {where}. Run the same command again to resume.")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StderrProgressBar(TQDMProgressBar):
+    """Lightning's tqdm bar, written to stderr (stdout holds only the JSON result), with
+    1-based epochs out of ``max_epochs`` ("Epoch 1/1", not "Epoch 0/0")."""
+
+    def _on_stderr(self, init):
+        with contextlib.redirect_stdout(sys.stderr):
+            return init()
+
+    def init_sanity_tqdm(self):
+        return self._on_stderr(super().init_sanity_tqdm)
+
+    def init_train_tqdm(self):
+        return self._on_stderr(super().init_train_tqdm)
+
+    def init_validation_tqdm(self):
+        return self._on_stderr(super().init_validation_tqdm)
+
+    def init_test_tqdm(self):
+        return self._on_stderr(super().init_test_tqdm)
+
+    def init_predict_tqdm(self):
+        return self._on_stderr(super().init_predict_tqdm)
+
+    def on_train_epoch_start(self, trainer, *args) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        total = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None
+        epoch = trainer.current_epoch + 1
+        self.train_progress_bar.set_description(f"Epoch {epoch}/{total}" if total else
+                                                f"Epoch {epoch}")
+
+
+class ResumableCheckpoints(pl.Callback):
+    """Writes ``last.ckpt`` every ``every_n_steps`` optimizer steps (0: never) and when SIGTERM
+    or SIGINT arrives; after a signal the run stops with :class:`RunInterrupted`. Checkpoints
+    are written to a temporary file and renamed, so a kill mid-write leaves the previous one.
+    The training data loader is resumable (its position is in the checkpoint), so a run resumed
+    from a mid-epoch checkpoint sees exactly the batches it had not seen."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, dirpath: str | Path, every_n_steps: int = 0):
+        self.dirpath = Path(dirpath)
+        self.every_n_steps = int(every_n_steps or 0)
+        self.received: int | None = None
+        self._previous: dict = {}
+        self._last_saved_step = -1
+
+    # signals -------------------------------------------------------------------------------
+    def _handler(self, signum, _frame) -> None:
+        if self.received is None:
+            print(f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after the "
+                  f"current step, then stopping (send it again to stop at once)",
+                  file=sys.stderr, flush=True)
+            self.received = signum
+        else:  # a second signal: the default behaviour
+            self.restore_handlers()
+            os.kill(os.getpid(), signum)
+
+    def install_handlers(self) -> None:
+        """Called on the main thread; replaces Lightning's SIGTERM handler too (it would stop
+        with exit code 0 and no checkpoint)."""
+        for sig in self.SIGNALS:
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._previous.setdefault(sig, signal.getsignal(sig))
+                signal.signal(sig, self._handler)
+
+    def restore_handlers(self) -> None:
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, previous)
+        self._previous = {}
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.install_handlers()  # after Lightning registered its own
+        # Lightning restores stateful train loaders only if the loader is built after the
+        # checkpoint is read; a linear schedule builds it earlier (to count the steps), and the
+        # saved position would be dropped. Apply it here, before the first batch is drawn.
+        loop = trainer.fit_loop
+        states = getattr(loop, "_combined_loader_states_to_load", None)
+        if states and loop._combined_loader is not None:
+            loop._combined_loader._load_state_dicts(states)
+            loop._combined_loader_states_to_load = []
+
+    def teardown(self, trainer, pl_module, stage) -> None:
+        self.restore_handlers()
+
+    # checkpoints ---------------------------------------------------------------------------
+    @property
+    def last_path(self) -> Path:
+        return self.dirpath / "last.ckpt"
+
+    def save(self, trainer) -> str:
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        tmp = self.dirpath / ".last.ckpt.tmp"
+        trainer.save_checkpoint(tmp)
+        if trainer.is_global_zero:
+            os.replace(tmp, self.last_path)
+        self._last_saved_step = trainer.global_step
+        return str(self.last_path)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if self.received is not None:
+            path = self.save(trainer)
+            raise RunInterrupted(self.received, path, step)
+        if (self.every_n_steps > 0 and step > 0 and step % self.every_n_steps == 0
+                and step != self._last_saved_step):
+            self.save(trainer)
+            log.info("checkpoint at step %d: %s", step, self.last_path)
+
+    def check(self, trainer=None) -> None:
+        """Outside the training loop (validation at the end, testing): stop if signalled."""
+        if self.received is not None:
+            path = str(self.last_path) if self.last_path.is_file() else None
+            raise RunInterrupted(self.received, path, trainer.global_step if trainer else -1)
+
+
+class ValidateAtMaxSteps(pl.Callback):
+    """When ``max_steps`` ends the run inside the first epoch, validation (otherwise at the
+    epoch's end) runs at the last step instead, so a run capped by ``max_steps`` is always
+    validated and has a best checkpoint."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if trainer.max_steps is None or trainer.max_steps <= 0:
+            return
+        batches = trainer.num_training_batches
+        last_batch = trainer.max_steps * trainer.accumulate_grad_batches
+        if (batches == float("inf") or last_batch >= batches
+                or trainer.val_check_batch is None or trainer.val_check_batch <= last_batch):
+            return  # an epoch ends first, or validation runs before the last step anyway
+        trainer.val_check_batch = last_batch
+        log.info("max_steps=%d ends the run inside the first epoch: validating at that step",
+                 trainer.max_steps)

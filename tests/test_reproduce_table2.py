@@ -1,0 +1,111 @@
+"""`make reproduce-table2` in a temporary copy of the repository with a stand-in for `rqa`:
+the quick default computes its rows into runs/table2 (never results/), shows the committed
+reference beside them, labels reused rows, and FORCE=1 with one row keeps the others."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("reproduce_table2",
+                                                  REPO / "experiments" / "reproduce_table2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def copy(tmp_path):
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = tmp_path / "repo"
+    root.mkdir()
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
+        shutil.copy2(REPO / name, root / name)
+    shutil.copytree(REPO / "experiments", root / "experiments")
+    shutil.copytree(REPO / "results" / "table2", root / "results" / "table2")
+    (root / "results" / "endx").mkdir()
+    shutil.copy2(REPO / "results" / "endx" / "side_by_side.json", root / "results" / "endx")
+    (root / "retrieval_qa").symlink_to(REPO / "retrieval_qa")
+    (root / "conf").symlink_to(REPO / "conf")
+    return root
+
+
+def _make(root: Path, log: Path, *variables: str) -> tuple[dict, str]:
+    venv = Path(sys.prefix)
+    env = {**os.environ, "RQA_TABLE2_RUNNER": "table2_fake_runner:fake_rqa",
+           "RQA_FAKE_LOG": str(log), "PYTHONPATH": str(REPO / "tests")}
+    proc = subprocess.run(["make", "-s", "-o", str(venv / ".installed-stamp"),
+                           f"VENV={venv}", "reproduce-table2", *variables],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def _calls(log: Path) -> list[list[str]]:
+    calls = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    log.unlink(missing_ok=True)
+    return calls
+
+
+def test_make_reproduce_table2_quick_reuse_and_force_one_row(copy, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    before = {p: p.read_text() for p in (copy / "results").rglob("*.json")}
+
+    out, text = _make(copy, log)  # the quick default
+    assert out["entries"] == {"BM25/dev": "computed", "BM25/train": "computed",
+                              "Dual-GRUs/dev": "computed"}
+    assert out["table"] == "runs/table2/table2.md"
+    assert (copy / "runs" / "table2" / "BM25-dev.json").is_file()
+    assert [c[0] for c in _calls(log)] == ["evaluate", "evaluate", "train", "evaluate"]
+    bm25 = next(line for line in text.splitlines() if line.startswith("| BM25 | dev"))
+    assert "computed now" in bm25 and "52.96 / 45.81 / 61.31" in bm25  # the paper's
+    assert "results/table2/BM25-dev.json" in bm25 and "matches the reference" in bm25
+    gru = next(line for line in text.splitlines() if line.startswith("| Dual-GRUs | dev"))
+    assert "side_by_side.json" in gru and "within 2 std" in gru
+    berts = next(line for line in text.splitlines() if line.startswith("| Dual-BERTs | dev"))
+    assert "not selected" in berts and "72.47 / 63.00 / 84.16" in berts  # reference shown
+    assert "quick (BM25, Dual-GRUs" in text
+
+    out, text = _make(copy, log)  # again: nothing recomputed, every row says so
+    assert set(out["entries"].values()) == {"reused"} and len(out["entries"]) == 3
+    assert _calls(log) == []
+    assert "reused (earlier result in the run folder" in text
+
+    out, _ = _make(copy, log, "ROWS=Dual-GRUs", "FORCE=1")
+    assert out["entries"] == {"BM25/dev": "reused", "BM25/train": "reused",
+                              "Dual-GRUs/dev": "computed"}
+    calls = _calls(log)
+    assert [c[0] for c in calls] == ["train", "evaluate"] and "resume=never" in calls[0]
+
+    out, _ = _make(copy, log, "ROWS=BM25", "FORCE=1")
+    assert out["entries"] == {"BM25/dev": "computed", "BM25/train": "computed",
+                              "Dual-GRUs/dev": "reused"}  # the other row is kept
+    assert {p: p.read_text() for p in (copy / "results").rglob("*.json")} == before
+
+
+def test_portable_paths():
+    script = _script()
+    root = Path("/x/repo")
+    obj = {"a": "/x/repo/runs/m", "b": ["/x/shared/data/squad/dev.json.gz, /x/repo/r.jsonl"],
+           "c": "/elsewhere/f", "d": "text"}
+    assert script.portable(obj, root) == {
+        "a": "runs/m", "b": ["../shared/data/squad/dev.json.gz, r.jsonl"],
+        "c": "/elsewhere/f", "d": "text"}
+
+
+def test_committed_table2_results_hold_no_absolute_paths():
+    for path in (REPO / "results" / "table2").glob("*.json"):
+        text = path.read_text()
+        assert '"/' not in text, f"{path} holds an absolute path"

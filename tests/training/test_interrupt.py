@@ -1,0 +1,110 @@
+"""The `rqa train` contract around stops and short runs: SIGTERM/SIGINT mid-epoch save a
+checkpoint, exit non-zero with JSON, and the resumed run ends exactly where an uninterrupted
+run does; periodic checkpoints inside an epoch; validation in a run that max_steps cuts short;
+with `logger=wandb` (offline) the JSON is still the last line of stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import tiny, tiny_overrides
+
+from retrieval_qa.cli import main
+from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.run import train
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _signal_at_step(monkeypatch, step: int, signum=signal.SIGTERM):
+    original = ResumableCheckpoints.on_train_batch_end
+
+    def hook(self, trainer, *args):
+        if trainer.global_step == step and self.received is None:
+            os.kill(os.getpid(), signum)  # handled on this (main) thread before the next line
+        return original(self, trainer, *args)
+
+    monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_end", hook)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_epoch_saves_exits_nonzero_and_resumes_to_the_same_result(
+        setup_dirs, tmp_path, capsys, monkeypatch, signum):
+    straight = train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false"))
+    _signal_at_step(monkeypatch, 5, signum)
+    code = main(["train", *tiny_overrides(setup_dirs, tmp_path / "b", "test_after_fit=false")])
+    out = capsys.readouterr().out.strip().splitlines()
+    stopped = json.loads(out[-1])
+    assert code == 128 + signum
+    assert stopped["interrupted"] is True and stopped["global_step"] == 5
+    assert Path(stopped["checkpoint"]).name == "last.ckpt"
+    assert Path(stopped["checkpoint"]).is_file()
+    assert signal.getsignal(signal.SIGTERM) is not None  # handlers restored
+    monkeypatch.undo()
+    resumed = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
+    assert resumed["resumed_from"] == stopped["checkpoint"]
+    assert resumed["global_steps"] == straight["global_steps"]
+    a = torch.load(f"{straight['checkpoint']}/towers.pt")
+    b = torch.load(f"{resumed['checkpoint']}/towers.pt")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+    assert resumed["best_val_score"] == straight["best_val_score"]
+
+
+def test_periodic_checkpoint_inside_the_epoch(setup_dirs, tmp_path):
+    seen = []
+    original = ResumableCheckpoints.save
+
+    def save(self, trainer):
+        seen.append(trainer.global_step)
+        return original(self, trainer)
+
+    ResumableCheckpoints.save = save
+    try:
+        train(tiny(setup_dirs, tmp_path, "test_after_fit=false", "trainer.max_epochs=1",
+                   "trainer.checkpoint_every_n_steps=4"))
+    finally:
+        ResumableCheckpoints.save = original
+    assert seen[:2] == [4, 8]
+
+
+def test_max_steps_inside_the_first_epoch_still_validates(setup_dirs, tmp_path):
+    report = train(tiny(setup_dirs, tmp_path, "test_after_fit=false", "trainer.max_steps=3"))
+    assert report["global_steps"] == 3
+    assert report["best_val_score"] is not None and "val/r@1" in report["last_val"]
+    assert report["best_training_checkpoint"]
+
+
+def test_description_states_overrides_of_the_profile(setup_dirs, tmp_path, capsys):
+    report = train(tiny(setup_dirs, tmp_path, "test_after_fit=false", "trainer.max_epochs=1"))
+    err = capsys.readouterr().err
+    assert "data.max_val_questions=None (profile: 1000)" in report["description"]
+    assert report["profile_settings"]["data.batch_size"] == 8
+    assert err.index("profile settings in effect") < err.index("Epoch 1/1") if "Epoch" in err \
+        else "profile settings in effect" in err
+
+
+def test_wandb_offline_json_is_the_last_line_of_stdout(setup_dirs, tmp_path):
+    pytest.importorskip("wandb")
+    overrides = [o for o in tiny_overrides(setup_dirs, tmp_path, "test_after_fit=false",
+                                           "trainer.max_epochs=1",
+                                           "trainer.enable_progress_bar=true")
+                 if o != "logger.name=none"]
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path),
+           "WANDB_SILENT": "false", "PYTHONPATH": str(REPO), "RQA_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "retrieval_qa.cli", "train", *overrides,
+                           "logger=wandb"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout  # nothing but the JSON on stdout
+    report = json.loads(lines[-1])
+    assert report["global_steps"] > 0
+    assert "wandb" in proc.stderr.lower() and "Epoch 1/1" in proc.stderr
