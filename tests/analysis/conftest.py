@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import WORDS, synthetic_squad, write_json_gz
+from helpers import WORDS, synthetic_squad, tiny_overrides, write_json_gz
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -46,16 +46,9 @@ def _tiny_train(root: Path, vocab: int, experiment: str, out: Path) -> dict:
     from retrieval_qa.training.run import train
 
     extra = ["model.cross.cross_attention.num_heads=2"] if experiment.startswith("endx") else []
-    cfg = compose([
-        f"experiment={experiment}", "profile=cpu",
-        f"model.towers.encoder.pretrained={root / 'tokenizer'}",
-        f"model.towers.encoder.vocab_size={vocab}", "model.towers.encoder.embedding_dim=16",
-        "model.towers.encoder.hidden_size=16", "model.towers.encoder.dropout=0.0",
-        "model.towers.pooler.hops=2", "model.towers.pooler.attention_dim=8",
-        f"data.data_dir={root / 'data'}", "data.max_train_pairs=null",
-        "data.max_val_questions=null", "data.batch_size=8", "data.max_question_length=16",
-        "data.max_answer_length=24", f"output_dir={out}", "trainer.enable_progress_bar=false",
-        "logger.name=none", "trainer.max_epochs=1", *extra])
+    # the later experiment= and max_epochs= win over tiny_overrides' own
+    cfg = compose(tiny_overrides((root, vocab), out, f"experiment={experiment}",
+                                 "trainer.max_epochs=1", *extra))
     return train(cfg)
 
 
