@@ -108,6 +108,10 @@ def _number(value) -> float | None:
 
 
 def train(cfg: DictConfig) -> dict:
+    if cfg.model.name == "residual":  # issue 12: refiners over cached frozen embeddings
+        from .residual import train_residual
+
+        return train_residual(cfg)
     start = time.perf_counter()
     pl.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
