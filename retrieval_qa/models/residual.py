@@ -62,6 +62,8 @@ class ResidualRefinementModule(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         q, p, labels = batch
+        if self.loss_cfg["name"] == "triplet" and bool((labels == labels[0]).all()):
+            return None   # one paragraph in the whole batch: no negative, skip the step
         loss = self.compute_loss(q, p, labels)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.global_step}")
