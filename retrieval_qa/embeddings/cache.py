@@ -33,9 +33,9 @@ def source_sha256(path: str | Path) -> str:
 
 
 def code_sha256() -> list[str]:
-    from . import base, idf, pooling, static
+    from . import base, contextual, idf, pooling, static
 
-    return [file_sha256(m.__file__) for m in (base, idf, pooling, static)]
+    return [file_sha256(m.__file__) for m in (base, contextual, idf, pooling, static)]
 
 
 def cache_key(settings: dict, sources: dict[str, str]) -> str:

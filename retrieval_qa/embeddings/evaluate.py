@@ -13,7 +13,7 @@ from .base import IDF_CORPORA, embed_texts, parse_model, task_embeddings
 from .cache import cached, source_sha256
 from .static import STATIC_MODELS, load_static
 
-EMBEDDING_MODELS = tuple(f"static:{name}" for name in STATIC_MODELS)
+EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
 
 
 def add_embedding_args(p: argparse.ArgumentParser) -> None:
@@ -21,17 +21,21 @@ def add_embedding_args(p: argparse.ArgumentParser) -> None:
                    help="static:* models: IDF-weighted mean pooling (IDF on the indexed corpus)")
     p.add_argument("--idf-corpus", default="paragraphs", choices=IDF_CORPORA,
                    help="squad_paragraphs: IDF over the paragraphs, or paragraphs and questions")
+    p.add_argument("--layer-weights", default=None,
+                   help="contextual:minilm: comma-separated weights of its 7 layers (0: the "
+                        "token-embedding layer, 1-6: hidden layers); default 1,0,0,0,0,0,0")
     p.add_argument("--pr-curve", default=None,
                    help="squad_paragraphs: write the precision-recall curve PNG here")
 
 
 def wants_embeddings(args) -> bool:
-    return args.dataset == PARAGRAPHS or str(args.model).startswith("static:")
+    return args.dataset == PARAGRAPHS or str(args.model).startswith(("static:", "contextual:"))
 
 
 def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
                             idf_corpus: str = "paragraphs", pr_curve: str | None = None,
-                            use_cache: bool = True) -> dict:
+                            use_cache: bool = True,
+                            layer_weights: list[float] | None = None) -> dict:
     from ..data.paragraphs import load_paragraph_task
     from ..evaluation.paragraph_retrieval import (
         evaluate_paragraphs,
@@ -41,11 +45,13 @@ def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
 
     start = time.perf_counter()
     task = load_paragraph_task(pool, data_dir)
-    q, p, meta = task_embeddings(task, model, idf, idf_corpus, use_cache=use_cache)
+    q, p, meta = task_embeddings(task, model, idf, idf_corpus, use_cache=use_cache,
+                                 layer_weights=layer_weights)
     embed = time.perf_counter() - start
     out = {"metrics": evaluate_paragraphs(q, p, task.gold), "dataset": PARAGRAPHS,
            "pool": pool, "model": model, "idf": idf,
-           "idf_corpus": idf_corpus if idf else None, "embedding": meta,
+           "idf_corpus": idf_corpus if idf else None,
+           "layer_weights": meta.get("layer_weights"), "embedding": meta,
            "embed_seconds": round(embed, 3)}
     if pr_curve:
         precision, recall = precision_recall_points(q, p, task.gold)
@@ -95,10 +101,15 @@ def cmd_evaluate_embeddings(args, eval_cfg) -> dict:
         raise ValueError("--checkpoint and --model static:* / --dataset squad_paragraphs do "
                          "not combine; pass one")
     if args.dataset == PARAGRAPHS:
-        if not str(args.model).startswith("static:"):
+        if args.model not in EMBEDDING_MODELS:
             raise ValueError(f"--dataset {PARAGRAPHS} evaluates frozen embeddings: pass "
                              f"--model one of {list(EMBEDDING_MODELS)}")
+        weights = [float(w) for w in args.layer_weights.split(",")] \
+            if args.layer_weights else None
         return evaluate_paragraph_task(args.model, args.idf, args.pool or "dev", args.data_dir,
                                        args.idf_corpus, args.pr_curve,
-                                       use_cache=not args.no_cache)
+                                       use_cache=not args.no_cache, layer_weights=weights)
+    if not args.model.startswith("static:"):
+        raise ValueError(f"--model {args.model} on {args.dataset}: only static:* models are "
+                         "wired to sentence retrieval so far")
     return evaluate_reqa(args, eval_cfg)
