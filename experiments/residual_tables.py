@@ -84,6 +84,62 @@ def reqa_rows(rows: Path) -> dict:
     return out
 
 
+def layer_grid(step: float = 0.25) -> list[tuple[str, list[float]]]:
+    """Table 2 for MiniLM's 7 layers: each layer alone, all equal (the paper's "ELMo" row),
+    and a grid over (token layer a, hidden layer 3 b, hidden layer 6 c), a + b + c = 1."""
+    rows = [(f"layer {j}" + (" (token layer)" if j == 0 else ""),
+             [1.0 if i == j else 0.0 for i in range(7)]) for j in range(7)]
+    rows.append(("all layers equal (ELMo-style)", [1 / 7] * 7))
+    n = round(1 / step)
+    for i in range(n + 1):
+        for k in range(n + 1 - i):
+            a, b = i * step, k * step
+            c = round(1 - a - b, 6)
+            if max(a, b, c) < 1:
+                w = [0.0] * 7
+                w[0], w[3], w[6] = a, b, c
+                rows.append((f"a={a:g}, b(l3)={b:g}, c(l6)={c:g}", w))
+    return rows
+
+
+def contextual_rows(rows: Path) -> dict:
+    """MiniLM (standing in for ELMo): Table 2 grid with and without IDF, then the best
+    weights' recall@k and AP (Tables 5-6)."""
+    from retrieval_qa.embeddings.base import contextual_task_layers
+    from retrieval_qa.embeddings.contextual import combine_layers
+    from retrieval_qa.evaluation.paragraph_retrieval import evaluate_paragraphs
+
+    path = rows / "minilm_layers.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    task = load_paragraph_task("dev")
+    log("MiniLM layers of the dev task (encoding, cached)")
+    t = time.perf_counter()
+    layers, meta = contextual_task_layers(task, progress=False)
+    encode_s = time.perf_counter() - t
+    out = {"checkpoint": meta.get("checkpoint"), "cache": meta["cache"],
+           "encode_seconds": round(encode_s, 1), "notes": {k: meta.get(k) for k in
+                                                           ("questions", "paragraphs")},
+           "grid": {}, "best": {}}
+    for side in ("plain", "idf"):
+        grid = []
+        for name, w in layer_grid():
+            m = evaluate_paragraphs(combine_layers(layers[f"q_{side}"], w),
+                                    combine_layers(layers[f"p_{side}"], w), task.gold,
+                                    with_ap=False)
+            grid.append({"row": name, "weights": w, "r@1": m["r@1"],
+                         "avg_recall": m["avg_recall"]})
+        out["grid"][side] = grid
+        best = max(grid, key=lambda g: g["r@1"])
+        q = combine_layers(layers[f"q_{side}"], best["weights"])
+        p = combine_layers(layers[f"p_{side}"], best["weights"])
+        out["best"][side] = {"row": best["row"], "weights": best["weights"],
+                             "metrics": evaluate_paragraphs(q, p, task.gold),
+                             "pr": precision_recall_points(q, p, task.gold)}
+    path.write_text(json.dumps(out, indent=1))
+    return out
+
+
 def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
     from retrieval_qa.training.compose import compose
     from retrieval_qa.training.run import train
@@ -122,7 +178,7 @@ def fmt_ms(values) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
-def write_tables(frozen, reqa, trained, profile) -> str:
+def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
     L = ["# Residual refinement of frozen embeddings (issue 12) — SQuAD paragraph retrieval",
          "", "Dev file: 10,570 questions against its 2,067 paragraphs (the paper's Table 1). "
          "Scores: dot products of l2-normalised vectors (= the paper's Euclidean order). "
@@ -142,6 +198,30 @@ def write_tables(frozen, reqa, trained, profile) -> str:
           f"| GloVe (ours 6B 50d; paper 840B 300d) | {frozen[False]['metrics']['ap']:.4f} | 0.17 |",
           f"| GloVe w/ IDF | {frozen[True]['metrics']['ap']:.4f} | 0.22 |",
           "| ELMo | not run | 0.31 |", "| ELMo w/ IDF | not run | 0.35 |"]
+    if contextual:
+        L += ["", "## Table 2: layer weights, MiniLM standing in for ELMo", "",
+              f"Encoder: {contextual['checkpoint']} (ELMo is not available offline); layer 0 "
+              "is its token-embedding layer, 1-6 its hidden layers; vectors mean-pooled over "
+              "word pieces (special tokens left out), weighted layers summed then "
+              "l2-normalised. IDF over word pieces, on the dev paragraphs. Single runs "
+              "(deterministic), so no ± as in the paper.", "",
+              "| layers (W') | r@1 | avg recalls | w/ IDF r@1 | w/ IDF avg recalls |",
+              "|---|---|---|---|---|"]
+        for a, b in zip(contextual["grid"]["plain"], contextual["grid"]["idf"], strict=True):
+            L.append(f"| {a['row']} | {a['r@1']:.2f} | {a['avg_recall']:.2f} | "
+                     f"{b['r@1']:.2f} | {b['avg_recall']:.2f} |")
+        L += ["", "Paper (ELMo, Table 2): token layer 41.50 / 66.40, biLSTM 1 26.20 / 54.30, "
+              "biLSTM 2 19.60 / 48.00, equal weights 21.20 / 48.30.", "",
+              "## Tables 5-6 and 7 with MiniLM in the ELMo rows (best r@1 layer weights)", "",
+              "| k | MiniLM # | % | w/ IDF # | % | paper ELMo % | w/ IDF % |",
+              "|---|---|---|---|---|---|---|"]
+        a, b = contextual["best"]["plain"], contextual["best"]["idf"]
+        for i, k in enumerate(PARAGRAPH_KS):
+            L.append(f"| {k} | {a['metrics'][f'hits@{k}']} | {a['metrics'][f'r@{k}']:.1f} | "
+                     f"{b['metrics'][f'hits@{k}']} | {b['metrics'][f'r@{k}']:.1f} | "
+                     f"{PAPER['ELMo']['r'][i]} | {PAPER['ELMo w/ IDF']['r'][i]} |")
+        L += [f"| AP | | {a['metrics']['ap']:.4f} | | {b['metrics']['ap']:.4f} | 0.31 | 0.35 |",
+              "", f"Weights: plain {a['row']}; w/ IDF {b['row']}."]
     if trained:
         L += ["", f"## Table 9 layout: question-side refinement (profile `{profile}`, seeds "
               f"{', '.join(str(r['seed']) for r in next(iter(trained.values())))}; mean ± sd)",
@@ -172,8 +252,7 @@ def write_tables(frozen, reqa, trained, profile) -> str:
     for idf in (False, True):
         m = reqa[idf]["metrics"]
         L.append(f"| GloVe 6B 50d{' w/ IDF (on the candidate sentences)' if idf else ''} | "
-                 f"{100 * m['mrr']:.2f} | {100 * m['r@1']:.2f} | {100 * m['r@5']:.2f} | "
-                 f"{100 * m['r@10']:.2f} | {reqa[idf]['questions']} | {reqa[idf]['candidates']} |")
+                 f"{m['mrr']:.2f} | {m['r@1']:.2f} | {m['r@5']:.2f} | {m['r@10']:.2f} | {reqa[idf]['questions']} | {reqa[idf]['candidates']} |")
     return "\n".join(L) + "\n"
 
 
@@ -184,6 +263,8 @@ def main() -> None:
     ap.add_argument("--rows", nargs="*", default=["fcrr", "convrr", "fcrr_convrr"],
                     choices=list(TRAINED))
     ap.add_argument("--runs-dir", default="runs/residual")
+    ap.add_argument("--contextual", action="store_true",
+                    help="also MiniLM's layers (Table 2 grid, Tables 5-6): ~10+ min on 1 CPU")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = OUT / "rows"
@@ -191,7 +272,8 @@ def main() -> None:
     frozen = frozen_rows(rows)
     reqa = reqa_rows(rows)
     trained = trained_rows(rows, args.rows, args.seeds, args.profile, Path(args.runs_dir))
-    (OUT / "tables.md").write_text(write_tables(frozen, reqa, trained, args.profile))
+    contextual = contextual_rows(rows) if args.contextual else None
+    (OUT / "tables.md").write_text(write_tables(frozen, reqa, trained, args.profile, contextual))
     log("P-R curves")
     task = load_paragraph_task("dev")
     curves = {}
@@ -199,6 +281,10 @@ def main() -> None:
         q, p, _ = task_embeddings(task, "static:glove50", idf)
         curves[f"GloVe 6B 50d{' w/ IDF' if idf else ''}"] = (
             *precision_recall_points(q, p, task.gold), frozen[idf]["metrics"]["ap"])
+    if contextual:
+        for side, label in (("plain", "MiniLM"), ("idf", "MiniLM w/ IDF")):
+            best = contextual["best"][side]
+            curves[f"{label} ({best['row']})"] = (*best["pr"], best["metrics"]["ap"])
     for name, reports in trained.items():
         first = reports[0]
         if first.get("best_training_checkpoint") and Path(first["best_training_checkpoint"]).is_file():

@@ -53,3 +53,10 @@ def test_conv_branch_paper_shape_and_errors():
         ConvBranch(3)
     with pytest.raises(ValueError, match="kind"):
         build_refiner("mlp", 8)
+
+
+def test_conv_branch_max_then_relu_equals_relu_then_max():
+    b = ConvBranch(20, filters=16, dropout=0.0)
+    x = torch.randn(3, 20)
+    h = torch.relu(b.conv(x.unsqueeze(1))).amax(-1)
+    torch.testing.assert_close(b(x), b.out(h))
