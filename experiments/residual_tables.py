@@ -228,21 +228,22 @@ def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
               "", "Base embedding of every trained row: GloVe 6B 50d w/ IDF (the paper: ELMo w/ "
               "IDF). Test: the dev file (not seen in training). recall@1 and avg recalls "
               "(mean of recall@1/2/5/10/20/50) in %.", "",
-              "| model | r@1 | avg recalls | AP | paper r@1 | paper avg recalls | train s/run |",
-              "|---|---|---|---|---|---|---|",
+              "| model | r@1 | avg recalls | AP | paper r@1 | paper avg recalls | epochs | "
+              "s/run |", "|---|---|---|---|---|---|---|---|",
               f"| GloVe 6B 50d | {frozen[False]['metrics']['r@1']:.2f} | "
               f"{frozen[False]['metrics']['avg_recall']:.2f} | "
-              f"{frozen[False]['metrics']['ap']:.4f} | 28.40 (Only ELMo) | 49.70 | - |",
+              f"{frozen[False]['metrics']['ap']:.4f} | 28.40 (Only ELMo) | 49.70 | - | - |",
               f"| GloVe 6B 50d w/ IDF | {frozen[True]['metrics']['r@1']:.2f} | "
               f"{frozen[True]['metrics']['avg_recall']:.2f} | "
-              f"{frozen[True]['metrics']['ap']:.4f} | 32.60 (ELMo w/ IDF) | 54.20 | - |"]
+              f"{frozen[True]['metrics']['ap']:.4f} | 32.60 (ELMo w/ IDF) | 54.20 | - | - |"]
         for name, reports in trained.items():
             label = TRAINED[name][0]
             t = [r["test"] for r in reports]
-            pr1, pavg = PAPER_T9.get(label, (None, None))
+            pr1, pavg = PAPER_T9.get(label, ("-", "-"))
             L.append(f"| {label} | {fmt_ms([x['r@1'] for x in t])} | "
                      f"{fmt_ms([x['avg_recall'] for x in t])} | "
                      f"{statistics.mean(x['ap'] for x in t):.4f} | {pr1} | {pavg} | "
+                     f"{reports[0]['epochs']} | "
                      f"{statistics.mean(r['seconds'] for r in reports):.0f} |")
         L += ["", "Table 9's \"ELMo\" rows here were evaluated by the paper on a merged "
               "dev+train pool with 5K held-out questions; ours on the dev file alone, so only "
