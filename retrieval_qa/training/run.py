@@ -180,6 +180,10 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
 
 
 def train(cfg: DictConfig) -> dict:
+    if cfg.model.name == "residual":  # issue 12: refiners over cached frozen embeddings
+        from .residual import train_residual
+
+        return train_residual(cfg)
     start = time.perf_counter()
     threads = apply_threads(cfg.threads)
     description, reduced = _describe(cfg, threads)

@@ -1,0 +1,73 @@
+"""DataModule over cached base embeddings of the paragraph task (residual-embedding paper,
+4.3): training batches of (question vector, its paragraph vector, paragraph id) from the
+train file, minus ``val_questions`` held-out questions ranked against every train paragraph
+for model selection; the test pool (dev file) for the final numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+@dataclass
+class VectorSplit:
+    questions: torch.Tensor       # [Q, D]
+    paragraphs: torch.Tensor      # [P, D]
+    gold: torch.Tensor            # [Q] paragraph index
+
+
+class ParagraphVectorDataModule(pl.LightningDataModule):
+    def __init__(self, train: VectorSplit, test: VectorSplit | None = None,
+                 val_questions: int = 5000, batch_size: int = 512,
+                 eval_batch_size: int = 4096, max_train_pairs: int | None = None,
+                 seed: int = 0, notes: dict | None = None) -> None:
+        super().__init__()
+        n = train.questions.shape[0]
+        if not 0 < val_questions < n:
+            raise ValueError(f"data.val_questions={val_questions} must be between 1 and the "
+                             f"{n - 1} training questions")
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        self.val_index, self.train_index = perm[:val_questions], perm[val_questions:]
+        if max_train_pairs:
+            self.train_index = self.train_index[:max_train_pairs]
+        self.train_split, self.test_split = train, test
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.seed = seed
+        self.notes = notes or {}
+
+    @property
+    def val_paragraphs(self) -> torch.Tensor:
+        return self.train_split.paragraphs
+
+    @property
+    def test_paragraphs(self) -> torch.Tensor:
+        return self.test_split.paragraphs
+
+    def train_dataloader(self) -> DataLoader:
+        s, i = self.train_split, self.train_index
+        g = s.gold[i]
+        ds = TensorDataset(s.questions[i], s.paragraphs[g], g)
+        return DataLoader(ds, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                          generator=torch.Generator().manual_seed(self.seed))
+
+    def val_dataloader(self) -> DataLoader:
+        s, i = self.train_split, self.val_index
+        return DataLoader(TensorDataset(s.questions[i], s.gold[i]),
+                          batch_size=self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        s = self.test_split
+        return DataLoader(TensorDataset(s.questions, s.gold), batch_size=self.eval_batch_size)
+
+    def describe(self) -> dict:
+        return {"train_pairs": int(self.train_index.numel()),
+                "val_questions": int(self.val_index.numel()),
+                "train_paragraphs": int(self.train_split.paragraphs.shape[0]),
+                "test_questions": None if self.test_split is None
+                else int(self.test_split.questions.shape[0]),
+                "test_paragraphs": None if self.test_split is None
+                else int(self.test_split.paragraphs.shape[0]),
+                "batch_size": self.batch_size, **self.notes}

@@ -1,0 +1,115 @@
+"""`rqa evaluate --model static:glove50 [--idf] --dataset squad_paragraphs|reqa_squad`:
+frozen base embeddings on the paragraph task (recall@1/2/5/10/20/50, AP, optionally the P-R
+curve as a PNG) or on ReQA SQuAD sentence retrieval (the shared ReQA evaluator; IDF on the
+candidate sentences, the corpus being indexed there)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..data.paragraphs import DATASET as PARAGRAPHS
+from .base import IDF_CORPORA, embed_texts, parse_model, task_embeddings
+from .cache import cached, source_sha256
+from .static import STATIC_MODELS, load_static
+
+EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
+
+
+def add_embedding_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--idf", action="store_true",
+                   help="static:* models: IDF-weighted mean pooling (IDF on the indexed corpus)")
+    p.add_argument("--idf-corpus", default="paragraphs", choices=IDF_CORPORA,
+                   help="squad_paragraphs: IDF over the paragraphs, or paragraphs and questions")
+    p.add_argument("--layer-weights", default=None,
+                   help="contextual:minilm: comma-separated weights of its 7 layers (0: the "
+                        "token-embedding layer, 1-6: hidden layers); default 1,0,0,0,0,0,0")
+    p.add_argument("--pr-curve", default=None,
+                   help="squad_paragraphs: write the precision-recall curve PNG here")
+
+
+def wants_embeddings(args) -> bool:
+    return args.dataset == PARAGRAPHS or str(args.model).startswith(("static:", "contextual:"))
+
+
+def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
+                            idf_corpus: str = "paragraphs", pr_curve: str | None = None,
+                            use_cache: bool = True,
+                            layer_weights: list[float] | None = None) -> dict:
+    from ..data.paragraphs import load_paragraph_task
+    from ..evaluation.paragraph_retrieval import (
+        evaluate_paragraphs,
+        plot_pr_curves,
+        precision_recall_points,
+    )
+
+    start = time.perf_counter()
+    task = load_paragraph_task(pool, data_dir)
+    q, p, meta = task_embeddings(task, model, idf, idf_corpus, use_cache=use_cache,
+                                 layer_weights=layer_weights)
+    embed = time.perf_counter() - start
+    out = {"metrics": evaluate_paragraphs(q, p, task.gold), "dataset": PARAGRAPHS,
+           "pool": pool, "model": model, "idf": idf,
+           "idf_corpus": idf_corpus if idf else None,
+           "layer_weights": meta.get("layer_weights"), "embedding": meta,
+           "embed_seconds": round(embed, 3)}
+    if pr_curve:
+        precision, recall = precision_recall_points(q, p, task.gold)
+        label = f"{model}{' w/ IDF' if idf else ''}"
+        plot_pr_curves({label: (precision, recall, out["metrics"]["ap"])}, pr_curve,
+                       f"P-R, SQuAD {pool} paragraphs")
+        out["pr_curve"] = pr_curve
+    out["seconds"] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def evaluate_reqa(args, eval_cfg) -> dict:
+    """Sentence retrieval: questions and candidate sentences pooled the same way."""
+    from ..data import load_pool
+    from ..evaluation import evaluate
+    from ..evaluation.search import DenseScorer
+
+    start = time.perf_counter()
+    _, name = parse_model(args.model)
+    pool, notes = load_pool(args.dataset, args.pool, args.data_dir, strict=not args.lenient,
+                            use_cache=not args.no_cache)
+    vectors = load_static(name)
+    sources = {**{f"pool:{s}": source_sha256(s) for s in pool.source.split(", ")},
+               **{f"vectors:{p.name}": source_sha256(p) for p in vectors.files}}
+    settings = {"model": args.model, "idf": args.idf, "idf_corpus": "candidates",
+                "dataset": pool.dataset, "pool": pool.pool, "questions": len(pool.questions),
+                "candidates": len(pool.candidates)}
+    texts = [c.text for c in pool.candidates]
+    tensors, meta = cached(settings, sources,
+                           lambda: embed_texts(pool.questions, texts, vectors, args.idf),
+                           use_cache=not args.no_cache)
+    embed = time.perf_counter() - start
+    scorer = DenseScorer(tensors["questions"], tensors["paragraphs"])
+    result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
+                      ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
+                      run_file=args.run_file, progress=not args.quiet)
+    return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
+            "model": args.model, "idf": args.idf,
+            "idf_corpus": "candidate sentences" if args.idf else None,
+            "embedding": {k: meta[k] for k in ("cache", "cache_folder", "sources")},
+            "embed_seconds": round(embed, 3), "seconds": round(time.perf_counter() - start, 3),
+            "skipped_records": notes.get("skipped_records")}
+
+
+def cmd_evaluate_embeddings(args, eval_cfg) -> dict:
+    if args.checkpoint:
+        raise ValueError("--checkpoint and --model static:* / --dataset squad_paragraphs do "
+                         "not combine; pass one")
+    if args.dataset == PARAGRAPHS:
+        if args.model not in EMBEDDING_MODELS:
+            raise ValueError(f"--dataset {PARAGRAPHS} evaluates frozen embeddings: pass "
+                             f"--model one of {list(EMBEDDING_MODELS)}")
+        weights = [float(w) for w in args.layer_weights.split(",")] \
+            if args.layer_weights else None
+        return evaluate_paragraph_task(args.model, args.idf, args.pool or "dev", args.data_dir,
+                                       args.idf_corpus, args.pr_curve,
+                                       use_cache=not args.no_cache, layer_weights=weights)
+    if not args.model.startswith("static:"):
+        raise ValueError(f"--model {args.model} on {args.dataset}: only static:* models are "
+                         "wired to sentence retrieval so far")
+    return evaluate_reqa(args, eval_cfg)

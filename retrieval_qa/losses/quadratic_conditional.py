@@ -1,0 +1,42 @@
+"""Quadratic regression conditional loss (residual-embedding paper, section 3.2, eq. 1):
+
+``m'(m, d) = m if d > m else 0``;  ``L = [d - m]_+ + m'(m, d)``, ``d = ||q - p||`` for each
+(question, its paragraph) pair, averaged over the batch. Written out, ``L = d`` when
+``d > m`` and ``0`` otherwise: pairs already within the margin cost nothing, the others pay
+their whole distance (the loss jumps by ``m`` at ``d = m``). ``squared=True`` takes
+``d = ||q - p||^2`` (the paper's ``||q - p||2`` reads either way). Only positive pairs enter:
+the paper reports it below the triplet loss.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def conditional_margin(margin: float, d: torch.Tensor) -> torch.Tensor:
+    """eq. 1: ``m`` where ``d > m``, else 0."""
+    return torch.where(d > margin, torch.full_like(d, margin), torch.zeros_like(d))
+
+
+def quadratic_conditional_loss(q: torch.Tensor, p: torch.Tensor, margin: float = 0.2,
+                               squared: bool = False, reduction: str = "mean") -> torch.Tensor:
+    if q.shape != p.shape or q.ndim != 2:
+        raise ValueError(f"q {tuple(q.shape)} and p {tuple(p.shape)} must both be [B, D]")
+    diff = q - p
+    d2 = diff.pow(2).sum(1)
+    d = d2 if squared else d2.clamp_min(1e-12).sqrt()
+    losses = (d - margin).clamp_min(0.0) + conditional_margin(margin, d)
+    if reduction == "none":
+        return losses
+    return losses.mean() if reduction == "mean" else losses.sum()
+
+
+class QuadraticConditionalLoss(nn.Module):
+    def __init__(self, margin: float = 0.2, squared: bool = False) -> None:
+        super().__init__()
+        self.margin = float(margin)
+        self.squared = squared
+
+    def forward(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return quadratic_conditional_loss(q, p, self.margin, self.squared)

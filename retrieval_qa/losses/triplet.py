@@ -1,0 +1,76 @@
+"""Triplet loss with batch-hard mining (residual-embedding paper, section 3.2; Hermans et al.
+2017): for each anchor question the hardest positive (the farthest paragraph with its label)
+and the hardest negative (the nearest paragraph with another label) in the batch.
+
+``L = mean_i [ d(q_i, p_pos(i)) - d(q_i, p_neg(i)) + m ]_+`` with
+``p_pos(i) = argmax_{j: y_j = y_i} d(q_i, p_j)`` and ``p_neg(i) = argmin_{j: y_j != y_i}
+d(q_i, p_j)``; ``d`` is the Euclidean distance ``||q - p||_2`` (``squared=True``: its square;
+the paper writes ``||q - p||2``, which reads either way).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def pairwise_distances(a: torch.Tensor, b: torch.Tensor, squared: bool = False,
+                       eps: float = 1e-12) -> torch.Tensor:
+    """``[A, D] x [B, D] -> [A, B]`` Euclidean distances, with a gradient that stays finite
+    at zero distance (the square root is taken of ``max(d^2, eps)``)."""
+    d2 = (a.pow(2).sum(1, keepdim=True) - 2 * a @ b.T + b.pow(2).sum(1)).clamp_min(0.0)
+    return d2 if squared else d2.clamp_min(eps).sqrt()
+
+
+def batch_hard_triplet_loss(anchors: torch.Tensor, candidates: torch.Tensor,
+                            anchor_labels: torch.Tensor, candidate_labels: torch.Tensor,
+                            margin: float = 0.2, squared: bool = False,
+                            reduction: str = "mean") -> torch.Tensor:
+    """anchors ``[B, D]`` (questions), candidates ``[N, D]`` (paragraphs), integer labels
+    (paragraph ids). Anchors with no positive or no negative among the candidates are left
+    out of the mean (a batch where every anchor is one is an error: nothing to learn from).
+    """
+    if anchors.ndim != 2 or candidates.ndim != 2 or anchors.shape[1] != candidates.shape[1]:
+        raise ValueError(f"anchors {tuple(anchors.shape)} and candidates "
+                         f"{tuple(candidates.shape)} must be [B, D] and [N, D]")
+    d = pairwise_distances(anchors, candidates, squared)
+    same = anchor_labels[:, None] == candidate_labels[None, :]
+    has_pos, has_neg = same.any(1), (~same).any(1)
+    valid = has_pos & has_neg
+    if not bool(valid.any()):
+        raise ValueError("batch-hard triplet loss: no anchor has both a positive and a "
+                         "negative in the batch (batch of one paragraph id?)")
+    hardest_pos = d.masked_fill(~same, float("-inf")).amax(1)
+    hardest_neg = d.masked_fill(same, float("inf")).amin(1)
+    losses = (hardest_pos - hardest_neg + margin).clamp_min(0.0)[valid]
+    if reduction == "none":
+        return losses
+    return losses.mean() if reduction == "mean" else losses.sum()
+
+
+def batch_hard_indices(anchors: torch.Tensor, candidates: torch.Tensor,
+                       anchor_labels: torch.Tensor, candidate_labels: torch.Tensor,
+                       squared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (hardest positive, hardest negative) candidate index of every anchor (-1 where
+    there is none): what the loss picks, for inspection and tests."""
+    with torch.no_grad():
+        d = pairwise_distances(anchors, candidates, squared)
+        same = anchor_labels[:, None] == candidate_labels[None, :]
+        pos = d.masked_fill(~same, float("-inf")).argmax(1)
+        neg = d.masked_fill(same, float("inf")).argmin(1)
+        return (torch.where(same.any(1), pos, -1), torch.where((~same).any(1), neg, -1))
+
+
+class BatchHardTripletLoss(nn.Module):
+    """Module form of :func:`batch_hard_triplet_loss` (margin, squared fixed at build)."""
+
+    def __init__(self, margin: float = 0.2, squared: bool = False) -> None:
+        super().__init__()
+        if margin < 0:
+            raise ValueError(f"margin must be >= 0, got {margin}")
+        self.margin = float(margin)
+        self.squared = squared
+
+    def forward(self, anchors, candidates, anchor_labels, candidate_labels) -> torch.Tensor:
+        return batch_hard_triplet_loss(anchors, candidates, anchor_labels, candidate_labels,
+                                       self.margin, self.squared)

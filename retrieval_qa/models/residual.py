@@ -1,0 +1,111 @@
+"""Residual refinement of frozen embeddings (residual-embedding paper, 3.2, 4.3) as a
+LightningModule: a refiner (FCRR, ConvRR or both) on the question side, the paragraph side,
+or both (``sides``), trained with the batch-hard triplet loss (or the quadratic regression
+conditional loss) on (question, its paragraph) vectors; validation and test rank every
+paragraph for every question (recall@k; AP on test)."""
+
+from __future__ import annotations
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+
+from ..encoders.residual import build_refiner
+from ..evaluation.paragraph_retrieval import PARAGRAPH_KS, evaluate_paragraphs, recall_at_k
+from ..evaluation.ranking import rank_of_score
+from ..losses.quadratic_conditional import quadratic_conditional_loss
+from ..losses.triplet import batch_hard_triplet_loss
+
+SIDES = ("question", "paragraph", "both")
+LOSSES = ("triplet", "quadratic_conditional")
+
+
+class ResidualRefinementModule(pl.LightningModule):
+    def __init__(self, dim: int, refiner: str = "fcrr", sides: str = "question",
+                 sf: float = 1.0, dropout: float = 0.1, fc_hidden: int | None = None,
+                 conv_filters: int = 1024, conv_window: int = 5, conv_stride: int = 2,
+                 loss: dict | None = None, optimizer: dict | None = None,
+                 test_ap: bool = True) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        if sides not in SIDES:
+            raise ValueError(f"model.sides={sides!r}; expected one of {list(SIDES)}")
+        loss = {"name": "triplet", "margin": 0.2, "squared": False, **(loss or {})}
+        if loss["name"] not in LOSSES:
+            raise ValueError(f"model.loss.name={loss['name']!r}; expected one of {list(LOSSES)}")
+        self.loss_cfg = loss
+        self.optimizer_cfg = {"lr": 1e-3, "weight_decay": 1e-3, **(optimizer or {})}
+        make = lambda: build_refiner(refiner, dim, sf, dropout, fc_hidden,  # noqa: E731
+                                     conv_filters, conv_window, conv_stride)
+        self.question_refiner = make() if sides in ("question", "both") else None
+        self.paragraph_refiner = make() if sides in ("paragraph", "both") else None
+        self.test_ap = test_ap
+        self._ranks: list[torch.Tensor] = []
+        self._test: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._index: torch.Tensor | None = None
+
+    def refine_questions(self, q: torch.Tensor) -> torch.Tensor:
+        return self.question_refiner(q) if self.question_refiner is not None \
+            else F.normalize(q, dim=-1)
+
+    def refine_paragraphs(self, p: torch.Tensor) -> torch.Tensor:
+        return self.paragraph_refiner(p) if self.paragraph_refiner is not None \
+            else F.normalize(p, dim=-1)
+
+    def compute_loss(self, q, p, labels) -> torch.Tensor:
+        rq, rp = self.refine_questions(q), self.refine_paragraphs(p)
+        if self.loss_cfg["name"] == "triplet":
+            return batch_hard_triplet_loss(rq, rp, labels, labels, self.loss_cfg["margin"],
+                                           self.loss_cfg["squared"])
+        return quadratic_conditional_loss(rq, rp, self.loss_cfg["margin"],
+                                          self.loss_cfg["squared"])
+
+    def training_step(self, batch, batch_idx):
+        q, p, labels = batch
+        if self.loss_cfg["name"] == "triplet" and bool((labels == labels[0]).all()):
+            return None   # one paragraph in the whole batch: no negative, skip the step
+        loss = self.compute_loss(q, p, labels)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite loss {loss.item()} at step {self.global_step}")
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=float(self.optimizer_cfg["lr"]),
+                                weight_decay=float(self.optimizer_cfg["weight_decay"]))
+
+    # ---- evaluation: the paragraphs are the data module's, refined once per loop ------
+    def _paragraph_index(self, stage: str) -> torch.Tensor:
+        dm = self.trainer.datamodule
+        p = dm.val_paragraphs if stage == "val" else dm.test_paragraphs
+        with torch.no_grad():
+            return torch.cat([self.refine_paragraphs(c.to(self.device))
+                              for c in p.split(8192)])
+
+    def on_validation_epoch_start(self):
+        self._index, self._ranks = self._paragraph_index("val"), []
+
+    def validation_step(self, batch, batch_idx):
+        q, gold = batch
+        s = self.refine_questions(q) @ self._index.T
+        self._ranks.append(rank_of_score(s, s.gather(1, gold[:, None])).cpu())
+
+    def on_validation_epoch_end(self):
+        r = recall_at_k(torch.cat(self._ranks), PARAGRAPH_KS)
+        for k in PARAGRAPH_KS:
+            self.log(f"val/r@{k}", r[f"r@{k}"], prog_bar=k == 1)
+        self.log("val/avg_recall", r["avg_recall"])
+        self._index, self._ranks = None, []
+
+    def on_test_epoch_start(self):
+        self._index, self._test = self._paragraph_index("test"), []
+
+    def test_step(self, batch, batch_idx):
+        q, gold = batch
+        self._test.append((self.refine_questions(q).cpu(), gold.cpu()))
+
+    def on_test_epoch_end(self):
+        q = torch.cat([t[0] for t in self._test])
+        gold = torch.cat([t[1] for t in self._test])
+        self.test_result = evaluate_paragraphs(q, self._index.cpu(), gold, with_ap=self.test_ap)
+        self._index, self._test = None, []

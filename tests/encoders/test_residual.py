@@ -1,0 +1,62 @@
+import pytest
+import torch
+from torch import nn
+
+from retrieval_qa.encoders.residual import (
+    ConvBranch,
+    FCBranch,
+    ResidualBlock,
+    build_refiner,
+)
+
+
+class _Double(nn.Module):
+    def forward(self, x):
+        return 2 * x + 1
+
+
+def test_block_is_identity_plus_sf_times_branch():
+    x = torch.randn(4, 6)
+    block = ResidualBlock(_Double(), sf=0.5, normalize=False)
+    torch.testing.assert_close(block(x), x + 0.5 * (2 * x + 1))
+    normed = ResidualBlock(_Double(), sf=0.5)(x)
+    torch.testing.assert_close(normed, nn.functional.normalize(x + 0.5 * (2 * x + 1), dim=-1))
+    torch.testing.assert_close(normed.norm(dim=-1), torch.ones(4))
+
+
+def test_zero_branch_gives_normalised_input():
+    branch = FCBranch(6, dropout=0.0)
+    nn.init.zeros_(branch[-1].weight)
+    nn.init.zeros_(branch[-1].bias)
+    x = torch.randn(3, 6)
+    torch.testing.assert_close(ResidualBlock(branch, sf=1.0)(x),
+                               nn.functional.normalize(x, dim=-1))
+
+
+@pytest.mark.parametrize("kind", ["fcrr", "convrr", "fcrr_convrr"])
+def test_refiners_keep_shape_normalise_and_learn(kind):
+    torch.manual_seed(0)
+    net = build_refiner(kind, dim=16, conv_filters=8)
+    x = torch.randn(5, 16)
+    y = net(x)
+    assert y.shape == (5, 16)
+    torch.testing.assert_close(y.norm(dim=-1), torch.ones(5))
+    y.sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+
+
+def test_conv_branch_paper_shape_and_errors():
+    b = ConvBranch(50)   # 1024 filters, window 5, stride 2: 23 positions for 50-d GloVe
+    assert b.conv.out_channels == 1024 and b.conv.kernel_size == (5,) and b.conv.stride == (2,)
+    assert b(torch.randn(2, 50)).shape == (2, 50)
+    with pytest.raises(ValueError, match="window"):
+        ConvBranch(3)
+    with pytest.raises(ValueError, match="kind"):
+        build_refiner("mlp", 8)
+
+
+def test_conv_branch_max_then_relu_equals_relu_then_max():
+    b = ConvBranch(20, filters=16, dropout=0.0)
+    x = torch.randn(3, 20)
+    h = torch.relu(b.conv(x.unsqueeze(1))).amax(-1)
+    torch.testing.assert_close(b(x), b.out(h))
