@@ -20,6 +20,8 @@ from retrieval_qa.training.compose import compose
 
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
+    from retrieval_qa.embeddings import evaluate as embedding_evaluate
+
     write_json_gz(tmp_path / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
     write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
     words = [*WORDS, "fact", "place", "city", "number", "which", "form", "paris", "berlin",
@@ -29,6 +31,7 @@ def data_dir(tmp_path, monkeypatch):
     (tmp_path / "vocab.txt").write_text("\n".join(words))
     vectors = read_vectors("tiny", tmp_path / "m.npy", tmp_path / "vocab.txt")
     monkeypatch.setattr(base, "load_static", lambda name: vectors)
+    monkeypatch.setattr(embedding_evaluate, "load_static", lambda name: vectors)
     return tmp_path / "data"
 
 
