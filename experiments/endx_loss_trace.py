@@ -24,8 +24,8 @@ from retrieval_qa.data.datamodule import ReQADataModule
 from retrieval_qa.models.endx import EndxModule
 from retrieval_qa.models.optim import build_optimizer
 from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
+from retrieval_qa.registry import instantiate
 from retrieval_qa.training.compose import compose
-from retrieval_qa.training.run import build_module
 
 
 def main(argv=None) -> int:
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     data = ReQADataModule.from_config(cfg.data, load_tokenizer(
         resolve_pretrained(enc.pretrained, fallback=enc.fallback)))
     data.setup("fit")
-    module = build_module(cfg.model)
+    module = instantiate(cfg.model, "model")
     if not isinstance(module, EndxModule):
         raise SystemExit(f"experiment={cfg.experiment} is not an ENDX experiment")
     module.train()

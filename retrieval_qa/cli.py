@@ -68,9 +68,9 @@ def cmd_evaluate(args) -> dict:
     start = time.perf_counter()
     if args.checkpoint:
         from .evaluation.dense import evaluate_model
-        from .models.inference import DualEncoderInference
+        from .models.artifact import load_artifact
 
-        model = DualEncoderInference.load(args.checkpoint)
+        model = load_artifact(args.checkpoint)
         result = evaluate_model(model, pool, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                                 ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                                 run_file=args.run_file, progress=not args.quiet)
@@ -127,7 +127,7 @@ def cmd_export(args) -> dict:
 def cmd_encode(args) -> dict:
     import torch
 
-    from .models.inference import DualEncoderInference
+    from .models.artifact import load_artifact
 
     with open(args.input, encoding="utf-8") as f:
         texts = [line.rstrip("\r\n") for line in f]
@@ -136,7 +136,7 @@ def cmd_encode(args) -> dict:
         raise ValueError(f"{args.input}: line {blank[0]} is blank ({len(blank)} blank line"
                          f"{'s' if len(blank) > 1 else ''} in all); row i of the output is line "
                          f"i of the input, so remove or fill the blank lines")
-    model = DualEncoderInference.load(args.checkpoint)
+    model = load_artifact(args.checkpoint)
     fn = model.encode_questions if args.side == "question" else model.encode_answers
     vectors = fn(texts, progress=not args.quiet)
     torch.save(vectors, args.output)

@@ -15,11 +15,24 @@ def conf_dir() -> Path:
     return Path(os.environ.get("RQA_CONF_DIR") or Path(__file__).resolve().parents[1] / "conf")
 
 
+def conf_dirs() -> list[Path]:
+    """Where configs are looked up, first match wins: the folders of ``$RQA_CONF_PATH``
+    (``os.pathsep``-separated; a project's own methods and experiments), then :func:`conf_dir`."""
+    extra = [Path(d) for d in os.environ.get("RQA_CONF_PATH", "").split(os.pathsep) if d]
+    return [*extra, conf_dir()]
+
+
+def conf_names(group: str) -> list[str]:
+    """The config names of a group (``experiment``, ``model``, ...) across :func:`conf_dirs`."""
+    return sorted({p.stem for d in conf_dirs() for p in (d / group).glob("*.yaml")})
+
+
 def load_yaml(relative: str) -> DictConfig:
-    path = conf_dir() / relative
-    if not path.is_file():
-        options = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.is_dir() else []
-        raise FileNotFoundError(f"config {path} not found; available in {path.parent}: {options}")
+    path = next((d / relative for d in conf_dirs() if (d / relative).is_file()), None)
+    if path is None:
+        group = Path(relative).parent.as_posix()
+        raise FileNotFoundError(f"config {relative} not found in {[str(d) for d in conf_dirs()]}; "
+                                f"available in {group}/: {conf_names(group)}")
     cfg = OmegaConf.load(path)
     assert isinstance(cfg, DictConfig)
     return cfg

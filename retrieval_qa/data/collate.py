@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .features import FeatureTable
 from .types import Candidate, QAPair
 
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -31,7 +32,10 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int,
                   contexts: Sequence[str] | None = None) -> list[int]:
     """Tokens each text will take in a batch (special tokens included, capped at
     ``max_length``): the key for length-sorted batches, which waste far less padding than a
-    sort by characters (word-piece counts vary a lot among sentences of equal length)."""
+    sort by characters (word-piece counts vary a lot among sentences of equal length).
+    Frozen features have no tokens: every length is 1."""
+    if isinstance(tokenizer, FeatureTable):
+        return [1] * len(texts)
     ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
     lengths = [len(x) for x in ids]
     if contexts is not None:
@@ -44,7 +48,10 @@ def encode_texts(tokenizer, texts: list[str], max_length: int,
                  contexts: list[str] | None = None) -> dict[str, torch.Tensor]:
     """Tokenise ``texts`` (and, when given, ``contexts`` as second segments, truncating only
     them) padded to the batch's longest. Returns ``{key: LongTensor[B, L]}`` with L <=
-    max_length."""
+    max_length. With a :class:`~.features.FeatureTable` in place of the tokenizer (frozen
+    features): ``{"features": FloatTensor[B, D]}``."""
+    if isinstance(tokenizer, FeatureTable):
+        return tokenizer.lookup(texts, contexts)
     if contexts is None:
         return _keep(tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                                return_tensors="pt"))
@@ -105,10 +112,14 @@ class TextCollator:
     """Evaluation batches of one side (questions or candidate answers).
 
     Input: a list of ``(index, str)`` or ``(index, Candidate)`` items (``with_context`` on the
-    answer side needs Candidates: sentence + context as two segments).
+    answer side needs Candidates: sentence + context as two segments), optionally with a
+    label as third element: the question's gold candidate indices, the candidate's document
+    number (the labels travel with the evaluation data).
     Output: ``{"input_ids": LongTensor[B, L], "attention_mask": ..., ["token_type_ids"],
-    "index": LongTensor[B]}`` with L <= max_length; ``index`` is the item's index into
-    ``pool.questions`` / ``pool.candidates`` so shards can be reassembled.
+    "index": LongTensor[B]}`` with L <= max_length, plus ``"gold"`` (list of index lists) on
+    the question side or ``"doc"`` (LongTensor[B]) on the answer side when items carry
+    labels; ``index`` is the item's index into ``pool.questions`` / ``pool.candidates`` so
+    shards can be reassembled.
     """
 
     def __init__(self, tokenizer, max_length: int, side: str = "question",
@@ -132,4 +143,10 @@ class TextCollator:
             contexts = [v.context for v in values]
         batch: dict[str, Any] = encode_texts(self.tokenizer, texts, self.max_length, contexts)
         batch["index"] = torch.tensor([int(it[0]) for it in items], dtype=torch.long)
+        if items and len(items[0]) > 2:
+            labels = [it[2] for it in items]
+            if self.side == "question":
+                batch["gold"] = [list(g) for g in labels]
+            else:
+                batch["doc"] = torch.tensor(labels, dtype=torch.long)
         return batch

@@ -16,24 +16,29 @@ Loaders:
   itself: the Trainer must be built with ``use_distributed_sampler=False``.
 * ``val_dataloader()`` / ``test_dataloader()``: ``[candidates, questions]``; dataloader 0
   encodes ``pool.candidates`` (answer side), 1 ``pool.questions`` (question side), batches
-  ``{"input_ids", "attention_mask"[, "token_type_ids"], "index"}`` where ``index`` points into
-  the pool's list. Items are ordered longest first (little padding); under DDP rank ``r`` of
+  ``{"input_ids", "attention_mask"[, "token_type_ids"], "index"}`` plus the labels the
+  evaluator needs (``"gold"``: each question's gold candidate indices; ``"doc"``: each
+  candidate's document number), where ``index`` points into the pool's list. Items are ordered longest first (little padding); under DDP rank ``r`` of
   ``w`` takes every ``w``-th item of that order, and ``index`` lets the module reassemble the
   full matrices.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
+from ..evaluation.evaluator import doc_index
+from ..registry import config_values
 from .collate import PairCollator, TextCollator, token_lengths
+from .features import FeatureTable
 from .loading import load_pool
 from .reqa import reassemble
 from .resumable import ResumableDataLoader
@@ -62,19 +67,68 @@ class PairDataset(Dataset):
         return i, self.pairs[i], float(self.weights[i])
 
 
-class IndexedDataset(Dataset):
-    """Items ``(index, value)`` for the listed indices of ``values`` (one shard, in order)."""
+class PairSource:
+    """Extra training pairs with weights (``weights`` None: each weighs 1)."""
 
-    def __init__(self, values: Sequence, indices: Sequence[int]) -> None:
+    def __init__(self, name: str, pairs: list[QAPair],
+                 weights: Sequence[float] | None = None) -> None:
+        if weights is not None and len(weights) != len(pairs):
+            raise ValueError(f"pair source {name!r}: {len(weights)} weights for {len(pairs)} pairs")
+        self.name, self.pairs, self.weights_ = name, pairs, weights
+
+    def weights(self) -> list[float]:
+        return [1.0] * len(self.pairs) if self.weights_ is None else [float(w) for w in self.weights_]
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> PairSource:
+        """``{path: JSONL file, weight: default weight (1), name: optional}``; each line
+        ``{"question", "answer"[, "context", "weight"]}``."""
+        if "path" not in cfg:
+            raise KeyError(f"data.extra_pairs entry {cfg}: needs a 'path' to a JSONL file")
+        path = Path(cfg["path"])
+        default = float(cfg.get("weight", 1.0))
+        pairs, weights = [], []
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"data.extra_pairs: {path} does not exist") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                question, answer = rec["question"], rec["answer"]
+                weight = float(rec.get("weight", default))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}, line {n}: {type(e).__name__} {e}; each line must be a "
+                                 'JSON object with "question" and "answer" (optional "context", '
+                                 '"weight")') from None
+            if not str(question).strip() or not str(answer).strip():
+                raise ValueError(f"{path}, line {n}: empty question or answer; remove the line")
+            context = rec.get("context", answer)
+            pairs.append(QAPair(question, answer, context, f"{path.name}:{n}", f"{path.name}:{n}"))
+            weights.append(weight)
+        return cls(cfg.get("name", path.stem), pairs, weights)
+
+
+class IndexedDataset(Dataset):
+    """Items ``(index, value)`` for the listed indices of ``values`` (one shard, in order), or
+    ``(index, value, label)`` with ``labels`` aligned with ``values``."""
+
+    def __init__(self, values: Sequence, indices: Sequence[int],
+                 labels: Sequence | None = None) -> None:
         self.values = values
         self.indices = list(indices)
+        self.labels = labels
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def __getitem__(self, k: int) -> tuple:
         i = self.indices[k]
-        return i, self.values[i]
+        if self.labels is None:
+            return i, self.values[i]
+        return i, self.values[i], self.labels[i]
 
 
 def estimated_tokens(text: str, cap: int) -> int:
@@ -116,9 +170,13 @@ class ReQADataModule(pl.LightningDataModule):
                  max_answer_length: int = 96, answer_with_context: bool = False,
                  batch_size: int = 32, eval_batch_size: int = 128,
                  bucket_by_length: bool = True, num_workers: int = 0,
-                 sampler_seed: int = 0) -> None:
+                 sampler_seed: int = 0, extra_pairs: Sequence[dict] | None = None,
+                 features: str | Path | FeatureTable | None = None) -> None:
         super().__init__()
-        self.tokenizer = tokenizer
+        if features is not None and not isinstance(features, FeatureTable):
+            features = FeatureTable.load(features)
+        self.features = features
+        self.tokenizer = features if features is not None else tokenizer
         self.train_dataset, self.train_pool_name = train_dataset, train_pool
         self.test_dataset, self.test_pool_name = test_dataset, test_pool
         self.data_dir = data_dir
@@ -131,6 +189,8 @@ class ReQADataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.sampler_seed = sampler_seed
         self.train_weights: list[float] | None = None
+        self.pair_sources: list[PairSource] = [PairSource.from_config(c) for c in extra_pairs or []]
+        self._split_pairs: list[QAPair] | None = None
         self._train_pairs: list[QAPair] | None = None
         self._val_pool: RetrievalPool | None = None
         self._test_pool: RetrievalPool | None = None
@@ -140,8 +200,7 @@ class ReQADataModule(pl.LightningDataModule):
     def from_config(cls, cfg: DictConfig | dict, tokenizer, **overrides) -> ReQADataModule:
         """Build from the ``data`` config (interpolations resolved); ``overrides`` win. An
         unknown key is an error naming it."""
-        values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
-            else dict(cfg)
+        values = config_values(cfg)
         values.update(overrides)
         try:
             return cls(tokenizer, **values)
@@ -153,13 +212,14 @@ class ReQADataModule(pl.LightningDataModule):
         return load_pool(dataset, pool, data_dir=self.data_dir)
 
     def _setup_train(self) -> None:
-        if self._train_pairs is not None:
+        if self._split_pairs is not None:
             return
         pool, notes = self._load(self.train_dataset, self.train_pool_name)
         train, val = train_val_split(pool, self.val_fraction, self.split_seed)
         capped_train = cap_pairs(train, self.max_train_pairs, self.split_seed)
         capped_val = cap_questions(val, self.max_val_questions, self.split_seed)
-        self._train_pairs, self._val_pool = capped_train, capped_val
+        self._split_pairs, self._val_pool = capped_train, capped_val
+        self._merge_sources()
         self._info["train"] = {
             "dataset": pool.dataset, "pool": pool.pool, "source": pool.source,
             "pool_pairs": len(pool.pairs), "split_pairs": len(train),
@@ -197,6 +257,49 @@ class ReQADataModule(pl.LightningDataModule):
             self._setup_train()
         if stage in (None, "test"):
             _ = self.test_pool
+        if self.features is not None:
+            if stage in (None, "fit", "validate"):
+                pairs = self.train_pairs
+                self.features.check_covers((p.question for p in pairs), "training question")
+                self.features.check_covers((p.answer for p in pairs), "training answer")
+                self.features.check_covers(self.val_pool.questions, "validation question")
+                self.features.check_covers((c.text for c in self.val_pool.candidates),
+                                           "validation candidate")
+            if stage in (None, "test"):
+                self.features.check_covers(self.test_pool.questions, "test question")
+                self.features.check_covers((c.text for c in self.test_pool.candidates),
+                                           "test candidate")
+
+    # ---- extra pair sources (e.g. mined pairs with weights) -----------------------------
+    def add_pair_source(self, name: str, pairs: Sequence[QAPair],
+                        weights: Sequence[float] | None = None) -> None:
+        """More training pairs, each with a weight (default 1) carried into batches as
+        ``"weight"``; the split's own pairs weigh 1. Takes effect at the next
+        ``train_dataloader()``."""
+        self.pair_sources.append(PairSource(name, list(pairs), weights))
+        if self._split_pairs is not None:
+            self._merge_sources()
+
+    def _merge_sources(self) -> None:
+        """Training pairs = the split's pairs + every source's, minus source pairs whose
+        question or answer text is in the validation pool (counted per source)."""
+        pairs = list(self._split_pairs)
+        if not self.pair_sources:
+            self._train_pairs = pairs
+            return
+        weights = [1.0] * len(pairs)
+        val = self._val_pool
+        val_q, val_a = set(val.questions), {c.text for c in val.candidates}
+        report = []
+        for source in self.pair_sources:
+            kept = [(p, w) for p, w in zip(source.pairs, source.weights(), strict=True)
+                    if p.question not in val_q and p.answer not in val_a]
+            pairs += [p for p, _ in kept]
+            weights += [w for _, w in kept]
+            report.append({"name": source.name, "pairs": len(source.pairs), "kept": len(kept),
+                           "dropped_validation_overlap": len(source.pairs) - len(kept)})
+        self._train_pairs, self.train_weights = pairs, weights
+        self._info["extra_pairs"] = report
 
     def set_train_weights(self, weights: Sequence[float] | None) -> None:
         """Per-pair weights (aligned with :attr:`train_pairs`), carried into batches as
@@ -265,12 +368,13 @@ class ReQADataModule(pl.LightningDataModule):
         q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
         common = {"batch_size": self.eval_batch_size, "shuffle": False,
                   "num_workers": self.num_workers}
+        docs = doc_index(pool)[0].tolist()
         candidates = DataLoader(
-            IndexedDataset(pool.candidates, self._shard(cand_len)),
+            IndexedDataset(pool.candidates, self._shard(cand_len), docs),
             collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
                                     self.answer_with_context), **common)
         questions = DataLoader(
-            IndexedDataset(pool.questions, self._shard(q_len)),
+            IndexedDataset(pool.questions, self._shard(q_len), pool.gold),
             collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question"),
             **common)
         return [candidates, questions]

@@ -64,24 +64,105 @@ def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) 
                       "the model's embeddings or the scorer for NaN/inf")
 
 
-def _check_dense(pool: RetrievalPool, rows: range, scores: torch.Tensor) -> None:
-    bad = ~torch.isfinite(scores)
-    if bool(bad.any()):
-        r, c = (int(x) for x in bad.nonzero()[0])
-        raise _non_finite_error(pool, rows.start + r, c, float(scores[r, c]))
+def doc_index(pool: RetrievalPool) -> tuple[torch.Tensor, int]:
+    """[C] long: each candidate's document (paragraph) as an integer, and the number of
+    documents; what doc-level ranking needs from a pool."""
+    doc_names = sorted({c.doc_id for c in pool.candidates})
+    doc_pos = {d: i for i, d in enumerate(doc_names)}
+    return (torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long),
+            len(doc_names))
+
+
+def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor | None = None,
+                   *, memory_mb: float = 512, top_k: int = 0, sparse: bool | None = None,
+                   on_block=None, non_finite=None, progress: bool = False,
+                   desc: str = "evaluate") -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The ranking core every evaluation runs through (``rqa evaluate``, validation and the
+    post-training test): exact search in blocks of question rows sized to ``memory_mb``, the
+    ReQA rank rules, and doc-level ranks when ``doc_of`` ([C] long, each candidate's document)
+    is given. Returns ([Q] ranks, [Q] doc ranks or None), float64.
+
+    ``gold[q]``: the candidate indices of question ``q`` (row ``q`` of the scorer).
+    ``on_block(rows, ranks, doc_ranks, top)`` is called after each block with the block's
+    ranks (doc ranks or None) and ``top``, a list of ``(candidate indices, scores)`` of the
+    ``top_k`` best per row (``top_k=0``: empty list).
+    ``non_finite(q, c, value)`` builds the error for a non-finite score (``c`` None: the sparse
+    path's base score). ``sparse`` (default: when the scorer has ``score_sparse``) ranks from
+    :class:`~.sparse.SparseScores` blocks with the same rules and numbers.
+    """
+    n_q, n_c = scorer.num_questions, scorer.num_candidates
+    if len(gold) != n_q:
+        raise ValueError(f"{len(gold)} gold lists for {n_q} questions")
+    non_finite = non_finite or (lambda q, c, v: ValueError(
+        f"non-finite score {v} for question {q} at candidate {c}; ranks need finite scores: "
+        "check the model's embeddings or the scorer for NaN/inf"))
+    if sparse is None:
+        sparse = hasattr(scorer, "score_sparse")
+    doc_level = doc_of is not None
+    if doc_level:
+        n_docs = int(doc_of.max()) + 1 if len(doc_of) else 0
+        doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in gold]
+        doc_of_np = doc_of.numpy()
+        doc_sizes = np.bincount(doc_of_np, minlength=n_docs)
+    step = rows_per_block(n_c, memory_mb, SPARSE_BYTES_PER_CELL if sparse else 16)
+    ranks = torch.empty(n_q, dtype=torch.float64)
+    doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
+    k = min(top_k, n_c)
+    with tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
+        for lo in range(0, n_q, step):
+            rows = range(lo, min(lo + step, n_q))
+            top = []
+            if sparse:
+                block = scorer.score_sparse(rows)
+                block.values = block.values.astype(np.float32, copy=False)
+                block.base = block.base.astype(np.float32, copy=False)
+                if (bad := block.first_non_finite()) is not None:
+                    raise non_finite(lo + bad[0], bad[1], bad[2])
+                row_of = block.row_of()
+                best = sparse_rules.best_gold_scores(block, gold[lo:rows.stop])
+                ranks[lo:rows.stop] = torch.from_numpy(
+                    sparse_rules.gold_ranks(block, best, row_of))
+                if doc_level:
+                    doc_ranks[lo:rows.stop] = torch.from_numpy(sparse_rules.doc_ranks(
+                        block, best, row_of, doc_of_np, doc_sizes, doc_gold[lo:rows.stop]))
+                if k:
+                    top = sparse_rules.top_k(block, k)
+            else:
+                scores = scorer.score(rows).float()
+                bad = ~torch.isfinite(scores)
+                if bool(bad.any()):
+                    r, c = (int(x) for x in bad.nonzero()[0])
+                    raise non_finite(lo + r, c, float(scores[r, c]))
+                ranks[lo:rows.stop] = gold_ranks(
+                    scores, gold_mask(gold, rows, n_c).to(scores.device)).cpu()
+                if doc_level:
+                    doc_scores = torch.full((len(rows), n_docs), float("-inf"),
+                                            device=scores.device)
+                    doc_scores.scatter_reduce_(1, doc_of.to(scores.device).expand(len(rows), -1),
+                                               scores, "amax")
+                    doc_ranks[lo:rows.stop] = gold_ranks(
+                        doc_scores, gold_mask(doc_gold, rows, n_docs).to(scores.device)).cpu()
+                if k:
+                    t = scores.topk(k, dim=1)
+                    top = list(zip(t.indices.cpu().numpy(), t.values.cpu().numpy(),
+                                   strict=True))
+            if on_block is not None:
+                on_block(rows, ranks[lo:rows.stop],
+                         doc_ranks[lo:rows.stop] if doc_level else None, top)
+            bar.update(len(rows))
+    return ranks, doc_ranks
 
 
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
              ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",
              sparse: bool | None = None) -> EvaluationResult:
-    """Rank every candidate for every question of ``pool`` with ``scorer``.
+    """Rank every candidate for every question of ``pool`` with ``scorer``
+    (:func:`rank_questions`), compute the metrics and optionally write a run file.
 
     Memory is bounded by ``memory_mb`` whatever the pool size: questions are scored in blocks
     of rows, and for each block only the gold ranks and the top-k survive; run-file records
-    are written block by block. ``sparse`` (default: when the scorer has ``score_sparse``)
-    ranks from :class:`~.sparse.SparseScores` blocks with the same rules and numbers. A
-    non-finite score is an error naming the question.
+    are written block by block. A non-finite score is an error naming the question.
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)
@@ -91,53 +172,16 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
     empty = [_question_name(pool, i) for i, g in enumerate(pool.gold) if not g]
     if empty:
         raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]}")
-    if sparse is None:
-        sparse = hasattr(scorer, "score_sparse")
-    doc_names = sorted({c.doc_id for c in pool.candidates})
-    doc_pos = {d: i for i, d in enumerate(doc_names)}
-    doc_of = torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long)
-    doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in pool.gold]
-    step = rows_per_block(n_c, memory_mb, SPARSE_BYTES_PER_CELL if sparse else 16)
-    doc_of_np = doc_of.numpy()
-    doc_sizes = np.bincount(doc_of_np, minlength=len(doc_names))
-    ranks = torch.empty(n_q, dtype=torch.float64)
-    doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
-    k = min(top_k, n_c)
+    doc_of = doc_index(pool)[0] if doc_level else None
     written = str(run_file) if run_file is not None else None
     cand_ids = [c.id for c in pool.candidates]
-    with RunFileWriter(run_file) as out, \
-            tqdm(total=n_q, desc=desc, unit="q", disable=not progress, leave=False) as bar:
-        for lo in range(0, n_q, step):
-            rows = range(lo, min(lo + step, n_q))
-            if sparse:
-                block = scorer.score_sparse(rows)
-                block.values = block.values.astype(np.float32, copy=False)
-                block.base = block.base.astype(np.float32, copy=False)
-                if (bad := block.first_non_finite()) is not None:
-                    raise _non_finite_error(pool, lo + bad[0], bad[1], bad[2])
-                row_of = block.row_of()
-                best = sparse_rules.best_gold_scores(block, pool.gold[lo:rows.stop])
-                ranks[lo:rows.stop] = torch.from_numpy(
-                    sparse_rules.gold_ranks(block, best, row_of))
-                if doc_ranks is not None:
-                    doc_ranks[lo:rows.stop] = torch.from_numpy(sparse_rules.doc_ranks(
-                        block, best, row_of, doc_of_np, doc_sizes, doc_gold[lo:rows.stop]))
-                top = sparse_rules.top_k(block, k) if out else []
-            else:
-                scores = scorer.score(rows).float()
-                _check_dense(pool, rows, scores)
-                ranks[lo:rows.stop] = gold_ranks(scores, gold_mask(pool.gold, rows, n_c))
-                if doc_ranks is not None:
-                    doc_scores = torch.full((len(rows), len(doc_names)), float("-inf"))
-                    doc_scores.scatter_reduce_(1, doc_of.expand(len(rows), -1), scores, "amax")
-                    doc_ranks[lo:rows.stop] = gold_ranks(
-                        doc_scores, gold_mask(doc_gold, rows, len(doc_names)))
-                if out:
-                    t = scores.topk(k, dim=1)
-                    top = list(zip(t.indices.numpy(), t.values.numpy(), strict=True))
-            if out:
-                out.write(_records(pool, cand_ids, rows, ranks, doc_ranks, top))
-            bar.update(len(rows))
+    with RunFileWriter(run_file) as out:
+        ranks, doc_ranks = rank_questions(
+            scorer, pool.gold, doc_of, memory_mb=memory_mb, top_k=top_k if out else 0,
+            sparse=sparse, progress=progress, desc=desc,
+            non_finite=lambda q, c, v: _non_finite_error(pool, q, c, v),
+            on_block=(lambda rows, r, d, top: out.write(
+                _records(pool, cand_ids, rows, r, d, top))) if out else None)
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
         metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
@@ -147,11 +191,11 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
 
 def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch.Tensor,
              doc_ranks: torch.Tensor | None, top: list) -> list[dict]:
-    """One block's run-file records: each names its unit (``question_unit``) and, when the
-    unit is the MRQA qid, the ``question_id``."""
+    """One block's run-file records (``ranks``: the block's): each names its unit
+    (``question_unit``) and, when the unit is the MRQA qid, the ``question_id``."""
     out = []
-    block_ranks = ranks[rows.start:rows.stop].tolist()
-    block_docs = doc_ranks[rows.start:rows.stop].tolist() if doc_ranks is not None else None
+    block_ranks = ranks.tolist()
+    block_docs = doc_ranks.tolist() if doc_ranks is not None else None
     for r, ((ids, scores), q) in enumerate(zip(top, rows, strict=True)):
         rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
         if pool.question_ids:

@@ -6,6 +6,9 @@ per-question ranks and keys, so the numbers equal the evaluator's on the same sc
 
 ``update(scores[B, C], gold_mask[B, C], question_ids[B])``: one row per evaluation input;
 rows that share a ``question_id`` (a repeated question string) keep the minimum rank.
+``update_ranks(ranks[B], question_ids[B], doc_ranks[B] | None)``: ranks already computed by
+the evaluator's core (:func:`~.evaluator.rank_questions`), as the training modules do; the
+metric then only gathers them across processes and computes the numbers.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class ReQARankMetric(Metric):
         self.ks = tuple(ks)
         self.add_state("ranks", default=[], dist_reduce_fx="cat")
         self.add_state("keys", default=[], dist_reduce_fx="cat")
+        self.add_state("doc_ranks", default=[], dist_reduce_fx="cat")
 
     def update(self, scores: torch.Tensor, gold_mask: torch.Tensor,
                question_ids: torch.Tensor) -> None:
@@ -43,12 +47,29 @@ class ReQARankMetric(Metric):
         self.ranks.append(gold_ranks(scores.float(), gold_mask.bool()))
         self.keys.append(question_ids.long().to(scores.device))
 
+    def update_ranks(self, ranks: torch.Tensor, question_ids: torch.Tensor,
+                     doc_ranks: torch.Tensor | None = None) -> None:
+        self._update_count += 1  # what torchmetrics' wrapped update() does
+        self._computed = None
+        self.ranks.append(ranks.double())
+        self.keys.append(question_ids.long().to(ranks.device))
+        if doc_ranks is not None:
+            self.doc_ranks.append(doc_ranks.double())
+
     def question_ranks(self) -> torch.Tensor:
         return aggregate_min(dim_zero_cat(self.ranks).double(), dim_zero_cat(self.keys))
 
+    @property
+    def num_questions(self) -> int:
+        return len(torch.unique(dim_zero_cat(self.keys)))
+
     def compute(self) -> dict[str, torch.Tensor]:
-        return {k: torch.tensor(v) for k, v in
-                metrics_from_ranks(self.question_ranks().cpu(), self.ks).items()}
+        out = metrics_from_ranks(self.question_ranks().cpu(), self.ks)
+        has_docs = self.doc_ranks if isinstance(self.doc_ranks, list) else [self.doc_ranks]
+        if any(t.numel() for t in has_docs):
+            doc = aggregate_min(dim_zero_cat(self.doc_ranks).double(), dim_zero_cat(self.keys))
+            out.update(metrics_from_ranks(doc.cpu(), self.ks, prefix="doc_"))
+        return {k: torch.tensor(v) for k, v in out.items()}
 
 
 class MeanReciprocalRank(ReQARankMetric):

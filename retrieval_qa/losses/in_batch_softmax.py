@@ -7,7 +7,6 @@ embeddings, scores x100, per-pair weights).
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import torch
@@ -15,8 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .precision import float32_region
-
-SIMILARITIES = ("dot", "cosine")
+from .similarity import check_similarity, retrieval_space, score_space
 
 
 def _distributed_world() -> int:
@@ -93,8 +91,7 @@ class InBatchSoftmaxLoss(nn.Module):
         gather_across_processes: bool = False,
     ) -> None:
         super().__init__()
-        if similarity not in SIMILARITIES:
-            raise ValueError(f"similarity={similarity!r}; expected one of {list(SIMILARITIES)}")
+        check_similarity(similarity)
         if scale <= 0:
             raise ValueError(f"scale must be > 0, got {scale}")
         self.similarity = similarity
@@ -118,15 +115,12 @@ class InBatchSoftmaxLoss(nn.Module):
         ``x`` l2-normalised first for cosine. ENDX's GAM applies its inner-product kernel
         (eq. 10, "adapted to the scoring function") to embeddings in this space."""
         with float32_region(x) as (x,):
-            if self.similarity == "cosine":
-                x = F.normalize(x, dim=-1)
-            return x * math.sqrt(self.scale)
+            return score_space(x, self.similarity, self.scale)
 
     def scores(self, q: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """``[B, B']`` scaled similarities (float32)."""
         with float32_region(q, a) as (q, a):
-            if self.similarity == "cosine":
-                q, a = F.normalize(q, dim=-1), F.normalize(a, dim=-1)
+            q, a = retrieval_space(q, self.similarity), retrieval_space(a, self.similarity)
             return self.scale * (q @ a.T)
 
     def compute_loss_from_embeddings(

@@ -1,17 +1,24 @@
-"""What every retrieval LightningModule shares: evaluation of a pool inside Lightning's
-validation / test loops with the shared torchmetrics, optimiser set-up, a fail-fast check for
-non-finite losses, and export of the towers as the inference model."""
+"""What every two-tower retrieval LightningModule shares: the method contract of
+:mod:`.method` (build from config, export, describe), evaluation of a pool inside
+Lightning's validation / test loops through the shared evaluator core
+(:func:`~..evaluation.evaluator.rank_questions`, settings from ``conf/eval``), optimiser
+set-up and a fail-fast check for non-finite losses."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from omegaconf import DictConfig
 
-from ..data.types import RetrievalPool
-from ..encoders import DualTowers
-from ..evaluation import ReQARankMetric
-from ..evaluation.evaluator import gold_mask
+from ..config import load_yaml
+from ..evaluation import DenseScorer, ReQARankMetric
+from ..evaluation.evaluator import rank_questions
+from ..losses.similarity import check_similarity, retrieval_space
+from ..registry import config_values, instantiate
+from .method import Built
 from .optim import build_optimizer, build_schedule
 
 
@@ -19,22 +26,84 @@ class NonFiniteLossError(FloatingPointError):
     pass
 
 
+def eval_settings(evaluation: dict | DictConfig | None) -> dict:
+    """The evaluator settings: ``conf/eval/default.yaml`` (the single source) updated by
+    ``evaluation``; an unknown key is an error."""
+    base = config_values(load_yaml("eval/default.yaml"))
+    given = config_values(evaluation) if evaluation is not None else {}
+    unknown = sorted(set(given) - set(base))
+    if unknown:
+        raise KeyError(f"eval settings {unknown} unknown; expected keys of conf/eval/default.yaml: "
+                       f"{sorted(base)}")
+    return {**base, **given}
+
+
 class RetrievalModule(pl.LightningModule):
-    """Subclasses build ``self.towers`` (a :class:`DualTowers`) and implement
-    ``training_step``. Evaluation batches come from the data module's loaders:
-    dataloader 0 = candidates (answer side), 1 = questions, each with an ``index`` into the
-    pool, so shards from every process can be reassembled."""
+    """Subclasses build ``self.towers`` (``encode_question`` / ``encode_answer`` of token
+    batches, ``output_dim``, ``trainable_parameters()``) and implement ``training_step``.
 
-    towers: DualTowers
+    Evaluation batches come from the data module's loaders: dataloader 0 = candidates
+    (answer side, with each candidate's ``doc``), 1 = questions (with their ``gold``
+    candidate indices), each with an ``index`` into the pool, so shards from every process
+    are reassembled and the labels need no access to the data module."""
 
-    def __init__(self, optimizer: dict, similarity: str, eval_chunk: int = 1024) -> None:
+    towers: torch.nn.Module
+    #: dotted path of the function that rebuilds the towers from ``towers_config()``
+    towers_builder = "retrieval_qa.encoders.build_dual_towers"
+
+    def __init__(self, optimizer: dict, similarity: str,
+                 evaluation: dict | None = None) -> None:
         super().__init__()
         self.optimizer_cfg = dict(optimizer)
-        self.similarity = similarity
-        self.eval_chunk = eval_chunk
-        self.val_metric = ReQARankMetric()
-        self.test_metric = ReQARankMetric()
+        self.similarity = check_similarity(similarity)
+        self.evaluation = eval_settings(evaluation)
+        self.val_metric = ReQARankMetric(ks=self.evaluation["ks"])
+        self.test_metric = ReQARankMetric(ks=self.evaluation["ks"])
         self._eval_buffers: dict[str, list] = {"answer": [], "question": []}
+        self.tokenizer = None
+        self.inference_meta: dict = {}
+        self.test_results: dict = {}
+
+    # ---- the method contract ------------------------------------------------------------
+    @classmethod
+    def encoder_config(cls, model_cfg: DictConfig) -> DictConfig:
+        """The token-encoder settings whose tokenizer the data module uses."""
+        return model_cfg.towers.encoder
+
+    @classmethod
+    def build(cls, cfg: DictConfig) -> Built:
+        from ..pretrained import load_tokenizer, resolve_pretrained
+
+        enc = cls.encoder_config(cfg.model)
+        checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
+        tokenizer = load_tokenizer(checkpoint)
+        data = instantiate(cfg.data, "data", tokenizer=tokenizer)
+        module = instantiate(cfg.model, "model", evaluation=config_values(cfg.get("eval", {})))
+        module.tokenizer = tokenizer
+        module.inference_meta = {
+            "max_question_length": cfg.data.max_question_length,
+            "max_answer_length": cfg.data.max_answer_length,
+            "answer_with_context": cfg.data.answer_with_context,
+            "pretrained": checkpoint.label, "experiment": cfg.experiment,
+            "profile": cfg.profile}
+        return Built(module, data, {"pretrained": checkpoint.label,
+                                    "pretrained_substituted": checkpoint.substituted})
+
+    def towers_config(self) -> dict:
+        return dict(self.hparams["towers"])
+
+    def export(self, folder: str | Path) -> Path:
+        """The towers as the inference artefact (no training-only part)."""
+        from .inference import DualEncoderInference
+
+        if self.tokenizer is None:
+            raise RuntimeError("export() needs the tokenizer that build() attaches")
+        meta = {**self.inference_meta, "builder": self.towers_builder,
+                "towers": self.towers_config(), "similarity": self.similarity}
+        return DualEncoderInference(self.towers.cpu(), self.tokenizer, meta).save(folder)
+
+    def describe(self) -> dict:
+        return {"trainable_parameters": self.towers.trainable_parameters()}
 
     # ---- training helpers -------------------------------------------------------------
     def check_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
@@ -52,15 +121,16 @@ class RetrievalModule(pl.LightningModule):
                 "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     # ---- evaluation inside Lightning ----------------------------------------------------
+    def encode_side(self, side: str, inputs: dict) -> torch.Tensor:
+        fn = self.towers.encode_answer if side == "answer" else self.towers.encode_question
+        return fn(**inputs)
+
     def _eval_step(self, batch: dict, dataloader_idx: int) -> None:
         side = "answer" if dataloader_idx == 0 else "question"
-        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")
-                  if k in batch}
-        fn = self.towers.encode_answer if side == "answer" else self.towers.encode_question
-        emb = fn(**inputs).float()
-        if self.similarity == "cosine":
-            emb = F.normalize(emb, dim=-1)
-        self._eval_buffers[side].append((batch["index"], emb))
+        inputs = {k: v for k, v in batch.items() if k not in ("index", "gold", "doc")}
+        emb = retrieval_space(self.encode_side(side, inputs).float(), self.similarity)
+        label = batch["doc"] if side == "answer" else batch["gold"]
+        self._eval_buffers[side].append((batch["index"], emb, label))
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
@@ -68,54 +138,63 @@ class RetrievalModule(pl.LightningModule):
     def test_step(self, batch, batch_idx, dataloader_idx=0):
         self._eval_step(batch, dataloader_idx)
 
-    def _local(self, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """This process's (indices, embeddings) of one side; empties the buffer."""
+    def _local(self, side: str) -> tuple[torch.Tensor, torch.Tensor, list]:
+        """This process's (indices, embeddings, labels) of one side; empties the buffer.
+        Labels: a LongTensor of documents (answers) or a list of gold lists (questions)."""
         parts, self._eval_buffers[side] = self._eval_buffers[side], []
         if not parts:
             return (torch.empty(0, dtype=torch.long, device=self.device),
-                    torch.empty(0, self.towers.output_dim, device=self.device))
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+                    torch.empty(0, self.towers.output_dim, device=self.device),
+                    torch.empty(0, dtype=torch.long, device=self.device)
+                    if side == "answer" else [])
+        labels = torch.cat([p[2] for p in parts]) if side == "answer" \
+            else [g for p in parts for g in p[2]]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), labels
 
-    def _gather_all(self, side: str) -> tuple[torch.Tensor, torch.Tensor]:
-        idx, emb = self._local(side)
-        if self.trainer.world_size == 1:
-            return idx, emb
-        # uneven shards: pad to the largest, gather, then drop the padding
-        size = torch.tensor([len(idx)], device=self.device)
-        sizes = self.all_gather(size).view(-1).tolist()
-        longest = max(sizes)
-        pad = longest - len(idx)
-        idx = F.pad(idx, (0, pad), value=-1)
-        emb = F.pad(emb, (0, 0, 0, pad))
-        all_idx = self.all_gather(idx).reshape(-1)
-        all_emb = self.all_gather(emb).reshape(-1, emb.shape[-1])
-        keep = all_idx >= 0
-        return all_idx[keep], all_emb[keep]
+    def _gather_candidates(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every process's candidates as ([C, D] embeddings, [C] documents) in pool order."""
+        idx, emb, doc = self._local("answer")
+        if self.trainer.world_size > 1:
+            # uneven shards: pad to the largest, gather, then drop the padding
+            sizes = self.all_gather(torch.tensor([len(idx)], device=self.device)).view(-1)
+            pad = int(sizes.max()) - len(idx)
+            idx, doc = F.pad(idx, (0, pad), value=-1), F.pad(doc, (0, pad), value=-1)
+            emb = F.pad(emb, (0, 0, 0, pad))
+            idx, doc = self.all_gather(idx).reshape(-1), self.all_gather(doc).reshape(-1)
+            emb = self.all_gather(emb).reshape(-1, emb.shape[-1])
+            keep = idx >= 0
+            idx, emb, doc = idx[keep], emb[keep], doc[keep]
+        n = len(idx)
+        if n and (int(idx.max()) != n - 1 or len(torch.unique(idx)) != n):
+            raise RuntimeError(f"the candidate loaders gave {n} candidates with indices up to "
+                               f"{int(idx.max())}: every candidate must come exactly once")
+        candidates = torch.empty(n, emb.shape[-1], device=emb.device)
+        documents = torch.empty(n, dtype=torch.long, device=emb.device)
+        candidates[idx], documents[idx] = emb, doc
+        return candidates, documents.cpu()
 
-    def _score_pool(self, stage: str, pool: RetrievalPool, metric: ReQARankMetric) -> dict:
-        c_idx, c_emb = self._gather_all("answer")
-        q_idx, q_emb = self._local("question")  # each process scores its own questions
-        candidates = torch.zeros(len(pool.candidates), c_emb.shape[-1], device=c_emb.device)
-        candidates[c_idx] = c_emb
-        for lo in range(0, len(q_idx), self.eval_chunk):
-            rows = q_idx[lo:lo + self.eval_chunk]
-            scores = q_emb[lo:lo + self.eval_chunk] @ candidates.T
-            metric.update(scores, gold_mask(pool.gold, rows.tolist(), len(pool.candidates)).to(
-                scores.device), rows)
-        result = metric.compute()
+    def _score_pool(self, stage: str, metric: ReQARankMetric) -> dict:
+        candidates, documents = self._gather_candidates()
+        q_idx, q_emb, gold = self._local("question")  # each process ranks its own questions
+        settings = self.evaluation
+        ranks, doc_ranks = rank_questions(
+            DenseScorer(q_emb, candidates), gold,
+            documents if settings["doc_level"] else None, memory_mb=settings["memory_mb"])
+        metric.update_ranks(ranks.to(self.device), q_idx,
+                            None if doc_ranks is None else doc_ranks.to(self.device))
+        result = {k: float(v) for k, v in metric.compute().items()}
+        questions = metric.num_questions
         metric.reset()
-        self.log_dict({f"{stage}/{k}": v for k, v in result.items()
-                       if k in ("mrr", "r@1", "r@5", "r@10")}, sync_dist=False,
-                      prog_bar=stage == "val", rank_zero_only=False)
-        return {k: float(v) for k, v in result.items()}
+        self.log_dict({f"{stage}/{k}": v for k, v in result.items() if not k.startswith(
+            ("p@", "doc_p@"))}, sync_dist=False, prog_bar=False, rank_zero_only=False)
+        return {"metrics": {k: round(v, 4) for k, v in result.items()},
+                "questions": questions, "candidates": len(candidates)}
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
             self._eval_buffers = {"answer": [], "question": []}
             return
-        self._score_pool("val", self.trainer.datamodule.val_pool, self.val_metric)
+        self._score_pool("val", self.val_metric)
 
     def on_test_epoch_end(self) -> None:
-        self.test_results = self._score_pool("test", self.trainer.datamodule.test_pool,
-                                             self.test_metric)
-
+        self.test_results = self._score_pool("test", self.test_metric)

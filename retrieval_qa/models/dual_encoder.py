@@ -11,10 +11,11 @@ from .base import RetrievalModule
 class DualEncoderModule(RetrievalModule):
     """``model`` config: ``towers`` (see retrieval_qa.encoders.builders), ``loss``
     (similarity, scale, symmetric, gather_across_processes, penalty_coef for the multi-hop
-    attention penalty of Lin et al.), ``optimizer``."""
+    attention penalty of Lin et al.), ``optimizer``; ``evaluation``: the ``eval`` group."""
 
-    def __init__(self, towers: dict, loss: dict, optimizer: dict) -> None:
-        super().__init__(optimizer, loss["similarity"])
+    def __init__(self, towers: dict, loss: dict, optimizer: dict,
+                 evaluation: dict | None = None) -> None:
+        super().__init__(optimizer, loss["similarity"], evaluation)
         self.save_hyperparameters()
         self.towers = build_dual_towers(towers)
         self.loss = InBatchSoftmaxLoss(loss["similarity"], loss["scale"], loss["symmetric"],

@@ -40,8 +40,9 @@ class EndxModule(DualEncoderModule):
     distributions are those of each process's own batch."""
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
-                 weights: dict, cross_loss: dict | None = None) -> None:
-        super().__init__(towers, loss, optimizer)
+                 weights: dict, cross_loss: dict | None = None,
+                 evaluation: dict | None = None) -> None:
+        super().__init__(towers, loss, optimizer, evaluation)
         self.save_hyperparameters()
         cross_loss = {"similarity": loss["similarity"], "scale": loss["scale"],
                       **(cross_loss or {})}

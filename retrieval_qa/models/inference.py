@@ -1,7 +1,8 @@
 """The inference artefact of every dual-encoder method: two towers that map text to vectors.
 
 Saved as a folder: ``towers.pt`` (the towers' state dict only; no cross-encoder, decoder or
-other training-only part), ``model.json`` (the tower config, similarity, max lengths, which
+other training-only part), ``model.json`` (``_target_``: this loader class; ``builder``: the
+function that rebuilds the towers from ``towers``; the similarity, max lengths, which
 checkpoint the encoder came from) and ``tokenizer/``.
 """
 
@@ -11,16 +12,18 @@ import json
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..data.collate import encode_texts, token_lengths
 from ..data.types import Candidate
-from ..encoders import DualTowers, build_dual_towers
+from ..losses.similarity import retrieval_space
+from ..registry import locate
+
+DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
 
 
 class DualEncoderInference:
-    def __init__(self, towers: DualTowers, tokenizer, meta: dict) -> None:
+    def __init__(self, towers, tokenizer, meta: dict) -> None:
         self.towers = towers.eval()
         self.tokenizer = tokenizer
         self.meta = meta
@@ -33,7 +36,8 @@ class DualEncoderInference:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         torch.save(self.towers.state_dict(), folder / "towers.pt")
-        (folder / "model.json").write_text(json.dumps(self.meta, indent=2))
+        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", **self.meta}
+        (folder / "model.json").write_text(json.dumps(meta, indent=2))
         self.tokenizer.save_pretrained(folder / "tokenizer")
         return folder
 
@@ -42,11 +46,9 @@ class DualEncoderInference:
         from transformers import AutoTokenizer
 
         folder = Path(folder)
-        if not (folder / "model.json").is_file():
-            raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
-                                    "`checkpoint` folder printed by `rqa train`")
         meta = json.loads((folder / "model.json").read_text())
-        towers = build_dual_towers(meta["towers"])
+        meta.pop("_target_", None)
+        towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
         towers.load_state_dict(torch.load(folder / "towers.pt", map_location=map_location))
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
@@ -75,7 +77,7 @@ class DualEncoderInference:
             out[idx] = emb
         if out is None:
             return torch.empty(0, self.towers.output_dim)
-        return F.normalize(out, dim=-1) if self.similarity == "cosine" else out
+        return retrieval_space(out, self.similarity)
 
     def encode_questions(self, texts: list[str], batch_size: int = 128,
                          progress: bool = True) -> torch.Tensor:

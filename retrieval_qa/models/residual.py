@@ -6,15 +6,21 @@ paragraph for every question (recall@k; AP on test)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from omegaconf import DictConfig
 
 from ..encoders.residual import build_refiner
 from ..evaluation.paragraph_retrieval import PARAGRAPH_KS, evaluate_paragraphs, recall_at_k
 from ..evaluation.ranking import rank_of_score
 from ..losses.quadratic_conditional import quadratic_conditional_loss
 from ..losses.triplet import batch_hard_triplet_loss
+from ..registry import instantiate
+from .method import Built
 
 SIDES = ("question", "paragraph", "both")
 LOSSES = ("triplet", "quadratic_conditional")
@@ -43,6 +49,33 @@ class ResidualRefinementModule(pl.LightningModule):
         self._ranks: list[torch.Tensor] = []
         self._test: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._index: torch.Tensor | None = None
+        self.base_embedding: dict = {}
+        self.test_results: dict = {}
+
+    # ---- the method contract (models/method.py) ------------------------------------------
+    @classmethod
+    def build(cls, cfg: DictConfig) -> Built:
+        """The data group embeds the paragraph task (``paragraph_vector_data``); the refiner's
+        width is the base embedding's."""
+        data = instantiate(cfg.data, "data")
+        module = instantiate(cfg.model, "model", dim=int(data.train_split.questions.shape[1]))
+        module.base_embedding = {"embedding": cfg.data.embedding, "idf": cfg.data.idf,
+                                 "idf_corpus": cfg.data.idf_corpus}
+        return Built(module, data)
+
+    def export(self, folder: str | Path) -> Path:
+        """The refiners (no optimiser state) and the base embedding they refine."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save(self.cpu().state_dict(), folder / "refiners.pt")
+        meta = {"_target_": f"{RefinerArtifact.__module__}.{RefinerArtifact.__qualname__}",
+                "hparams": dict(self.hparams), "base_embedding": self.base_embedding}
+        (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        return folder
+
+    def describe(self) -> dict:
+        return {"trainable_parameters": sum(p.numel() for p in self.parameters()),
+                "model": dict(self.hparams)}
 
     def refine_questions(self, q: torch.Tensor) -> torch.Tensor:
         return self.question_refiner(q) if self.question_refiner is not None \
@@ -107,5 +140,39 @@ class ResidualRefinementModule(pl.LightningModule):
     def on_test_epoch_end(self):
         q = torch.cat([t[0] for t in self._test])
         gold = torch.cat([t[1] for t in self._test])
-        self.test_result = evaluate_paragraphs(q, self._index.cpu(), gold, with_ap=self.test_ap)
+        self.test_results = evaluate_paragraphs(q, self._index.cpu(), gold, with_ap=self.test_ap)
         self._index, self._test = None, []
+
+
+class RefinerArtifact:
+    """The exported refiners: ``refine_questions`` / ``refine_paragraphs`` map base vectors
+    of ``meta["base_embedding"]`` (what ``rqa evaluate --embedding`` computes) to refined,
+    l2-normalised ones. Text encoding is not part of it: the IDF weights of the base
+    embedding belong to the evaluated pool."""
+
+    def __init__(self, module: ResidualRefinementModule, meta: dict) -> None:
+        self.module = module.eval()
+        self.meta = meta
+
+    @classmethod
+    def load(cls, folder: str | Path, map_location: str = "cpu") -> RefinerArtifact:
+        folder = Path(folder)
+        meta = json.loads((folder / "model.json").read_text())
+        module = ResidualRefinementModule(**meta["hparams"])
+        module.load_state_dict(torch.load(folder / "refiners.pt", map_location=map_location))
+        return cls(module, meta)
+
+    @torch.inference_mode()
+    def refine_questions(self, vectors: torch.Tensor) -> torch.Tensor:
+        return self.module.refine_questions(vectors)
+
+    @torch.inference_mode()
+    def refine_paragraphs(self, vectors: torch.Tensor) -> torch.Tensor:
+        return self.module.refine_paragraphs(vectors)
+
+    def _no_text(self, *args, **kwargs):
+        raise TypeError(f"this artefact refines base vectors ({self.meta['base_embedding']}), it "
+                        "does not encode text: compute the base embeddings first (rqa evaluate "
+                        "--embedding ...), then call refine_questions / refine_paragraphs")
+
+    encode_questions = encode_answers = _no_text

@@ -14,27 +14,16 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ..data.datamodule import ReQADataModule
-from ..evaluation.dense import evaluate_model
-from ..models.dual_encoder import DualEncoderModule
-from ..models.inference import DualEncoderInference
-from ..pretrained import load_tokenizer, resolve_pretrained
+from ..registry import target_of
 from ..runtime import apply_threads
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
 
 log = logging.getLogger(__name__)
 
 
-def build_module(model_cfg: DictConfig) -> pl.LightningModule:
-    cfg = OmegaConf.to_container(model_cfg, resolve=True)
-    name = cfg.pop("name")
-    if name == "dual_encoder":
-        return DualEncoderModule(**cfg)
-    if name == "endx":
-        from ..models.endx import EndxModule
-
-        return EndxModule(**cfg)
-    raise ValueError(f"model.name={name!r}; expected dual_encoder or endx")
+def method_class(cfg: DictConfig):
+    """The method class that ``model._target_`` names (see :mod:`retrieval_qa.models.method`)."""
+    return target_of(cfg.model, "model")
 
 
 def build_logger(cfg: DictConfig, run_dir: Path):
@@ -54,62 +43,48 @@ def build_logger(cfg: DictConfig, run_dir: Path):
     raise ValueError(f"logger.name={cfg.logger.name!r}; expected csv, wandb or none")
 
 
+# keys of conf/trainer that configure this runner's callbacks; every other key is a
+# pl.Trainer argument, passed through as is
+CALLBACK_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps")
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
-    """The Trainer with its callbacks: best and last checkpoints, ``last.ckpt`` every
-    ``trainer.checkpoint_every_n_steps`` steps and on SIGTERM/SIGINT, validation at the last
-    step of a run that ``max_steps`` ends inside the first epoch, and progress bar and model
-    summary on stderr."""
-    t = cfg.trainer
+    """The Trainer from ``conf/trainer`` as a whole, with its callbacks: best and last
+    checkpoints, ``last.ckpt`` every ``trainer.checkpoint_every_n_steps`` steps and on
+    SIGTERM/SIGINT, validation at the last step of a run that ``max_steps`` ends inside the
+    first epoch, and progress bar and model summary on stderr."""
+    t = OmegaConf.to_container(cfg.trainer, resolve=True)
     checkpoint = pl.callbacks.ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", monitor=t.monitor, mode="max", save_top_k=t.save_top_k,
-        save_last=True, filename="best-{epoch}-{step}")
+        dirpath=run_dir / "checkpoints", monitor=t["monitor"], mode="max",
+        save_top_k=t["save_top_k"], save_last=True, filename="best-{epoch}-{step}")
     callbacks = [checkpoint,
-                 ResumableCheckpoints(run_dir / "checkpoints", t.checkpoint_every_n_steps),
+                 ResumableCheckpoints(run_dir / "checkpoints", t["checkpoint_every_n_steps"]),
                  ValidateAtMaxSteps(), pl.callbacks.ModelSummary(max_depth=1)]
-    if t.enable_progress_bar:
+    if t["enable_progress_bar"]:
         callbacks.append(StderrProgressBar())
+    args = {k: v for k, v in t.items() if k not in CALLBACK_KEYS}
     return pl.Trainer(
-        max_epochs=t.max_epochs, max_steps=t.max_steps, precision=t.precision,
-        accelerator=t.accelerator, devices=t.devices, strategy=t.strategy, num_nodes=t.num_nodes,
-        gradient_clip_val=t.gradient_clip_val, accumulate_grad_batches=t.accumulate_grad_batches,
-        val_check_interval=t.val_check_interval, check_val_every_n_epoch=t.check_val_every_n_epoch,
-        limit_train_batches=t.limit_train_batches, limit_val_batches=t.limit_val_batches,
-        log_every_n_steps=t.log_every_n_steps, num_sanity_val_steps=t.num_sanity_val_steps,
-        deterministic=t.deterministic, enable_progress_bar=t.enable_progress_bar,
-        callbacks=callbacks, logger=build_logger(cfg, run_dir), default_root_dir=str(run_dir),
+        **args, callbacks=callbacks, logger=build_logger(cfg, run_dir),
+        default_root_dir=str(run_dir),
         use_distributed_sampler=False,  # the data module's sampler shards duplicate-free batches
     )
 
 
-def inference_model(module, tokenizer, cfg: DictConfig, pretrained: str) -> DualEncoderInference:
-    """The towers of a module (trained or not) as the exported inference model."""
-    return DualEncoderInference(module.towers.cpu(), tokenizer, {
-        "towers": OmegaConf.to_container(cfg.model.towers, resolve=True),
-        "similarity": cfg.model.loss.similarity,
-        "max_question_length": cfg.data.max_question_length,
-        "max_answer_length": cfg.data.max_answer_length,
-        "answer_with_context": cfg.data.answer_with_context,
-        "pretrained": pretrained, "experiment": cfg.experiment, "profile": cfg.profile})
-
-
 def export_untrained(cfg: DictConfig, folder: str | Path) -> dict:
-    """Export an experiment's towers as initialised, before any training (the baseline of a
+    """Export an experiment's model as initialised, before any training (the baseline of a
     fine-tuning run: e.g. the pretrained checkpoint with its pooling)."""
     pl.seed_everything(cfg.seed, workers=True)
-    enc = cfg.model.towers.encoder
-    checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
-    module = build_module(cfg.model)
-    path = inference_model(module, load_tokenizer(checkpoint), cfg, checkpoint.label).save(folder)
+    built = method_class(cfg).build(cfg)
+    path = built.module.export(folder)
     return {"checkpoint": str(path), "experiment": cfg.experiment, "profile": cfg.profile,
-            "pretrained": checkpoint.label, "trained": False}
+            **built.notes, "trained": False}
 
 
 def _resume_path(cfg: DictConfig, run_dir: Path) -> str | None:
     if cfg.resume == "never":
         return None
-    if cfg.resume == "auto":
-        last = run_dir / "checkpoints" / "last.ckpt"
-        return str(last) if last.is_file() else None
+    if cfg.resume == "auto":  # Lightning's "last": the newest last*.ckpt of the run
+        return "last" if (run_dir / "checkpoints" / "last.ckpt").is_file() else None
     if not Path(cfg.resume).is_file():
         raise FileNotFoundError(f"resume={cfg.resume}: no such checkpoint")
     return str(cfg.resume)
@@ -180,10 +155,9 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
 
 
 def train(cfg: DictConfig) -> dict:
-    if cfg.model.name == "residual":  # issue 12: refiners over cached frozen embeddings
-        from .residual import train_residual
-
-        return train_residual(cfg)
+    """Build the method that ``model._target_`` names, fit it (resuming from the run's last
+    checkpoint), load the best checkpoint, export its inference artefact, test it with the
+    Trainer (the shared evaluator, ``conf/eval``) and write one report."""
     start = time.perf_counter()
     threads = apply_threads(cfg.threads)
     description, reduced = _describe(cfg, threads)
@@ -191,45 +165,45 @@ def train(cfg: DictConfig) -> dict:
     run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
-    enc = cfg.model.towers.encoder
-    checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
-    tokenizer = load_tokenizer(checkpoint)
-    data = ReQADataModule.from_config(cfg.data, tokenizer)
-    module = build_module(cfg.model)
+    built = method_class(cfg).build(cfg)
+    module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
     resume = _resume_path(cfg, run_dir)
+    resumed_from = str(run_dir / "checkpoints" / "last.ckpt") if resume == "last" else resume
     stopper = next(c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints))
     stopper.install_handlers()  # a signal before the first step stops at that step
     try:
         trainer.fit(module, datamodule=data, ckpt_path=resume)
         stopper.check(trainer)
+        last_val = {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
+                    if k.startswith("val/")}  # before the test loop replaces them
+        best = trainer.checkpoint_callback.best_model_path or None
+        if best:
+            module.load_state_dict(torch.load(best, map_location="cpu",
+                                              weights_only=False)["state_dict"])
+        if cfg.test_after_fit:
+            trainer.test(module, datamodule=data, verbose=False)
     finally:
         stopper.restore_handlers()
         _finish_loggers(trainer)
-    best = trainer.checkpoint_callback.best_model_path or None
-    if best:
-        module.load_state_dict(torch.load(best, map_location="cpu", weights_only=False)["state_dict"])
-    inference = inference_model(module, tokenizer, cfg, checkpoint.label)
-    export = inference.save(run_dir / "model")
+    export = module.export(run_dir / "model")
     report = {
         "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,
         "description": description, "profile_settings": reduced, "threads": threads,
-        "pretrained": checkpoint.label,
-        "pretrained_substituted": checkpoint.substituted, "seed": cfg.seed,
-        "best_training_checkpoint": best, "resumed_from": resume,
+        **built.notes, "seed": cfg.seed,
+        "best_training_checkpoint": best, "resumed_from": resumed_from,
         "monitor": cfg.trainer.monitor,
         "best_val_score": _number(trainer.checkpoint_callback.best_model_score),
-        "last_val": {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
-                     if k.startswith("val/")},
+        "last_val": last_val,
         "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
-        "trainable_parameters": module.towers.trainable_parameters(),
-        "data": data.describe(), "trainer": OmegaConf.to_container(cfg.trainer),
+        **module.describe(), "data": data.describe(),
+        "trainer": OmegaConf.to_container(cfg.trainer),
+        "eval": getattr(module, "evaluation", None),
         "train_seconds": round(time.perf_counter() - start, 1),
     }
     if cfg.test_after_fit:
-        test = evaluate_model(inference, data.test_pool, progress=cfg.trainer.enable_progress_bar)
-        report["test"] = {**test.summary(), "dataset": data.test_pool.dataset,
-                          "pool": data.test_pool.pool}
+        report["test"] = {**module.test_results, **data.describe().get("test", {})}
     report["seconds"] = round(time.perf_counter() - start, 1)
     (run_dir / "result.json").write_text(json.dumps(report, indent=2))
     return report
+

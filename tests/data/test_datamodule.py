@@ -1,8 +1,10 @@
 """ReQADataModule: setup (leak-free split, caps), loaders' structures, DDP sharding,
-describe(), a Lightning fit smoke test, and one integration test on the real data."""
+describe(), a Lightning fit smoke test, one integration test on the real data, and the
+extension points: extra pair sources with weights (mined pairs) and frozen features."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -14,8 +16,10 @@ from transformers import BertTokenizerFast
 
 from retrieval_qa.config import load_yaml
 from retrieval_qa.data.datamodule import ReQADataModule
+from retrieval_qa.data.features import FeatureTable
 from retrieval_qa.data.loading import load_pool
 from retrieval_qa.data.split import train_val_split
+from retrieval_qa.data.types import QAPair
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +97,22 @@ def test_eval_loaders_cover_the_pools_with_indices(tokenizer, data_dir):
     for pool, loaders in ((dm.val_pool, dm.val_dataloader()), (dm.test_pool, dm.test_dataloader())):
         cand_loader, question_loader = loaders
         cands = list(cand_loader)
-        assert set(cands[0]) == {"input_ids", "attention_mask", "token_type_ids", "index"}
+        assert set(cands[0]) == {"input_ids", "attention_mask", "token_type_ids", "index", "doc"}
         assert cands[0]["token_type_ids"].max().item() == 1  # sentence + context segments
         assert sorted(torch.cat([b["index"] for b in cands]).tolist()) == list(
             range(len(pool.candidates)))
         qs = list(question_loader)
         assert sorted(torch.cat([b["index"] for b in qs]).tolist()) == list(
             range(len(pool.questions)))
+        # the labels the evaluator needs travel with the batches
+        for b in qs:
+            assert b["gold"] == [pool.gold[i] for i in b["index"].tolist()]
+        docs = {c.doc_id for c in pool.candidates}
+        by_doc = {}
+        for b in cands:
+            for i, d in zip(b["index"].tolist(), b["doc"].tolist(), strict=True):
+                by_doc.setdefault(d, set()).add(pool.candidates[i].doc_id)
+        assert len(by_doc) == len(docs) and all(len(v) == 1 for v in by_doc.values())
         assert all(b["input_ids"].shape[1] <= 16 for b in qs)
         assert all(b["input_ids"].shape[1] <= 24 for b in cands)
 
@@ -227,3 +240,90 @@ def test_real_squad_datamodule(shared_data):
     assert cands["input_ids"].shape[0] == 128
     info = dm.describe()
     assert info["train"]["capped"] and info["train"]["split_pairs"] > 70000
+
+
+# ---- extension points ---------------------------------------------------------------
+
+def _jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_extra_pairs_from_a_file_carry_their_weights(tokenizer, data_dir, tmp_path):
+    plain = make(tokenizer, data_dir)
+    plain.setup("fit")
+    val_question = plain.val_pool.questions[0]
+    mined = _jsonl(tmp_path / "mined.jsonl", [
+        {"question": "what is fact 1 of place 2?", "answer": "place 2 is a city .",
+         "weight": 0.25},
+        {"question": "where is the city?", "answer": "the city is here ."},   # file default
+        {"question": val_question, "answer": "a sentence only mined ."},      # leaks: dropped
+    ])
+    dm = make(tokenizer, data_dir, extra_pairs=[{"path": str(mined), "weight": 0.5}])
+    dm.setup("fit")
+    n = len(plain.train_pairs)
+    assert len(dm.train_pairs) == n + 2
+    assert dm.train_weights == [1.0] * n + [0.25, 0.5]
+    assert dm.describe()["extra_pairs"] == [{"name": "mined", "pairs": 3, "kept": 2,
+                                             "dropped_validation_overlap": 1}]
+    batches = list(dm.train_dataloader())
+    weights = {int(i): float(w) for b in batches for i, w in zip(b["index"], b["weight"],
+                                                                  strict=True)}
+    assert all(weights[i] == dm.train_weights[i] for i in weights)
+
+
+def test_a_pair_source_added_in_process_after_setup(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir)
+    dm.setup("fit")
+    n = len(dm.train_pairs)
+    pair = QAPair("where is the city?", "the city is here .", "the city is here .", "m1", "m1")
+    dm.add_pair_source("mined", [pair], [2.0])
+    assert dm.train_pairs[-1] == pair and dm.train_weights[-1] == 2.0 and len(dm.train_pairs) == n + 1
+
+
+def test_a_bad_record_names_the_file_the_line_and_the_fix(tokenizer, data_dir, tmp_path):
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"question": "q?", "answer": "a ."}, {"question": "q2?"}])
+    with pytest.raises(ValueError, match=r"bad.jsonl, line 2: .*\"question\" and \"answer\""):
+        make(tokenizer, data_dir, extra_pairs=[{"path": str(bad)}])
+
+
+def _feature_file(dm, path, dim=6):
+    texts = sorted({p.question for p in dm.train_pairs} | {p.answer for p in dm.train_pairs}
+                   | set(dm.val_pool.questions) | {c.text for c in dm.val_pool.candidates}
+                   | set(dm.test_pool.questions) | {c.text for c in dm.test_pool.candidates})
+    vectors = torch.randn(len(texts), dim, generator=torch.Generator().manual_seed(0))
+    torch.save({"texts": texts, "vectors": vectors}, path)
+    return texts, vectors
+
+
+def test_frozen_features_replace_tokens_in_every_loader(tokenizer, data_dir, tmp_path):
+    plain = make(tokenizer, data_dir)
+    plain.setup(None)
+    texts, vectors = _feature_file(plain, tmp_path / "f.pt")
+    row = {t: i for i, t in enumerate(texts)}
+    dm = make(None, data_dir, features=str(tmp_path / "f.pt"))
+    dm.setup(None)
+    batch = next(iter(dm.train_dataloader()))
+    assert set(batch["question"]) == {"features"} and batch["answer"]["features"].shape[1] == 6
+    first = dm.train_pairs[int(batch["index"][0])]
+    assert torch.equal(batch["question"]["features"][0], vectors[row[first.question]])
+    candidates, questions = dm.test_dataloader()
+    qb = next(iter(questions))
+    assert set(qb) == {"features", "index", "gold"}
+    assert torch.equal(qb["features"][0], vectors[row[dm.test_pool.questions[int(qb["index"][0])]]])
+    assert "doc" in next(iter(candidates))
+
+
+def test_a_missing_feature_fails_at_setup_naming_the_file(tokenizer, data_dir, tmp_path):
+    plain = make(tokenizer, data_dir)
+    plain.setup(None)
+    texts, vectors = _feature_file(plain, tmp_path / "f.pt")
+    torch.save({"texts": texts[1:], "vectors": vectors[1:]}, tmp_path / "short.pt")
+    dm = make(None, data_dir, features=str(tmp_path / "short.pt"))
+    with pytest.raises(KeyError, match=r"short.pt: no vector for 1 .* recompute the feature file"):
+        dm.setup(None)
+
+
+def test_feature_table_shape_errors():
+    with pytest.raises(ValueError, match="one \\[D\\] row per text"):
+        FeatureTable(["a", "b"], torch.zeros(3, 4))

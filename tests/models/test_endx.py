@@ -21,7 +21,7 @@ def endx(*overrides: str) -> EndxModule:
                    "model.cross.cross_attention.num_heads=2",
                    "model.cross.cross_attention.dropout=0.0", *overrides])
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    model.pop("name")
+    model.pop("_target_")
     torch.manual_seed(0)
     return EndxModule(**model)
 

@@ -20,9 +20,10 @@ def test_the_issue_experiments_exist():
 def test_every_experiment_composes_in_both_profiles(name, profile):
     cfg = compose([f"experiment={name}", f"profile={profile}"])
     assert cfg.experiment == name and cfg.profile == profile and cfg.description
-    expected = ("endx" if name.startswith("endx") else
-                "residual" if name in RESIDUAL else "dual_encoder")
-    assert cfg.model.name == expected
+    expected = ("endx.EndxModule" if name.startswith("endx") else
+                "residual.ResidualRefinementModule" if name in RESIDUAL
+                else "dual_encoder.DualEncoderModule")
+    assert cfg.model._target_ == f"retrieval_qa.models.{expected}"
     if profile == "cpu":
         assert "REDUCED" in cfg.description  # CPU profiles say what they cut
     if name.startswith("endx"):
@@ -52,11 +53,11 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
 def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
     embeddings are replaced by a tiny random table so nothing is loaded."""
-    from retrieval_qa.training.run import build_module
+    from retrieval_qa.registry import instantiate
 
     cfg = compose([f"experiment={name}", "profile=cpu", "model.towers.encoder.vocab_size=50",
                    "model.towers.encoder.embedding_dim=8"])
-    module = build_module(cfg.model)
+    module = instantiate(cfg.model, "model")
     batch = {"input_ids": torch.randint(1, 50, (3, 7)), "attention_mask": torch.ones(3, 7)}
     q, a = module.towers(batch, batch)
     assert q.shape == a.shape and q.shape[0] == 3

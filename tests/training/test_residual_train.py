@@ -55,7 +55,7 @@ def test_train_prints_test_r1_and_ap_last(data_dir, tmp_path, capsys, experiment
 
 def test_compose_uses_the_paper_settings():
     cfg = compose(["experiment=convrr"])
-    assert cfg.model.name == "residual" and cfg.model.refiner == "convrr"
+    assert cfg.model._target_.endswith("ResidualRefinementModule") and cfg.model.refiner == "convrr"
     assert (cfg.model.conv_filters, cfg.model.conv_window, cfg.model.conv_stride) == (1024, 5, 2)
     assert cfg.data.batch_size == 512 and cfg.model.dropout == 0.1 and cfg.model.sf == 1.0
     assert cfg.model.optimizer.lr == 1e-3 and cfg.model.optimizer.weight_decay == 1e-3

@@ -1,0 +1,26 @@
+"""One loader for every method's inference artefact: the folder that ``export()`` wrote,
+whose ``model.json`` names its loader class in ``_target_`` (a class with
+``load(folder)``, giving an object with ``encode_questions`` / ``encode_answers`` and
+``meta``). Used by ``rqa evaluate --checkpoint`` and ``rqa encode``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..registry import locate
+
+LEGACY_LOADER = "retrieval_qa.models.inference.DualEncoderInference"  # exports without _target_
+
+
+def load_artifact(folder: str | Path, map_location: str = "cpu"):
+    folder = Path(folder)
+    meta_file = folder / "model.json"
+    if not meta_file.is_file():
+        raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
+                                "`checkpoint` folder printed by `rqa train`")
+    try:
+        meta = json.loads(meta_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{meta_file}: not valid JSON ({e}); re-export the model") from e
+    return locate(meta.get("_target_", LEGACY_LOADER)).load(folder, map_location=map_location)
