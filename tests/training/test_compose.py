@@ -6,6 +6,7 @@ from retrieval_qa.training.compose import compose
 
 EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 RESIDUAL = {"fcrr", "convrr", "fcrr_convrr"}  # refiners over frozen vectors: no towers
+VAE = {"dual_vae", "cross_vae"}  # VAE towers: tests/models/test_vae_module.py builds them
 
 
 def test_the_issue_experiments_exist():
@@ -21,7 +22,7 @@ def test_every_experiment_composes_in_both_profiles(name, profile):
     cfg = compose([f"experiment={name}", f"profile={profile}"])
     assert cfg.experiment == name and cfg.profile == profile and cfg.description
     expected = ("endx" if name.startswith("endx") else
-                "residual" if name in RESIDUAL else "dual_encoder")
+                "residual" if name in RESIDUAL else "vae" if name in VAE else "dual_encoder")
     assert cfg.model.name == expected
     if profile == "cpu":
         assert "REDUCED" in cfg.description  # CPU profiles say what they cut
@@ -48,7 +49,7 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if not e.endswith(("bert", "sde"))
-                                  and not e.startswith("ade") and e not in RESIDUAL])
+                                  and not e.startswith("ade") and e not in RESIDUAL | VAE])
 def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
     embeddings are replaced by a tiny random table so nothing is loaded."""
