@@ -6,6 +6,7 @@ from retrieval_qa.training.compose import compose
 
 EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 RESIDUAL = {"fcrr", "convrr", "fcrr_convrr"}  # refiners over frozen vectors: no towers
+VAE = {"dual_vae", "cross_vae"}  # VAE towers: tests/models/test_vae_module.py builds them
 
 
 def test_the_issue_experiments_exist():
@@ -22,7 +23,7 @@ def test_every_experiment_composes_in_both_profiles(name, profile):
     assert cfg.experiment == name and cfg.profile == profile and cfg.description
     expected = ("endx.EndxModule" if name.startswith("endx") else
                 "residual.ResidualRefinementModule" if name in RESIDUAL
-                else "dual_encoder.DualEncoderModule")
+                else "vae.VAEModule" if name in VAE else "dual_encoder.DualEncoderModule")
     assert cfg.model._target_ == f"retrieval_qa.models.{expected}"
     if profile == "cpu":
         assert "REDUCED" in cfg.description  # CPU profiles say what they cut
@@ -49,7 +50,7 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if not e.endswith(("bert", "sde"))
-                                  and not e.startswith("ade") and e not in RESIDUAL])
+                                  and not e.startswith("ade") and e not in RESIDUAL | VAE])
 def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
     embeddings are replaced by a tiny random table so nothing is loaded."""

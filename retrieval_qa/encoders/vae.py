@@ -1,0 +1,248 @@
+"""The VAE encoders of Dual-VAEs and Cross-VAEs (Cross-VAEs paper, section 3.2).
+
+Each side is the project's tower without a projection: token embeddings, a GRU token encoder
+and the multi-hop self-attention pooler of Lin et al. (2017), all built by
+:mod:`retrieval_qa.encoders.builders`. On top, a :class:`GaussianHead` (two linear maps) gives
+the mean and log-variance of the diagonal Gaussian posterior ``N(z; mu, diag(sigma^2))``
+(latent size 512 in the paper, section 4.3).
+
+* Training: :meth:`VAETower.latent` draws ``z = mu + sigma * eps`` (reparameterisation,
+  ``eps ~ N(0, I)``) in training mode and returns ``mu`` in eval mode.
+* Retrieval: ``encode_question`` / ``encode_answer`` (and the tower's ``forward``) return the
+  mean ``mu``, in both modes, so the embedding of a text is deterministic.
+
+:class:`VAEDualTowers` is a :class:`~.dual_towers.DualTowers` whose towers are
+:class:`VAETower` objects, so it has the inference interface of every dual encoder
+(``encode_question(**inputs)``, ``encode_answer(**inputs)``, ``output_dim``, ``penalty()``,
+``trainable_parameters()``) and the sharing modes of the SDE/ADE paper (default ``ade``: two
+separate encoders E_q and E_a, as in the paper's Figure 1; ``ade_spl`` shares the Gaussian
+head, which takes the projection's place). The decoders are not part of it: they live in the
+training module (:mod:`retrieval_qa.models.vae`), so ``towers.state_dict()`` is the whole
+inference model. ``towers.config`` is the plain dict that rebuilds it with
+:func:`build_vae_towers` (or :func:`towers_from_config`, which also takes the config of the
+plain dual towers).
+
+Config keys of :func:`build_vae_towers` (other top-level keys are errors):
+
+type: vae          # marks a VAE tower config (optional here; used by towers_from_config)
+encoder: {...}     # as in builders.py; type defaults to gru here (paper: GRU, 768 hidden)
+pooler: {...}      # as in builders.py (default: multi-hop self-attention, 4 hops, concat)
+sharing: ade       # sde | ade | ade_ste | ade_fte | ade_spl
+latent_dim: 512    # size of z (paper 4.3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from .builders import DEFAULT_ENCODER, DEFAULT_POOLER, build_dual_towers
+from .dual_towers import DualTowers, check_sharing
+from .poolers import Pooler
+from .token_encoder import TokenEncoder
+from .tower import Tower
+
+VAE_TOWERS_TYPE = "vae"
+VAE_DEFAULTS: dict[str, Any] = {
+    "type": VAE_TOWERS_TYPE,
+    "encoder": {"type": "gru"},
+    "pooler": {},
+    "sharing": "ade",
+    "latent_dim": 512,
+}
+
+__all__ = [
+    "VAE_DEFAULTS",
+    "VAE_TOWERS_TYPE",
+    "GaussianHead",
+    "VAEDualTowers",
+    "VAETower",
+    "build_vae_towers",
+    "reparameterize",
+    "towers_from_config",
+]
+
+
+def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """``z = mean + exp(logvar / 2) * eps`` with ``eps ~ N(0, I)``: a sample of
+    ``N(mean, diag(exp(logvar)))`` differentiable in mean and logvar. ``logvar = -inf``
+    (standard deviation 0) gives exactly the mean."""
+    std = torch.exp(0.5 * logvar)
+    return mean + std * torch.randn_like(std)
+
+
+class GaussianHead(nn.Module):
+    """Pooled ``[B, D]`` -> ``(mean[B, Z], logvar[B, Z])`` by two linear maps (section 3.2,
+    "two linear transitions to obtain mean and standard deviation"; the log-variance is
+    predicted, the usual unconstrained parameterisation of the standard deviation).
+
+    As a tower's ``projection`` its ``forward`` is the mean, the retrieval embedding.
+    """
+
+    def __init__(self, in_dim: int, latent_dim: int) -> None:
+        super().__init__()
+        if latent_dim < 1:
+            raise ValueError(f"latent_dim must be >= 1, got {latent_dim}")
+        self.mean = nn.Linear(in_dim, latent_dim)
+        self.logvar = nn.Linear(in_dim, latent_dim)
+        self.output_dim = latent_dim
+
+    def posterior(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mean(pooled), self.logvar(pooled)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.mean(pooled)
+
+
+class VAETower(Tower):
+    """A :class:`Tower` (token encoder, pooler) whose projection is a :class:`GaussianHead`.
+
+    ``forward(input_ids, attention_mask, token_type_ids=None) -> mean[B, Z]`` (the embedding);
+    ``posterior(...) -> (mean, logvar)``; ``latent(...) -> (z, mean, logvar)`` with ``z``
+    sampled in training mode and the mean in eval mode.
+    """
+
+    def __init__(self, token_encoder: TokenEncoder, pooler: Pooler, head: GaussianHead) -> None:
+        super().__init__(token_encoder, pooler, head, normalize=False)
+
+    @property
+    def head(self) -> GaussianHead:
+        return self.projection  # type: ignore[return-value]
+
+    @property
+    def latent_dim(self) -> int:
+        return self.output_dim
+
+    def posterior(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  token_type_ids: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
+        pooled = self.pooler(states, attention_mask)
+        return self.projection.posterior(pooled)
+
+    def latent(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               token_type_ids: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        mean, logvar = self.posterior(input_ids, attention_mask, token_type_ids)
+        z = reparameterize(mean, logvar) if self.training else mean
+        return z, mean, logvar
+
+
+class VAEDualTowers(DualTowers):
+    """Question and answer :class:`VAETower` objects (see the module docstring).
+
+    ``latent_question(**inputs)`` / ``latent_answer(**inputs) -> (z, mean, logvar)`` for
+    training; ``encode_question`` / ``encode_answer`` give the means. ``config`` holds the
+    plain dict that :func:`build_vae_towers` rebuilds these towers from (None when the object
+    was assembled by hand).
+    """
+
+    question_tower: VAETower
+    answer_tower: VAETower
+
+    def __init__(self, question_tower: VAETower, answer_tower: VAETower | None = None,
+                 sharing: str = "ade", config: Mapping[str, Any] | None = None) -> None:
+        for tower in (question_tower, answer_tower):
+            if tower is not None and not isinstance(tower, VAETower):
+                raise TypeError(f"VAEDualTowers needs VAETower objects, got {type(tower).__name__}")
+        super().__init__(question_tower, answer_tower, sharing)
+        self.config = dict(config) if config is not None else None
+
+    @property
+    def latent_dim(self) -> int:
+        return self.output_dim
+
+    def latent_question(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        token_type_ids: torch.Tensor | None = None):
+        out = self.question_tower.latent(input_ids, attention_mask, token_type_ids)
+        self._penalties["question"] = self.question_tower.penalty()
+        return out
+
+    def latent_answer(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      token_type_ids: torch.Tensor | None = None):
+        out = self.answer_tower.latent(input_ids, attention_mask, token_type_ids)
+        self._penalties["answer"] = self.answer_tower.penalty()
+        return out
+
+    def latents(self, q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor]):
+        """``((z_q, mean_q, logvar_q), (z_a, mean_a, logvar_a))`` of one training batch."""
+        self._penalties = {}
+        q = self.latent_question(q_batch["input_ids"], q_batch["attention_mask"],
+                                 q_batch.get("token_type_ids"))
+        a = self.latent_answer(a_batch["input_ids"], a_batch["attention_mask"],
+                               a_batch.get("token_type_ids"))
+        return q, a
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    if cfg is None:
+        return {}
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
+
+
+def vae_config(cfg: Any = None) -> dict[str, Any]:
+    """The full VAE tower config: ``cfg`` over :data:`VAE_DEFAULTS` (encoder and pooler
+    sections merged key by key, the builders' own defaults filling the rest)."""
+    given = _plain(cfg)
+    unknown = sorted(set(given) - set(VAE_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in the VAE towers config; allowed: "
+                         f"{sorted(VAE_DEFAULTS)} (no projection: the Gaussian head is it)")
+    if given.get("type", VAE_TOWERS_TYPE) != VAE_TOWERS_TYPE:
+        raise ValueError(f"type={given['type']!r}; a VAE towers config has type {VAE_TOWERS_TYPE!r}")
+    full = {**VAE_DEFAULTS, **given}
+    encoder = {**DEFAULT_ENCODER, **VAE_DEFAULTS["encoder"], **_plain(given.get("encoder"))}
+    pooler = {**DEFAULT_POOLER, **_plain(given.get("pooler"))}
+    return {**full, "encoder": encoder, "pooler": pooler,
+            "sharing": check_sharing(full["sharing"]), "latent_dim": int(full["latent_dim"])}
+
+
+def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
+    """:class:`VAEDualTowers` from a config (keys in the module docstring).
+
+    The token encoders and poolers come from :func:`~.builders.build_dual_towers` (so every
+    sharing mode loads pretrained word embeddings once and copies them, and draws random
+    parts per tower); each side then gets its own :class:`GaussianHead` (one for ``sde``, one
+    shared head for ``ade_spl``).
+    """
+    full = vae_config(cfg)
+    sharing = full["sharing"]
+    plain = build_dual_towers({
+        "encoder": full["encoder"], "pooler": full["pooler"],
+        "projection": {"dim": None, "normalize": False},
+        # ade_spl shares the projection, which is the Gaussian head here: build the towers
+        # as plain ade and let VAEDualTowers share the head
+        "sharing": "ade" if sharing == "ade_spl" else sharing,
+    })
+    latent = full["latent_dim"]
+
+    def vae(tower: Tower) -> VAETower:
+        return VAETower(tower.token_encoder, tower.pooler,
+                        GaussianHead(tower.pooler.output_dim, latent))
+
+    question = vae(plain.question_tower)
+    answer = None if sharing == "sde" else vae(plain.answer_tower)
+    return VAEDualTowers(question, answer, sharing, config=full)
+
+
+def towers_from_config(cfg: Any) -> DualTowers:
+    """Rebuild exported towers from their config: :func:`build_vae_towers` when
+    ``cfg["type"] == "vae"``, else :func:`~.builders.build_dual_towers`. (For the loader of
+    the inference model: ``towers_from_config(meta["towers"])``.)"""
+    plain = _plain(cfg)
+    if plain.get("type") == VAE_TOWERS_TYPE:
+        return build_vae_towers(plain)
+    return build_dual_towers(plain)
+
