@@ -74,7 +74,8 @@ def cmd_evaluate(args) -> dict:
         result = evaluate_model(model, pool, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                                 ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                                 run_file=args.run_file, progress=not args.quiet)
-        return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
+        return {**result.summary(), **_sse(args, pool, result.extra["question_embeddings"]),
+                "dataset": pool.dataset, "pool": pool.pool,
                 "model": args.checkpoint, "settings": model.meta,
                 "encode_seconds": result.extra["encode_seconds"],
                 "seconds": round(time.perf_counter() - start, 3), **_unit_counts(notes),
@@ -92,11 +93,28 @@ def cmd_evaluate(args) -> dict:
     result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                       ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                       run_file=args.run_file, progress=not args.quiet)
-    return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
+    no_sse = {"sse": None, "sse_note": f"{args.model} has no question embeddings"} \
+        if args.min_questions_per_answer else {}
+    return {**result.summary(), **no_sse, "dataset": pool.dataset, "pool": pool.pool,
             "model": args.model, "settings": model_settings,
             "index_seconds": round(index_seconds, 3),
             "seconds": round(time.perf_counter() - start, 3), **_unit_counts(notes),
             "skipped_records": notes.get("skipped_records")}
+
+
+def _sse(args, pool, question_embeddings) -> dict:
+    """With --min-questions-per-answer N: the SSE of Cross-VAEs Table 3 over the questions of
+    the answers with at least N questions (mean squared distance of l2-normalised question
+    embeddings over the pairs of questions sharing an answer; retrieval_qa/evaluation/sse.py)."""
+    if not args.min_questions_per_answer:
+        return {}
+    from .evaluation.sse import pool_sse
+
+    stats = pool_sse(question_embeddings, pool, max(args.min_questions_per_answer, 2))
+    return {"sse": None if stats.answers == 0 else round(stats.value, 4),
+            "sse_pairs": stats.pairs, "sse_answers": stats.answers,
+            "sse_definition": "mean over question pairs sharing an answer of "
+                              "||q_i/|q_i| - q_j/|q_j|||^2"}
 
 
 def _with_threads(args) -> list[str]:

@@ -21,5 +21,6 @@ def evaluate_model(model, pool: RetrievalPool, *, batch_size: int = 128, progres
     result = evaluate(pool, DenseScorer(questions, candidates), progress=progress,
                       **evaluate_kwargs)
     result.extra["encode_seconds"] = round(encode_seconds, 3)
+    result.extra["question_embeddings"] = questions  # e.g. for the SSE of one-to-many subsets
     result.seconds += encode_seconds
     return result

@@ -122,6 +122,36 @@ def test_a_new_method_is_a_module_file_and_a_config_file(toy, setup_dirs, capsys
     assert _last_json(capsys)["dim"] == 8
 
 
+def test_evaluate_reports_the_sse_of_the_one_to_many_subset(toy, setup_dirs, capsys):
+    """Two distinct questions share the answer sentence "Berlin is in Germany.": the SSE is
+    the squared distance of their l2-normalised embeddings, for any method's artefact."""
+    import copy
+
+    import torch
+    from helpers import TINY_SQUAD, write_json_gz
+
+    from retrieval_qa.models.artifact import load_artifact
+
+    root, _ = setup_dirs
+    assert main(["train", "experiment=toy", "profile=cpu", "trainer.max_epochs=1",
+                 *_common(setup_dirs, toy / "runs")]) == 0
+    checkpoint = _last_json(capsys)["checkpoint"]
+    dev = copy.deepcopy(TINY_SQUAD)
+    dev["data"][0]["paragraphs"][0]["qas"].append(
+        {"id": "q6", "question": "Which country is Berlin in?",
+         "answers": [{"answer_start": 70, "text": "Germany"}]})
+    write_json_gz(toy / "data" / "squad" / "dev-v1.1.json.gz", dev)
+    assert main(["evaluate", "--checkpoint", checkpoint, "--dataset", "reqa_squad", "--pool",
+                 "dev", "--data-dir", str(toy / "data"), "--min-questions-per-answer", "2",
+                 "--quiet", "--no-cache"]) == 0
+    out = _last_json(capsys)
+    assert out["questions"] == 2 and out["sse_pairs"] == 1 and out["sse_answers"] == 1
+    q = load_artifact(checkpoint).encode_questions(
+        ["Where is Berlin?", "Which country is Berlin in?"], progress=False)
+    q = torch.nn.functional.normalize(q, dim=-1)
+    assert out["sse"] == pytest.approx(float(((q[0] - q[1]) ** 2).sum()), abs=1e-4)
+
+
 def test_eval_settings_reach_rqa_train(setup_dirs, tmp_path, capsys):
     assert main(["train", *tiny_overrides(setup_dirs, tmp_path, "trainer.max_epochs=1",
                                           "eval.ks=[1,3]", "eval.doc_level=false")]) == 0
