@@ -18,6 +18,7 @@ from helpers import tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.compose import compose
 from retrieval_qa.training.run import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +52,30 @@ def test_signal_mid_epoch_saves_exits_nonzero_and_resumes_to_the_same_result(
     resumed = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
     assert resumed["resumed_from"] == stopped["checkpoint"]
     assert resumed["global_steps"] == straight["global_steps"]
+    a = torch.load(f"{straight['checkpoint']}/towers.pt")
+    b = torch.load(f"{resumed['checkpoint']}/towers.pt")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+    assert resumed["best_val_score"] == straight["best_val_score"]
+
+
+def test_endx_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run(
+        setup_dirs, tmp_path, capsys, monkeypatch):
+    """Restart parity for ENDX too: its GAM weights ramp with the fractional epoch, so the
+    resumed run must pick up the ramp at the step it stopped."""
+    endx = ("experiment=endx_gru", "test_after_fit=false", "model.cross.cross_attention.dropout=0.0")
+
+    def overrides(out):
+        return [endx[0], *(o for o in tiny_overrides(setup_dirs, out, *endx[1:])
+                           if o != "experiment=dual_gru")]
+
+    straight = train(compose(overrides(tmp_path / "a")))
+    _signal_at_step(monkeypatch, 5, signal.SIGTERM)
+    assert main(["train", *overrides(tmp_path / "b")]) == 128 + signal.SIGTERM
+    capsys.readouterr()
+    monkeypatch.undo()
+    resumed = train(compose(overrides(tmp_path / "b")))
+    assert resumed["resumed_from"] and resumed["global_steps"] == straight["global_steps"]
     a = torch.load(f"{straight['checkpoint']}/towers.pt")
     b = torch.load(f"{resumed['checkpoint']}/towers.pt")
     for k in a:
