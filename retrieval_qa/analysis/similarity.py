@@ -88,7 +88,7 @@ def cross_embeddings(module, tokenizer, questions: list[str], answer, meta: dict
     q = encode_texts(tokenizer, questions, meta["max_question_length"])
     a = encode_texts(tokenizer, [answer.text] * len(questions), meta["max_answer_length"],
                      contexts)
-    r_q, _ = module.cross_encoder(q, a)
+    r_q, _ = module.cross_branch(q, a)
     return r_q.float()
 
 

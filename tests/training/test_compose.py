@@ -61,5 +61,5 @@ def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     q, a = module.towers(batch, batch)
     assert q.shape == a.shape and q.shape[0] == 3
     if name.startswith("endx"):
-        cq, ca = module.cross_encoder(batch, batch)
+        cq, ca = module.cross_branch(batch, batch)
         assert cq.shape[0] == ca.shape[0] == 3
