@@ -36,6 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
+
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
     "bert": (("dual_bert", "Dual-BERTs"), ("endx_bert", "ENDX-BERTs")),
@@ -44,7 +48,6 @@ FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of EN
     "transformer": (("dual_transformer", "Dual-Transformers"),
                     ("endx_transformer", "ENDX-Transformers")),
 }
-GAM_TERMS = ("qq", "aa", "qa", "aq")
 
 
 @dataclass
@@ -150,8 +153,7 @@ def build_plan(args) -> list[Step]:
                 rargs += ["--report", f"{_display(exp)}={run_dir(exp, seed) / 'result.json'}"]
                 rneeds.append(f"train/{exp}/seed{seed}")
         for term, rd, key in ab_keys:
-            label = {"qq": "w/o L_q|q", "aa": "w/o L_a|a", "qa": "w/o L_q|a",
-                     "aq": "w/o L_a|q"}[term]
+            label = f"w/o {TERM_LABELS[term]}"
             rargs += ["--report", f"{label}={rd / 'result.json'}"]
             rneeds.append(key)
         steps.append(Step("analyze/ablation", "analyze",

@@ -50,19 +50,13 @@ from .common import (
     group_by_name,
     load_models,
     markdown_table,
+    paper_table,
     spread,
     write_json,
     write_markdown,
 )
 
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
-PAPER_TABLE6 = {  # ReQA SQuAD sample, one V100
-    "Dual-BERTs": {"mrr": 71.83, "r@1": 60.42, "r@5": 87.26, "ms": 14.19},
-    "ENDX-BERTs": {"mrr": 76.44, "r@1": 65.01, "r@5": 92.70, "ms": 14.19},
-    "BERTQA": {"mrr": 79.82, "r@1": 69.94, "r@5": 93.51, "ms": 6939.61},
-}
-
-
 class ConcatCrossClassifier(nn.Module):
     """A pretrained encoder over the concatenated pair and a linear head on [CLS]."""
 
@@ -306,9 +300,10 @@ def bertqa_analysis(pool: RetrievalPool, train_pool: RetrievalPool,
         "questions": len(sample.questions), "candidates": len(sample.candidates),
         "choice": choice, "seed": seed}
     device = {"device": "cpu", "torch_threads": torch.get_num_threads()}
+    paper6 = paper_table("endx_table6")
     files = [write_json(out / "table6.json", {"rows": rows, "runs": runs, "sample": sample_info,
                                               "bertqa_training": train_info, "timed": TIMED,
-                                              "hardware": device, "paper": PAPER_TABLE6})]
+                                              "hardware": device, "paper": paper6})]
     lines = ["# Table 6: BERTQA (concatenated cross-attention classifier) vs dual encoders", "",
              f"Sample of {pool.dataset}/{pool.pool}: {sample_info['qa_pairs']} QA pairs "
              f"({sample_info['questions']} questions) from {sample_info['passages']} passages "
@@ -322,7 +317,7 @@ def bertqa_analysis(pool: RetrievalPool, train_pool: RetrievalPool,
     lines += ["", f"Timed: {TIMED} Hardware: CPU, {device['torch_threads']} torch threads.",
               "", "Paper (one V100): " + "; ".join(
                   f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}, {v['ms']:.2f} ms"
-                  for n, v in PAPER_TABLE6.items())]
+                  for n, v in paper6.items())]
     files.append(write_markdown(out / "table6.md", lines))
     return {"analysis": "bertqa", "sample": sample_info,
             "rows": {r["model"]: {**{m: r[m]["mean"] for m in METRICS},
