@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
+from retrieval_qa.config import load_yaml, model_defaults  # noqa: E402
 
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
@@ -231,10 +232,13 @@ def parse_args(argv=None):
                     help="ENDX experiment of Table 5 ('' to skip; default endx_gru)")
     ap.add_argument("--ablation-seeds", default=None, help="default: --seeds")
     ap.add_argument("--bertqa-families", default="bert", help="dual/ENDX rows of Table 6")
-    ap.add_argument("--bertqa-steps", type=int, default=300)
-    ap.add_argument("--bertqa-batch-size", type=int, default=16)
-    ap.add_argument("--bertqa-passages", type=int, default=27)
-    ap.add_argument("--bertqa-pairs", type=int, default=500)
+    # the defaults of Table 6: conf/model/cross_classifier.yaml and conf/tables/endx_table6.yaml
+    classifier, table6 = model_defaults("cross_classifier"), load_yaml("tables/endx_table6.yaml")
+    ap.add_argument("--bertqa-steps", type=int, default=classifier["training"]["steps"])
+    ap.add_argument("--bertqa-batch-size", type=int,
+                    default=classifier["training"]["batch_size"])
+    ap.add_argument("--bertqa-passages", type=int, default=table6.sample.passages)
+    ap.add_argument("--bertqa-pairs", type=int, default=table6.sample.qa_pairs)
     ap.add_argument("--bertqa-seed", type=int, default=0)
     ap.add_argument("--similarity-questions", type=int, default=10)
     ap.add_argument("--tsne-questions", type=int, default=6)
