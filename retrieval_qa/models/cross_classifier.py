@@ -24,7 +24,7 @@ from torch import nn
 
 from ..config import model_defaults
 from ..data.classifier_pairs import MODEL_KEYS, encode_pairs
-from .optim import build_optimizer, build_schedule
+from .optim import lightning_optimizers
 
 __all__ = ["CrossAttentionClassifier"]
 
@@ -114,11 +114,8 @@ class CrossAttentionClassifier(pl.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        optimizer = build_optimizer(self.parameters(), self.optimizer_cfg)
-        schedule = build_schedule(optimizer, self.optimizer_cfg,
-                                  self.trainer.estimated_stepping_batches)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return lightning_optimizers(self.parameters(), self.optimizer_cfg,
+                                    self.trainer.estimated_stepping_batches)
 
     # ---- scoring ---------------------------------------------------------------------------
     def encode(self, questions: Sequence[str], sentences: Sequence[str]) -> dict[str, torch.Tensor]:

@@ -15,13 +15,7 @@ from retrieval_qa.data.classifier_pairs import ClassifierPairDataModule
 from retrieval_qa.models.cross_classifier import CrossAttentionClassifier
 from retrieval_qa.training.cross_classifier import train_cross_classifier
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
