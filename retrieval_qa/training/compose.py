@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError
 
-from ..config import apply_overrides, conf_dir, load_group, load_yaml
+from .. import config
+from ..config import apply_overrides, conf_dir, load_yaml
 
 __all__ = ["compose", "load_experiment", "load_group"]
 
@@ -24,6 +25,12 @@ def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
     except ConfigKeyError as e:
         raise KeyError(f"{where}: {e.msg.splitlines()[0]} (check the spelling against "
                        f"conf/train.yaml and its groups)") from e
+
+
+def load_group(group: str, name: str) -> DictConfig:
+    """conf/<group>/<name>.yaml with its ``extends:`` chain; an experiment as
+    :func:`load_experiment` gives it (profile blocks with their shared reductions)."""
+    return load_experiment(name) if group == "experiment" else config.load_group(group, name)
 
 
 def _profile_block(block: DictConfig, where: str) -> DictConfig:
@@ -37,7 +44,9 @@ def _profile_block(block: DictConfig, where: str) -> DictConfig:
         shared = [load_group("profile", str(n)) for n in names]
     except FileNotFoundError as e:
         raise FileNotFoundError(f"{where}: {e}") from e
-    return OmegaConf.merge(*shared, block)
+    # the block first, so its keys keep their order (what the run reports lists), then the
+    # shared settings under it, then the block's values over them
+    return OmegaConf.merge(block, *shared, block)
 
 
 def load_experiment(name: str) -> DictConfig:

@@ -99,6 +99,13 @@ def test_profiles_extend_shared_reductions_and_add_to_the_parents(tmp_path, monk
     assert (child.trainer.max_epochs, child.trainer.max_steps) == (1, 7)
     assert child.description == "small" and child.data.max_val_questions == 1000
     assert compose(["experiment=toy_child"]).description == "child"
+    # what `rqa train` reads to report a profile's settings: the shared ones included, the
+    # block's own keys first
+    from retrieval_qa.training.compose import load_group as load_composed
+
+    block = load_composed("experiment", "toy_child").profiles.small
+    assert "extends" not in block and list(block) == ["description", "data", "trainer"]
+    assert block.data.max_val_questions == 1000 and block.trainer.max_steps == 7
     with pytest.raises(FileNotFoundError, match=r"toy_broken.yaml, profile 'small'.*nope"):
         compose(["experiment=toy_broken", "profile=small"])
 
