@@ -36,6 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
+from retrieval_qa.config import load_yaml, model_defaults  # noqa: E402
+
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
     "bert": (("dual_bert", "Dual-BERTs"), ("endx_bert", "ENDX-BERTs")),
@@ -44,7 +49,6 @@ FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of EN
     "transformer": (("dual_transformer", "Dual-Transformers"),
                     ("endx_transformer", "ENDX-Transformers")),
 }
-GAM_TERMS = ("qq", "aa", "qa", "aq")
 
 
 @dataclass
@@ -150,8 +154,7 @@ def build_plan(args) -> list[Step]:
                 rargs += ["--report", f"{_display(exp)}={run_dir(exp, seed) / 'result.json'}"]
                 rneeds.append(f"train/{exp}/seed{seed}")
         for term, rd, key in ab_keys:
-            label = {"qq": "w/o L_q|q", "aa": "w/o L_a|a", "qa": "w/o L_q|a",
-                     "aq": "w/o L_a|q"}[term]
+            label = f"w/o {TERM_LABELS[term]}"
             rargs += ["--report", f"{label}={rd / 'result.json'}"]
             rneeds.append(key)
         steps.append(Step("analyze/ablation", "analyze",
@@ -229,10 +232,13 @@ def parse_args(argv=None):
                     help="ENDX experiment of Table 5 ('' to skip; default endx_gru)")
     ap.add_argument("--ablation-seeds", default=None, help="default: --seeds")
     ap.add_argument("--bertqa-families", default="bert", help="dual/ENDX rows of Table 6")
-    ap.add_argument("--bertqa-steps", type=int, default=300)
-    ap.add_argument("--bertqa-batch-size", type=int, default=16)
-    ap.add_argument("--bertqa-passages", type=int, default=27)
-    ap.add_argument("--bertqa-pairs", type=int, default=500)
+    # the defaults of Table 6: conf/model/cross_classifier.yaml and conf/tables/endx_table6.yaml
+    classifier, table6 = model_defaults("cross_classifier"), load_yaml("tables/endx_table6.yaml")
+    ap.add_argument("--bertqa-steps", type=int, default=classifier["training"]["steps"])
+    ap.add_argument("--bertqa-batch-size", type=int,
+                    default=classifier["training"]["batch_size"])
+    ap.add_argument("--bertqa-passages", type=int, default=table6.sample.passages)
+    ap.add_argument("--bertqa-pairs", type=int, default=table6.sample.qa_pairs)
     ap.add_argument("--bertqa-seed", type=int, default=0)
     ap.add_argument("--similarity-questions", type=int, default=10)
     ap.add_argument("--tsne-questions", type=int, default=6)

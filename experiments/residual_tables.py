@@ -22,6 +22,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from retrieval_qa.analysis.common import paper_table, paper_table_rows  # noqa: E402
 from retrieval_qa.data.paragraphs import load_paragraph_task  # noqa: E402
 from retrieval_qa.embeddings.base import task_embeddings  # noqa: E402
 from retrieval_qa.embeddings.evaluate import evaluate_paragraph_task  # noqa: E402
@@ -32,16 +33,12 @@ from retrieval_qa.evaluation.paragraph_retrieval import (  # noqa: E402
 )
 
 OUT = REPO / "results" / "residual"
-# The paper's numbers (dev, 10,570 questions): Tables 3-7 (recall@k %, AP), Table 9.
-PAPER = {
-    "GloVe 840B 300d": {"r": [30.7, 40.8, 54.0, 63.8, 71.9, 80.6], "ap": 0.17},
-    "GloVe 840B 300d w/ IDF": {"r": [34.8, 45.5, 59.5, 68.5, 76.4, 84.3], "ap": 0.22},
-    "ELMo": {"r": [41.5, 52.1, 64.2, 72.6, 80.1, 87.7], "ap": 0.31},
-    "ELMo w/ IDF": {"r": [44.9, 56.3, 68.1, 76.0, 83.3, 89.8], "ap": 0.35},
-}
-PAPER_T9 = {"Only ELMo": (28.40, 49.70), "ELMo w/ IDF": (32.60, 54.20), "FCRR": (40.50, 64.30),
-            "FCRR + ConvRR": (41.60, 65.50),
-            "FCRR + ConvRR + fine-tuned paragraph embed.": (41.96, 65.80)}
+# The paper's numbers (dev, 10,570 questions): Tables 3-7 (recall@k %, AP), Table 2 and
+# Table 9, from conf/tables/residual_{frozen,table2,table9}.yaml.
+PAPER = {row["name"]: {"r": [row["recall"][k] for k in PARAGRAPH_KS], "ap": row["ap"]}
+         for row in paper_table_rows("residual_frozen")}
+PAPER_T2 = paper_table("residual_table2")
+PAPER_T9 = {name: (v["r@1"], v["avg_recall"]) for name, v in paper_table("residual_table9").items()}
 TRAINED = {"fcrr": ("FCRR", []), "convrr": ("ConvRR", []), "fcrr_convrr": ("FCRR + ConvRR", []),
            "fcrr_convrr_both": ("FCRR + ConvRR + fine-tuned paragraph embed.",
                                 ["model.sides=both"])}
@@ -178,6 +175,12 @@ def fmt_ms(values) -> str:
     return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
+def _t9(name: str) -> str:
+    """The paper's Table 9 cells of a frozen row: "r@1 (name) | avg recalls"."""
+    r1, avg = PAPER_T9[name]
+    return f"{r1:.2f} ({name}) | {avg:.2f}"
+
+
 def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
     L = ["# Residual refinement of frozen embeddings (issue 12) — SQuAD paragraph retrieval",
          "", "Dev file: 10,570 questions against its 2,067 paragraphs (the paper's Table 1). "
@@ -195,9 +198,12 @@ def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
                  f"{PAPER['ELMo w/ IDF']['r'][i]} |")
     L += ["", "## Table 7: average precision (all question-paragraph pairs)", "",
           "| model | ours AP | paper AP |", "|---|---|---|",
-          f"| GloVe (ours 6B 50d; paper 840B 300d) | {frozen[False]['metrics']['ap']:.4f} | 0.17 |",
-          f"| GloVe w/ IDF | {frozen[True]['metrics']['ap']:.4f} | 0.22 |",
-          "| ELMo | not run | 0.31 |", "| ELMo w/ IDF | not run | 0.35 |"]
+          f"| GloVe (ours 6B 50d; paper 840B 300d) | {frozen[False]['metrics']['ap']:.4f} | "
+          f"{PAPER['GloVe 840B 300d']['ap']} |",
+          f"| GloVe w/ IDF | {frozen[True]['metrics']['ap']:.4f} | "
+          f"{PAPER['GloVe 840B 300d w/ IDF']['ap']} |",
+          f"| ELMo | not run | {PAPER['ELMo']['ap']} |",
+          f"| ELMo w/ IDF | not run | {PAPER['ELMo w/ IDF']['ap']} |"]
     if contextual:
         L += ["", "## Table 2: layer weights, MiniLM standing in for ELMo", "",
               f"Encoder: {contextual['checkpoint']} (ELMo is not available offline); layer 0 "
@@ -210,8 +216,8 @@ def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
         for a, b in zip(contextual["grid"]["plain"], contextual["grid"]["idf"], strict=True):
             L.append(f"| {a['row']} | {a['r@1']:.2f} | {a['avg_recall']:.2f} | "
                      f"{b['r@1']:.2f} | {b['avg_recall']:.2f} |")
-        L += ["", "Paper (ELMo, Table 2): token layer 41.50 / 66.40, biLSTM 1 26.20 / 54.30, "
-              "biLSTM 2 19.60 / 48.00, equal weights 21.20 / 48.30.", "",
+        L += ["", "Paper (ELMo, Table 2): " + ", ".join(
+            f"{n} {v['r@1']:.2f} / {v['avg_recall']:.2f}" for n, v in PAPER_T2.items()) + ".", "",
               "## Tables 5-6 and 7 with MiniLM in the ELMo rows (best r@1 layer weights)", "",
               "| k | MiniLM # | % | w/ IDF # | % | paper ELMo % | w/ IDF % |",
               "|---|---|---|---|---|---|---|"]
@@ -220,7 +226,8 @@ def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
             L.append(f"| {k} | {a['metrics'][f'hits@{k}']} | {a['metrics'][f'r@{k}']:.1f} | "
                      f"{b['metrics'][f'hits@{k}']} | {b['metrics'][f'r@{k}']:.1f} | "
                      f"{PAPER['ELMo']['r'][i]} | {PAPER['ELMo w/ IDF']['r'][i]} |")
-        L += [f"| AP | | {a['metrics']['ap']:.4f} | | {b['metrics']['ap']:.4f} | 0.31 | 0.35 |",
+        L += [f"| AP | | {a['metrics']['ap']:.4f} | | {b['metrics']['ap']:.4f} | "
+              f"{PAPER['ELMo']['ap']} | {PAPER['ELMo w/ IDF']['ap']} |",
               "", f"Weights: plain {a['row']}; w/ IDF {b['row']}."]
     if trained:
         L += ["", f"## Table 9 layout: question-side refinement (profile `{profile}`, seeds "
@@ -232,10 +239,10 @@ def write_tables(frozen, reqa, trained, profile, contextual=None) -> str:
               "s/run |", "|---|---|---|---|---|---|---|---|",
               f"| GloVe 6B 50d | {frozen[False]['metrics']['r@1']:.2f} | "
               f"{frozen[False]['metrics']['avg_recall']:.2f} | "
-              f"{frozen[False]['metrics']['ap']:.4f} | 28.40 (Only ELMo) | 49.70 | - | - |",
+              f"{frozen[False]['metrics']['ap']:.4f} | {_t9('Only ELMo')} | - | - |",
               f"| GloVe 6B 50d w/ IDF | {frozen[True]['metrics']['r@1']:.2f} | "
               f"{frozen[True]['metrics']['avg_recall']:.2f} | "
-              f"{frozen[True]['metrics']['ap']:.4f} | 32.60 (ELMo w/ IDF) | 54.20 | - | - |"]
+              f"{frozen[True]['metrics']['ap']:.4f} | {_t9('ELMo w/ IDF')} | - | - |"]
         for name, reports in trained.items():
             label = TRAINED[name][0]
             t = [r["test"] for r in reports]

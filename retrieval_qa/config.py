@@ -1,11 +1,17 @@
 """Configuration: YAML files under ``conf/`` are the single source of every setting;
-``key=value`` overrides from the command line must name existing keys."""
+``key=value`` overrides from the command line must name existing keys.
+
+Code that needs a default reads it from ``conf/`` (:func:`model_defaults`) instead of keeping
+a Python copy, so each setting is written in exactly one place."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError
@@ -36,6 +42,39 @@ def load_yaml(relative: str) -> DictConfig:
     cfg = OmegaConf.load(path)
     assert isinstance(cfg, DictConfig)
     return cfg
+
+
+def load_group(group: str, name: str) -> DictConfig:
+    """conf/<group>/<name>.yaml; a file with ``extends: OTHER`` is merged over OTHER's (of the
+    same group)."""
+    cfg = load_yaml(f"{group}/{name}.yaml")
+    parent = cfg.pop("extends", None)
+    return OmegaConf.merge(load_group(group, parent), cfg) if parent else cfg
+
+
+@functools.lru_cache(maxsize=32)
+def _model_defaults(folder: str, name: str) -> dict[str, Any]:
+    del folder  # part of the cache key only: RQA_CONF_DIR may point elsewhere
+    return OmegaConf.to_container(load_group("model", name), resolve=False)  # type: ignore[return-value]
+
+
+def model_defaults(name: str) -> dict[str, Any]:
+    """The settings of ``conf/model/<name>.yaml`` (with its ``extends:``) as a plain dict, the
+    defaults of the builders that take a section of it, e.g.
+    ``model_defaults("dual_encoder")["towers"]``. Interpolations (``${model...}``) are left as
+    written; read only sections that have none. A fresh copy on every call."""
+    return copy.deepcopy(_model_defaults(str(conf_dir()), name))
+
+
+def plain(cfg: Any) -> dict[str, Any]:
+    """A plain dict from a dict, an OmegaConf DictConfig (interpolations resolved) or None."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
 
 
 def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:

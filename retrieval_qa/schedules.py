@@ -1,4 +1,5 @@
-"""Loss-weight schedules and constants for ENDX (paper sections 3.4-3.5 and 4.4).
+"""Loss-weight schedules of ENDX (paper sections 3.4-3.5 and 4.4); the paper's values are
+read from ``conf/model/endx.yaml`` (``weights`` and ``gam``), not kept here.
 
 * :class:`EndxLossWeights`: the weights of the total loss, eq. 13,
   ``L = alpha_dual L_dual + alpha_cross L_cross + alpha_ga L_ga``; paper: 0.25 / 0.25 / 0.5.
@@ -20,44 +21,51 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config import model_defaults
+from .losses.gam import RELATION_NAMES
+
 __all__ = [
-    "PAPER_ALPHA_CROSS",
-    "PAPER_ALPHA_DUAL",
-    "PAPER_ALPHA_GA",
-    "PAPER_GAM_RAMP_EPOCHS",
-    "PAPER_GAM_WEIGHTS",
     "EndxLossWeights",
     "GamWeightSchedule",
     "LinearRamp",
+    "paper_settings",
 ]
 
-#: Eq. 13 weights used in the paper (section 4.4).
-PAPER_ALPHA_DUAL = 0.25
-PAPER_ALPHA_CROSS = 0.25
-PAPER_ALPHA_GA = 0.5
-#: Final GAM weights (eq. 12) reached after the ramp (section 4.4).
-PAPER_GAM_WEIGHTS: dict[str, float] = {"q|q": 1e4, "a|a": 1e4, "a|q": 0.5, "q|a": 0.5}
-PAPER_GAM_RAMP_EPOCHS = 5.0
+_GAM_KEYS = tuple(RELATION_NAMES.values())
 
-_GAM_KEYS = ("q|q", "a|a", "a|q", "q|a")
+
+def paper_settings() -> dict[str, Any]:
+    """The paper's settings (section 4.4) as written in ``conf/model/endx.yaml``, the one place
+    they live: ``weights`` (eq. 13: dual, cross, ga), ``ramp_epochs`` and ``final`` (the GAM
+    weights reached after the ramp, keyed ``"q|q"``, ...)."""
+    endx = model_defaults("endx")
+    gam = endx["gam"]
+    return {"weights": {k: float(v) for k, v in endx["weights"].items()},
+            "ramp_epochs": float(gam["ramp_epochs"]),
+            "final": {RELATION_NAMES[k]: float(v) for k, v in gam["final"].items()}}
 
 
 @dataclass(frozen=True)
 class EndxLossWeights:
-    """Weights of eq. 13; defaults are the paper's (section 4.4)."""
+    """Weights of eq. 13; :meth:`paper` gives the paper's (section 4.4, conf/model/endx.yaml)."""
 
-    dual: float = PAPER_ALPHA_DUAL
-    cross: float = PAPER_ALPHA_CROSS
-    ga: float = PAPER_ALPHA_GA
+    dual: float
+    cross: float
+    ga: float
+
+    @classmethod
+    def paper(cls) -> EndxLossWeights:
+        return cls(**paper_settings()["weights"])
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> EndxLossWeights:
-        """From a mapping / DictConfig with optional keys ``dual``, ``cross``, ``ga``."""
+        """From a mapping / DictConfig with optional keys ``dual``, ``cross``, ``ga`` (missing
+        ones: the paper's)."""
         cfg = {} if cfg is None else cfg
         unknown = set(cfg.keys()) - {"dual", "cross", "ga"}
         if unknown:
             raise KeyError(f"unknown ENDX loss weight keys {sorted(unknown)}")
-        return cls(**{k: float(v) for k, v in cfg.items()})
+        return cls(**{**paper_settings()["weights"], **{k: float(v) for k, v in cfg.items()}})
 
     def total(self, dual: Any, cross: Any, ga: Any) -> Any:
         """Eq. 13: ``dual * L_dual + cross * L_cross + ga * L_ga`` (tensors or floats)."""
@@ -94,7 +102,7 @@ class LinearRamp:
 class GamWeightSchedule:
     """The four GAM weights of eq. 12 as functions of the epoch.
 
-    Defaults reproduce section 4.4. Build from config with :meth:`from_config`.
+    :meth:`paper` reproduces section 4.4. Build from config with :meth:`from_config`.
     """
 
     ramps: Mapping[str, LinearRamp]
@@ -111,25 +119,24 @@ class GamWeightSchedule:
     def from_config(cls, cfg: Mapping[str, Any] | None) -> GamWeightSchedule:
         """Build from a mapping / OmegaConf ``DictConfig``; every key optional::
 
-            ramp_epochs: 5          # shared default ramp length
-            start: 0.0              # shared default start value
-            final:                  # end values per relation (paper values by default)
+            ramp_epochs: 5          # shared ramp length (default: the paper's)
+            start: 0.0              # shared start value (default 0)
+            final:                  # end values per relation (default: the paper's)
               "q|q": 1.0e4
-              "a|a": 1.0e4
-              "a|q": 0.5
-              "q|a": 0.5
             ramps:                  # optional full per-relation override
               "a|q": {start: 0.0, end: 0.5, ramp_epochs: 5}
 
-        A relation in ``ramps`` takes its missing fields from the shared defaults.
+        A relation in ``ramps`` takes its missing fields from the shared defaults. The
+        paper's values are read from ``conf/model/endx.yaml`` (:func:`paper_settings`).
         """
         cfg = {} if cfg is None else cfg
         unknown = set(cfg.keys()) - {"ramp_epochs", "start", "final", "ramps"}
         if unknown:
             raise KeyError(f"unknown GAM schedule keys {sorted(unknown)}")
-        ramp_epochs = float(cfg.get("ramp_epochs", PAPER_GAM_RAMP_EPOCHS))
+        paper = paper_settings()
+        ramp_epochs = float(cfg.get("ramp_epochs", paper["ramp_epochs"]))
         start = float(cfg.get("start", 0.0))
-        final = dict(PAPER_GAM_WEIGHTS)
+        final = dict(paper["final"])
         final_cfg = cfg.get("final") or {}
         bad = set(final_cfg.keys()) - set(_GAM_KEYS)
         if bad:

@@ -29,5 +29,17 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def one_thread():
+    """One torch thread for the test (tiny models on a busy 2-core machine run ~100x slower
+    with two), restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def tiny_squad_file(tmp_path) -> Path:
     return write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)

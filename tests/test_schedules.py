@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from retrieval_qa.config import model_defaults
+from retrieval_qa.losses.gam import RELATION_NAMES, RELATIONS
 from retrieval_qa.schedules import (
-    PAPER_GAM_WEIGHTS,
     EndxLossWeights,
     GamWeightSchedule,
     LinearRamp,
+    paper_settings,
 )
 
 
@@ -48,7 +50,7 @@ def test_gam_schedule_from_config() -> None:
     sched = GamWeightSchedule.from_config(cfg)
     w1 = sched.weights(1)
     assert w1["q|q"] == pytest.approx(5.0)
-    assert w1["a|a"] == pytest.approx(PAPER_GAM_WEIGHTS["a|a"] / 2)
+    assert w1["a|a"] == pytest.approx(paper_settings()["final"]["a|a"] / 2)
     assert w1["q|a"] == pytest.approx(0.25)
     assert w1["a|q"] == pytest.approx(1.5)
     assert sched.weights(10) == pytest.approx({"q|q": 10.0, "a|a": 1e4, "a|q": 3.0, "q|a": 0.5})
@@ -59,9 +61,26 @@ def test_gam_schedule_from_config() -> None:
 
 
 def test_endx_loss_weights() -> None:
-    w = EndxLossWeights()
+    w = EndxLossWeights.paper()
     assert (w.dual, w.cross, w.ga) == (0.25, 0.25, 0.5)
     assert w.total(1.0, 2.0, 4.0) == pytest.approx(0.25 + 0.5 + 2.0)
     assert EndxLossWeights.from_config(OmegaConf.create({"ga": 1.0})).ga == 1.0
     with pytest.raises(KeyError):
         EndxLossWeights.from_config({"gam": 1.0})
+    assert EndxLossWeights.from_config({"ga": 1.0}).dual == 0.25  # the rest: the paper's
+
+
+def test_paper_settings_are_read_from_the_endx_conf_file() -> None:
+    """The schedules keep no copy of the paper's values: conf/model/endx.yaml is read."""
+    endx = model_defaults("endx")
+    paper = paper_settings()
+    assert paper["weights"] == endx["weights"]
+    assert paper["ramp_epochs"] == endx["gam"]["ramp_epochs"]
+    assert paper["final"] == {RELATION_NAMES[k]: v for k, v in endx["gam"]["final"].items()}
+    assert list(paper["final"]) == list(RELATIONS)
+
+
+def test_relation_names_and_sides() -> None:
+    assert RELATIONS == {"q|q": ("q", "q"), "a|a": ("a", "a"), "a|q": ("a", "q"),
+                         "q|a": ("q", "a")}
+    assert list(RELATION_NAMES.values()) == list(RELATIONS)

@@ -12,27 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..losses.gam import RELATION_NAMES
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
     METRICS,
     cell,
     markdown_table,
+    paper_table,
+    paper_table_rows,
     write_json,
     write_markdown,
 )
 from .runs import report_rows
 
-GAM_TERMS = ("qq", "aa", "qa", "aq")
-TERM_LABELS = {"qq": "L_q|q", "aa": "L_a|a", "qa": "L_q|a", "aq": "L_a|q"}
-PAPER_TABLE5 = {  # ReQA NQ, BERT-base towers
-    "Dual-BERTs": {"mrr": 54.80, "r@1": 40.58, "r@5": 72.66},
-    "ENDX-BERTs": {"mrr": 57.76, "r@1": 43.32, "r@5": 76.15},
-    "w/o L_q|q": {"mrr": 56.37, "r@1": 42.01, "r@5": 74.65},
-    "w/o L_a|a": {"mrr": 56.89, "r@1": 42.25, "r@5": 75.28},
-    "w/o L_q|a": {"mrr": 56.00, "r@1": 42.12, "r@5": 73.27},
-    "w/o L_a|q": {"mrr": 55.87, "r@1": 41.39, "r@5": 74.14},
-}
+#: The relations Table 5 removes one at a time, in the table's order (conf/tables/endx_table5.yaml).
+GAM_TERMS = tuple(row["term"] for row in paper_table_rows("endx_table5") if "term" in row)
+#: Their labels in the tables, "L_q|q", ... (the relation names of retrieval_qa.losses.gam).
+TERM_LABELS = {t: f"L_{RELATION_NAMES[t]}" for t in GAM_TERMS}
 
 
 def ablation_variants(terms: Sequence[str] = GAM_TERMS) -> list[dict]:
@@ -72,6 +69,7 @@ def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
     else the first row). Writes ``table5.{md,json}``."""
     out = Path(output_dir)
     rows = report_rows(reports)
+    paper5 = paper_table("endx_table5")
     if reference is None:
         ref = next((r for r in rows if not r["name"].startswith("w/o")
                     and "dual" not in r["name"].lower()), rows[0])
@@ -88,9 +86,9 @@ def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
                                       f"{r['delta_vs_reference']['mrr']:+.2f}", r["runs"]]
                                      for r in rows))
     lines += ["", "Paper (ReQA NQ, BERT-base towers): " + "; ".join(
-        f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in PAPER_TABLE5.items())]
+        f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in paper5.items())]
     files = [write_json(out / "table5.json", {"reference": ref["name"], "rows": rows,
-                                              "paper": PAPER_TABLE5}),
+                                              "paper": paper5}),
              write_markdown(out / "table5.md", lines)]
     return {"analysis": "ablation", "reference": ref["name"],
             "rows": {r["name"]: {m: r[m]["mean"] for m in METRICS} for r in rows},

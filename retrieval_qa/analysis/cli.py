@@ -13,6 +13,8 @@ import argparse
 
 from .common import DEFAULT_OUTPUT_DIR, parse_named
 
+CLASSIFIER_CONF = "conf/model/cross_classifier.yaml"
+
 
 def _data_args(p: argparse.ArgumentParser, pool_help: str = "evaluation pool") -> None:
     from ..data import DATASETS
@@ -82,19 +84,28 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     bq.add_argument("--train-dataset", default=None, help="BERTQA training data (default: "
                                                           "--dataset)")
     bq.add_argument("--train-pool", default="train", help="BERTQA training pool (default train)")
-    bq.add_argument("--pretrained", default="minilm",
-                    help="encoder of BERTQA (name, alias or folder; default the packaged MiniLM)")
-    bq.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    bq.add_argument("--batch-size", type=int, default=16, help="pairs per step, half negatives")
-    bq.add_argument("--lr", type=float, default=3e-5)
-    bq.add_argument("--max-length", type=int, default=128, help="tokens of question + sentence")
-    bq.add_argument("--passages", type=int, default=27)
-    bq.add_argument("--pairs", type=int, default=500)
+    # BERTQA's settings: conf/model/cross_classifier.yaml; a flag given overrides its key
+    bq.add_argument("--pretrained", default=None,
+                    help="encoder of BERTQA (name, alias or folder; default: `pretrained` of "
+                         f"{CLASSIFIER_CONF})")
+    bq.add_argument("--steps", type=int, default=None,
+                    help=f"training steps (default: training.steps of {CLASSIFIER_CONF})")
+    bq.add_argument("--batch-size", type=int, default=None,
+                    help="pairs per step, half negatives (default: training.batch_size)")
+    bq.add_argument("--lr", type=float, default=None, help="default: optimizer.lr")
+    bq.add_argument("--max-length", type=int, default=None,
+                    help="tokens of question + sentence (default: max_length)")
+    bq.add_argument("--passages", type=int, default=None,
+                    help="paragraphs of the test sample (default: the paper's, "
+                         "conf/tables/endx_table6.yaml)")
+    bq.add_argument("--pairs", type=int, default=None,
+                    help="QA pairs of the test sample (default: the paper's)")
     bq.add_argument("--passage-choice", default="most_questions",
                     choices=["most_questions", "random"])
     bq.add_argument("--seed", type=int, default=0)
-    bq.add_argument("--score-batch-size", type=int, default=256,
-                    help="BERTQA pairs per forward pass at test time")
+    bq.add_argument("--score-batch-size", type=int, default=None,
+                    help="BERTQA pairs per forward pass at test time (default: "
+                         "score_batch_size)")
     _common(bq)
 
     ts = sub.add_parser("tsne", help="Figure 4: t-SNE of questions sharing one answer")
@@ -121,6 +132,21 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     sb.add_argument("--title", default="Dual encoders vs ENDX")
     sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
     _common(sb)
+
+
+def classifier_overrides(args) -> dict:
+    """The ``rqa analyze bertqa`` flags that were given, as settings over
+    conf/model/cross_classifier.yaml."""
+    flat = {"pretrained": args.pretrained, "max_length": args.max_length,
+            "score_batch_size": args.score_batch_size}
+    out: dict = {k: v for k, v in flat.items() if v is not None}
+    nested = {"training": {"steps": args.steps, "batch_size": args.batch_size},
+              "optimizer": {"lr": args.lr}}
+    for section, values in nested.items():
+        given = {k: v for k, v in values.items() if v is not None}
+        if given:
+            out[section] = given
+    return out
 
 
 def _pool(args, dataset=None, pool=None):
@@ -157,11 +183,9 @@ def run_analysis(args) -> dict:
 
         return bertqa_analysis(
             _pool(args), _pool(args, args.train_dataset, args.train_pool),
-            parse_named(args.model), pretrained=args.pretrained, steps=args.steps,
-            batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
+            parse_named(args.model), classifier=classifier_overrides(args),
             passages=args.passages, pairs=args.pairs, choice=args.passage_choice,
-            seed=args.seed, score_batch_size=args.score_batch_size,
-            output_dir=args.output_dir)
+            seed=args.seed, output_dir=args.output_dir)
     if args.analysis == "tsne":
         from .tsne import tsne_analysis
 

@@ -10,11 +10,26 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ..config import load_yaml
 from ..data.types import Candidate, RetrievalPool
 
 DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
 METRICS = ("mrr", "r@1", "r@5")
 METRIC_LABELS = {"mrr": "MRR", "r@1": "R@1", "r@5": "R@5"}
+
+
+def paper_table(name: str) -> dict[str, dict[str, float]]:
+    """A paper table of ``conf/tables/<name>.yaml`` (the only place the papers' numbers are
+    kept): ``{row name: {metric: value}}`` in the table's order."""
+    return {row["name"]: OmegaConf.to_container(row["paper"])
+            for row in load_yaml(f"tables/{name}.yaml").rows}
+
+
+def paper_table_rows(name: str) -> list[dict]:
+    """The rows of ``conf/tables/<name>.yaml`` as plain dicts (every key of each row)."""
+    return OmegaConf.to_container(load_yaml(f"tables/{name}.yaml").rows)  # type: ignore[return-value]
 
 
 def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, str]]:
@@ -137,11 +152,11 @@ def pick_answer(pool: RetrievalPool, answer: str | None = None, max_questions: i
 
 
 def load_models(named: Sequence[tuple[str, str]]) -> dict[str, object]:
-    """Exported dual-encoder folders, each loaded once (path -> DualEncoderInference)."""
-    from ..models.inference import DualEncoderInference
+    """Exported dual-encoder folders, each loaded once (path -> the artefact of models/artifact.py)."""
+    from ..models.artifact import load_artifact
 
     loaded: dict[str, object] = {}
     for _, folder in named:
         if folder not in loaded:
-            loaded[folder] = DualEncoderInference.load(folder)
+            loaded[folder] = load_artifact(folder)
     return loaded

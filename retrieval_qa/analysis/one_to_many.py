@@ -28,18 +28,12 @@ from .common import (
     group_by_name,
     load_models,
     markdown_table,
+    paper_table,
     pyplot,
     spread,
     write_json,
     write_markdown,
 )
-
-PAPER_TABLE4 = {  # ReQA SQuAD, answers with >= 8 questions (BERT-base towers)
-    "USE-QA": {"mrr": 47.06, "r@1": 40.90, "r@5": 53.44},
-    "Cross-VAEs": {"mrr": 48.52, "r@1": 44.55, "r@5": 53.52},
-    "Dual-BERTs": {"mrr": 60.19, "r@1": 48.56, "r@5": 74.02},
-    "ENDX-BERTs": {"mrr": 64.93, "r@1": 52.23, "r@5": 81.36},
-}
 
 
 def subset_rows(pool: RetrievalPool, ks: Sequence[int]) -> dict[int, dict]:
@@ -121,8 +115,9 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
     files.append(write_markdown(out / "one_to_many.md", lines))
 
     t4 = [r for r in rows if r["k"] == table_k]
+    paper4 = paper_table("endx_table4")
     files.append(write_json(out / "table4.json", {**common, "k": table_k, "rows": t4,
-                                                  "paper": PAPER_TABLE4}))
+                                                  "paper": paper4}))
     size = subsets[table_k]["sizes"]
     lines = [f"# Table 4: answers with at least {table_k} questions ({pool.dataset}/{pool.pool})",
              "", f"{size['questions']:,} questions (answer sentences with >= {table_k} questions: "
@@ -131,7 +126,7 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
     lines += markdown_table(["model", *(METRIC_LABELS[m] for m in METRICS), "runs"],
                             ([r["model"], *(cell(r[m]) for m in METRICS), r["runs"]] for r in t4))
     lines += ["", "Paper (ReQA SQuAD, BERT-base towers): " + "; ".join(
-        f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in PAPER_TABLE4.items())]
+        f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in paper4.items())]
     files.append(write_markdown(out / "table4.md", lines))
     files.append(_figure2(rows, ks, out / "figure2.png", pool))
     return {"analysis": "one-to-many", "dataset": pool.dataset, "pool": pool.pool,

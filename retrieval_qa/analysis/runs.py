@@ -10,7 +10,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..config import load_yaml
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -18,6 +17,7 @@ from .common import (
     cell,
     markdown_table,
     output_name,
+    paper_table,
     spread,
     write_json,
     write_markdown,
@@ -76,7 +76,7 @@ def report_rows(reports: Mapping[str, Sequence[dict] | dict]) -> list[dict]:
 
 def paper_table2() -> dict[str, dict[str, float]]:
     """The ENDX paper's Table 2 (ReQA SQuAD) by row name, from ``conf/tables/endx_table2.yaml``."""
-    return {row["name"]: dict(row["paper"]) for row in load_yaml("tables/endx_table2.yaml").rows}
+    return paper_table("endx_table2")
 
 
 def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,

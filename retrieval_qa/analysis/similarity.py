@@ -88,7 +88,7 @@ def cross_embeddings(module, tokenizer, questions: list[str], answer, meta: dict
     q = encode_texts(tokenizer, questions, meta["max_question_length"])
     a = encode_texts(tokenizer, [answer.text] * len(questions), meta["max_answer_length"],
                      contexts)
-    r_q, _ = module.cross_encoder(q, a)
+    r_q, _ = module.cross_branch(q, a)
     return r_q.float()
 
 
@@ -98,14 +98,14 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
                         output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None
                         ) -> dict:
     from ..losses.gam import log_neighbour_probabilities, relation_kl
+    from ..models.artifact import load_artifact
     from ..models.endx import EndxModule
-    from ..models.inference import DualEncoderInference
 
     start = time.perf_counter()
     out = Path(output_dir)
     candidate, questions = pick_answer(pool, answer, max_questions)
-    endx_inf = DualEncoderInference.load(endx_model)
-    dual_inf = DualEncoderInference.load(dual_model)
+    endx_inf = load_artifact(endx_model)
+    dual_inf = load_artifact(dual_model)
     module = EndxModule.load_from_checkpoint(str(endx_checkpoint), map_location="cpu").eval()
     gam = module.hparams["gam"]
     kernel, sigma = gam["kernel"], float(gam["sigma"])

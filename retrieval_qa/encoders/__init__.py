@@ -1,15 +1,16 @@
 """Networks of the dual-encoder family: token encoders, poolers, towers, sharing, builders."""
 
 from .builders import (
-    DEFAULT_CONFIG,
     ENCODER_TYPES,
     POOLER_TYPES,
+    TOWER_SECTIONS,
     build_dual_towers,
     build_pooler,
     build_projection,
     build_token_embedder,
     build_token_encoder,
     build_tower,
+    tower_defaults,
 )
 from .dual_towers import SHARING_MODES, DualTowers
 from .poolers import (
@@ -28,7 +29,7 @@ from .tower import Tower
 from .transformer_encoder import TransformerTokenEncoder
 
 __all__ = [
-    "DEFAULT_CONFIG",
+    "TOWER_SECTIONS",
     "ENCODER_TYPES",
     "POOLER_TYPES",
     "SHARING_MODES",
@@ -51,4 +52,5 @@ __all__ = [
     "build_token_embedder",
     "build_token_encoder",
     "build_tower",
+    "tower_defaults",
 ]

@@ -1,41 +1,43 @@
 """Build token encoders, poolers, towers and dual towers from a config (dict or OmegaConf).
 
-Config keys and defaults (``DEFAULT_CONFIG``). Unknown keys inside ``encoder``, ``pooler``
-and ``projection`` are errors, so typos surface; other top-level keys are ignored, so a
-method's whole model config (with its loss and optimiser keys) can be passed in:
+The keys and their defaults are those of ``towers`` in ``conf/model/dual_encoder.yaml`` (read
+by :func:`tower_defaults`; this module keeps no copy). Unknown keys inside ``encoder``,
+``pooler`` and ``projection`` are errors naming the allowed keys, so typos surface; other
+top-level keys are ignored, so a method's whole model config (with its loss and optimiser
+keys) can be passed in. What the keys mean:
 
 encoder:
-  type: pretrained      # pretrained | gru | lstm | rnn | transformer
-  pretrained: minilm    # checkpoint (name, alias or path, see retrieval_qa.pretrained) of the
-                        #   pretrained encoder, and the word-embedding source of the others.
-                        #   The papers use bert-base-uncased; offline the packaged
-                        #   all-MiniLM-L6-v2 is what exists, and its label says so.
-  fallback: null        # "minilm": let the packaged MiniLM stand in when `pretrained` is not
-                        #   found (also RQA_OFFLINE_FALLBACK=minilm)
-  gradient_checkpointing: false  # pretrained only
-  num_layers: 2         # recurrent / transformer layers (ENDX 4.4: 2 layers)
-  hidden_size: 768      # H of the recurrent / transformer states (ENDX 4.4, Cross-VAEs: 768);
-                        #   pretrained encoders take H from their checkpoint
-  bidirectional: true   # recurrent: two directions of H/2 units each (Lin et al. 2017 BiLSTM)
-  dropout: 0.1
-  num_heads: 12         # transformer heads (ENDX uses 12 cross-attention heads)
-  feedforward_dim: null # transformer; null = 4 * hidden_size
-  positions: learned    # transformer: learned | sinusoidal
-  max_positions: 512
-  freeze_embeddings: false  # freeze the token embedder in every sharing mode
-  vocab_size: null      # with embedding_dim: a random table (tests); both null: the word
-  embedding_dim: null   #   embeddings of `pretrained`
-  padding_idx: 0
+  type                  pretrained | gru | lstm | rnn | transformer
+  pretrained            checkpoint (name, alias or path, see retrieval_qa.pretrained) of the
+                        pretrained encoder, and the word-embedding source of the others. The
+                        papers use bert-base-uncased; offline the packaged all-MiniLM-L6-v2 is
+                        what exists, and its label says so.
+  fallback              "minilm": let the packaged MiniLM stand in when `pretrained` is not
+                        found (also RQA_OFFLINE_FALLBACK=minilm); null: an error instead
+  gradient_checkpointing  pretrained only
+  num_layers            recurrent / transformer layers (ENDX 4.4: 2 layers)
+  hidden_size           H of the recurrent / transformer states (ENDX 4.4, Cross-VAEs: 768);
+                        pretrained encoders take H from their checkpoint
+  bidirectional         recurrent: two directions of H/2 units each (Lin et al. 2017 BiLSTM)
+  dropout
+  num_heads             transformer heads (ENDX uses 12 cross-attention heads)
+  feedforward_dim       transformer; null = 4 * hidden_size
+  positions             transformer: learned | sinusoidal
+  max_positions
+  freeze_embeddings     freeze the token embedder in every sharing mode
+  vocab_size, embedding_dim  both set: a random table (tests); both null: the word
+                        embeddings of `pretrained`
+  padding_idx
 pooler:
-  type: multihop_attention  # multihop_attention | mean | cls (ENDX: Lin et al. multi-hop)
-  hops: 4               # r
-  attention_dim: 350    # d_a (Lin et al. 2017)
-  combine: concat       # concat: [B, r*H] as Lin et al.; mean: [B, H]
+  type                  multihop_attention | mean | cls (ENDX: Lin et al. multi-hop)
+  hops                  r
+  attention_dim         d_a (Lin et al. 2017)
+  combine               concat: [B, r*H] as Lin et al.; mean: [B, H]
 projection:
-  dim: null             # null: no projection (except ade_spl, see below)
-  normalize: false      # L2-normalise embeddings (ENDX uses the inner product)
-  bias: false
-sharing: sde            # sde | ade | ade_ste | ade_fte | ade_spl (SDE/ADE paper)
+  dim                   null: no projection (except ade_spl, see below)
+  normalize             L2-normalise embeddings (ENDX uses the inner product)
+  bias
+sharing                 sde | ade | ade_ste | ade_fte | ade_spl (SDE/ADE paper)
 
 ``ade_spl`` shares the projection layer, so it needs one: when ``projection.dim`` is null a
 square projection (dim = the pooler's output size) is added, like the paper's projection
@@ -45,12 +47,12 @@ after pooling, which keeps the embedding width.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..config import model_defaults, plain
 from ..pretrained import ResolvedCheckpoint, load_model, resolve_pretrained
 from .dual_towers import SHARING_MODES, DualTowers, check_sharing
 from .poolers import COMBINE_MODES, ClsPooler, MeanPooler, MultiHopSelfAttentionPooler, Pooler
@@ -65,58 +67,24 @@ from .transformer_encoder import POSITION_KINDS, TransformerTokenEncoder
 ENCODER_TYPES = ("pretrained", *RECURRENT_KINDS, "transformer")
 POOLER_TYPES = ("multihop_attention", "mean", "cls")
 
-DEFAULT_ENCODER: dict[str, Any] = {
-    "type": "pretrained",
-    "pretrained": "minilm",
-    "fallback": None,
-    "gradient_checkpointing": False,
-    "num_layers": 2,
-    "hidden_size": 768,
-    "bidirectional": True,
-    "dropout": 0.1,
-    "num_heads": 12,
-    "feedforward_dim": None,
-    "positions": "learned",
-    "max_positions": 512,
-    "freeze_embeddings": False,
-    "vocab_size": None,
-    "embedding_dim": None,
-    "padding_idx": 0,
-}
-DEFAULT_POOLER: dict[str, Any] = {
-    "type": "multihop_attention",
-    "hops": 4,
-    "attention_dim": 350,
-    "combine": "concat",
-}
-DEFAULT_PROJECTION: dict[str, Any] = {"dim": None, "normalize": False, "bias": False}
-DEFAULT_CONFIG: dict[str, Any] = {
-    "encoder": DEFAULT_ENCODER,
-    "pooler": DEFAULT_POOLER,
-    "projection": DEFAULT_PROJECTION,
-    "sharing": "sde",
-}
+#: The four sections of a towers config; their defaults are in conf/model/dual_encoder.yaml.
+TOWER_SECTIONS = ("encoder", "pooler", "projection", "sharing")
 
 
-def _plain(cfg: Any) -> dict[str, Any]:
-    """A plain dict from a dict, an OmegaConf DictConfig or None."""
-    if cfg is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
+def tower_defaults() -> dict[str, Any]:
+    """``towers`` of ``conf/model/dual_encoder.yaml``: every key of the four sections with
+    its default (a fresh copy)."""
+    towers = model_defaults("dual_encoder")["towers"]
+    missing = [k for k in TOWER_SECTIONS if k not in towers]
+    if missing:
+        raise KeyError(f"conf/model/dual_encoder.yaml: towers has no {missing}")
+    return {k: towers[k] for k in TOWER_SECTIONS}
 
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
 
 
 def _section(cfg: Any, defaults: dict[str, Any], name: str) -> dict[str, Any]:
     """``cfg`` over ``defaults``; unknown keys raise ValueError naming the section."""
-    given = _plain(cfg)
+    given = plain(cfg)
     unknown = sorted(set(given) - set(defaults))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in {name}; allowed: {sorted(defaults)}")
@@ -139,7 +107,7 @@ def build_token_embedder(
     """A :class:`TokenEmbedder` per the ``encoder`` section: random when ``vocab_size`` and
     ``embedding_dim`` are set, else ``weight`` when given (a ``[V, E]`` matrix, copied), else
     the word embeddings of ``encoder.pretrained``."""
-    enc = _section(encoder_cfg, DEFAULT_ENCODER, "encoder")
+    enc = _section(encoder_cfg, tower_defaults()["encoder"], "encoder")
     freeze = bool(enc["freeze_embeddings"])
     pad = enc["padding_idx"]
     vocab, dim = enc["vocab_size"], enc["embedding_dim"]
@@ -173,7 +141,7 @@ def build_token_encoder(
     model: use this already loaded Hugging Face model (type ``pretrained``) instead of
         loading ``encoder.pretrained``.
     """
-    enc = _section(encoder_cfg, DEFAULT_ENCODER, "encoder")
+    enc = _section(encoder_cfg, tower_defaults()["encoder"], "encoder")
     kind = _choice(enc["type"], ENCODER_TYPES, "encoder.type")
     if kind == "pretrained":
         checkpoint = None
@@ -210,7 +178,7 @@ def build_token_encoder(
 
 def build_pooler(pooler_cfg: Any, hidden_size: int) -> Pooler:
     """A pooler per the ``pooler`` config section, over states of width ``hidden_size``."""
-    pool = _section(pooler_cfg, DEFAULT_POOLER, "pooler")
+    pool = _section(pooler_cfg, tower_defaults()["pooler"], "pooler")
     kind = _choice(pool["type"], POOLER_TYPES, "pooler.type")
     if kind == "mean":
         return MeanPooler(hidden_size)
@@ -228,7 +196,7 @@ def build_projection(projection_cfg: Any, in_dim: int, required: bool = False
                      ) -> Projection | None:
     """A :class:`Projection` to ``projection.dim``; None when dim is null, unless
     ``required`` (then a square ``in_dim -> in_dim`` projection)."""
-    proj = _section(projection_cfg, DEFAULT_PROJECTION, "projection")
+    proj = _section(projection_cfg, tower_defaults()["projection"], "projection")
     dim = proj["dim"]
     if dim is None and not required:
         return None
@@ -249,12 +217,13 @@ def _full_config(cfg: Any) -> dict[str, Any]:
     """The four known top-level keys, defaults filled in. Other top-level keys (a method's
     loss or optimiser settings) are left to their owners; inside the sections unknown keys
     are errors."""
-    given = _plain(cfg)
-    full = {**DEFAULT_CONFIG, **{k: v for k, v in given.items() if k in DEFAULT_CONFIG}}
+    given = plain(cfg)
+    defaults = tower_defaults()
+    full = {**defaults, **{k: v for k, v in given.items() if k in defaults}}
     return {
-        "encoder": _section(full["encoder"], DEFAULT_ENCODER, "encoder"),
-        "pooler": _section(full["pooler"], DEFAULT_POOLER, "pooler"),
-        "projection": _section(full["projection"], DEFAULT_PROJECTION, "projection"),
+        "encoder": _section(full["encoder"], defaults["encoder"], "encoder"),
+        "pooler": _section(full["pooler"], defaults["pooler"], "pooler"),
+        "projection": _section(full["projection"], defaults["projection"], "projection"),
         "sharing": _choice(full["sharing"], tuple(SHARING_MODES), "sharing"),
     }
 

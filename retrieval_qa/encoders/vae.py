@@ -39,23 +39,23 @@ from typing import Any
 import torch
 from torch import nn
 
-from .builders import DEFAULT_ENCODER, DEFAULT_POOLER, build_dual_towers
+from ..config import model_defaults, plain
+from .builders import build_dual_towers, tower_defaults
 from .dual_towers import DualTowers, check_sharing
 from .poolers import Pooler
 from .token_encoder import TokenEncoder
 from .tower import Tower
 
 VAE_TOWERS_TYPE = "vae"
-VAE_DEFAULTS: dict[str, Any] = {
-    "type": VAE_TOWERS_TYPE,
-    "encoder": {"type": "gru"},
-    "pooler": {},
-    "sharing": "ade",
-    "latent_dim": 512,
-}
+
+
+def vae_tower_defaults() -> dict[str, Any]:
+    """``towers`` of ``conf/model/vae.yaml`` (the single source of these defaults)."""
+    return model_defaults("vae")["towers"]
+
 
 __all__ = [
-    "VAE_DEFAULTS",
+    "vae_tower_defaults",
     "VAE_TOWERS_TYPE",
     "GaussianHead",
     "VAEDualTowers",
@@ -177,34 +177,23 @@ class VAEDualTowers(DualTowers):
         return q, a
 
 
-def _plain(cfg: Any) -> dict[str, Any]:
-    if cfg is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
-
 
 def vae_config(cfg: Any = None) -> dict[str, Any]:
-    """The full VAE tower config: ``cfg`` over :data:`VAE_DEFAULTS` (encoder and pooler
-    sections merged key by key, the builders' own defaults filling the rest)."""
-    given = _plain(cfg)
-    unknown = sorted(set(given) - set(VAE_DEFAULTS))
+    """The full VAE tower config: ``cfg`` over ``towers`` of ``conf/model/vae.yaml``
+    (encoder and pooler sections merged key by key, the dual encoder's tower defaults filling
+    the rest)."""
+    given = plain(cfg)
+    defaults = vae_tower_defaults()
+    unknown = sorted(set(given) - set(defaults))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in the VAE towers config; allowed: "
-                         f"{sorted(VAE_DEFAULTS)} (no projection: the Gaussian head is it)")
+                         f"{sorted(defaults)} (no projection: the Gaussian head is it)")
     if given.get("type", VAE_TOWERS_TYPE) != VAE_TOWERS_TYPE:
         raise ValueError(f"type={given['type']!r}; a VAE towers config has type {VAE_TOWERS_TYPE!r}")
-    full = {**VAE_DEFAULTS, **given}
-    encoder = {**DEFAULT_ENCODER, **VAE_DEFAULTS["encoder"], **_plain(given.get("encoder"))}
-    pooler = {**DEFAULT_POOLER, **_plain(given.get("pooler"))}
+    full = {**defaults, **given}
+    towers = tower_defaults()
+    encoder = {**towers["encoder"], **defaults["encoder"], **plain(given.get("encoder"))}
+    pooler = {**towers["pooler"], **defaults["pooler"], **plain(given.get("pooler"))}
     return {**full, "encoder": encoder, "pooler": pooler,
             "sharing": check_sharing(full["sharing"]), "latent_dim": int(full["latent_dim"])}
 
@@ -219,7 +208,7 @@ def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
     """
     full = vae_config(cfg)
     sharing = full["sharing"]
-    plain = build_dual_towers({
+    base = build_dual_towers({
         "encoder": full["encoder"], "pooler": full["pooler"],
         "projection": {"dim": None, "normalize": False},
         # ade_spl shares the projection, which is the Gaussian head here: build the towers
@@ -232,8 +221,8 @@ def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
         return VAETower(tower.token_encoder, tower.pooler,
                         GaussianHead(tower.pooler.output_dim, latent))
 
-    question = vae(plain.question_tower)
-    answer = None if sharing == "sde" else vae(plain.answer_tower)
+    question = vae(base.question_tower)
+    answer = None if sharing == "sde" else vae(base.answer_tower)
     return VAEDualTowers(question, answer, sharing, config=full)
 
 
@@ -241,8 +230,8 @@ def towers_from_config(cfg: Any) -> DualTowers:
     """Rebuild exported towers from their config: :func:`build_vae_towers` when
     ``cfg["type"] == "vae"``, else :func:`~.builders.build_dual_towers`. (For the loader of
     the inference model: ``towers_from_config(meta["towers"])``.)"""
-    plain = _plain(cfg)
-    if plain.get("type") == VAE_TOWERS_TYPE:
-        return build_vae_towers(plain)
-    return build_dual_towers(plain)
+    given = plain(cfg)
+    if given.get("type") == VAE_TOWERS_TYPE:
+        return build_vae_towers(given)
+    return build_dual_towers(given)
 

@@ -49,23 +49,22 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..config import model_defaults
 from .token_embedder import TokenEmbedder
 from .token_encoder import TokenEncoder
 
 DECODER_TYPES = ("gru", "mlp")
-DEFAULT_DECODER: dict[str, Any] = {
-    "type": "gru",
-    "hidden_size": 768,
-    "num_layers": 1,
-    "dropout": 0.1,
-    "tie_embeddings": True,
-    "output_vocab": "full",
-}
+
+
+def decoder_defaults() -> dict[str, Any]:
+    """``decoder`` of ``conf/model/vae.yaml`` (the single source of these defaults)."""
+    return model_defaults("vae")["decoder"]
+
 OUTPUT_VOCABS = ("full", "train")
 
 __all__ = [
     "DECODER_TYPES",
-    "DEFAULT_DECODER",
+    "decoder_defaults",
     "OUTPUT_VOCABS",
     "GRUDecoder",
     "MLPDecoder",
@@ -219,7 +218,8 @@ class MLPDecoder(TextDecoder):
 
 
 def decoder_config(cfg: Any = None) -> dict[str, Any]:
-    """``cfg`` over :data:`DEFAULT_DECODER`; unknown keys and values are errors."""
+    """``cfg`` over :func:`decoder_defaults`; unknown keys and values are errors."""
+    defaults = decoder_defaults()
     if cfg is not None and not isinstance(cfg, Mapping):
         try:
             from omegaconf import OmegaConf
@@ -228,10 +228,10 @@ def decoder_config(cfg: Any = None) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001
             raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}") from e
     given = dict(cfg or {})
-    unknown = sorted(set(given) - set(DEFAULT_DECODER))
+    unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in decoder; allowed: {sorted(DEFAULT_DECODER)}")
-    full = {**DEFAULT_DECODER, **given}
+        raise ValueError(f"unknown key(s) {unknown} in decoder; allowed: {sorted(defaults)}")
+    full = {**defaults, **given}
     if full["type"] not in DECODER_TYPES:
         raise ValueError(f"decoder.type={full['type']!r}; expected one of {list(DECODER_TYPES)}")
     if full["output_vocab"] not in OUTPUT_VOCABS:

@@ -76,6 +76,7 @@ from .precision import float32_region
 __all__ = [
     "KERNELS",
     "RELATIONS",
+    "RELATION_NAMES",
     "GeometryAlignmentLoss",
     "kernel_logits",
     "kl_divergence_rows",
@@ -85,14 +86,15 @@ __all__ = [
 ]
 
 KERNELS = ("inner_product", "gaussian", "gaussian_literal")
-#: Relation keys of eq. 12, "x|y" = p(x_j | y_i). Values: (neighbour side, anchor side).
+#: The four relations of eq. 12, ``"x|y"`` = p(x_j | y_i), under their config names (YAML
+#: keys and command-line overrides cannot hold a ``|``): the one definition of the relation
+#: names, e.g. ``model.gam.final.qq`` of conf/model/endx.yaml is the weight of ``q|q``.
+RELATION_NAMES: dict[str, str] = {"qq": "q|q", "aa": "a|a", "aq": "a|q", "qa": "q|a"}
+#: ``"x|y"`` -> (neighbour side, anchor side), in the order of :data:`RELATION_NAMES`.
 RELATIONS: dict[str, tuple[str, str]] = {
-    "q|q": ("q", "q"),
-    "a|a": ("a", "a"),
-    "a|q": ("a", "q"),
-    "q|a": ("q", "a"),
+    name: (name[0], name[2]) for name in RELATION_NAMES.values()
 }
-_SELF_RELATIONS = ("q|q", "a|a")
+_SELF_RELATIONS = tuple(name for name, (x, y) in RELATIONS.items() if x == y)
 
 
 def _upcast(x: torch.Tensor) -> torch.Tensor:

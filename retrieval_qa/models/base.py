@@ -19,7 +19,7 @@ from ..evaluation.evaluator import rank_questions
 from ..losses.similarity import check_similarity, retrieval_space
 from ..registry import config_values, instantiate
 from .method import Built
-from .optim import build_optimizer, build_schedule
+from .optim import lightning_optimizers
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -114,11 +114,8 @@ class RetrievalModule(pl.LightningModule):
                 "precision=32 or trainer.gradient_clip_val")
 
     def configure_optimizers(self):
-        optimizer = build_optimizer(self.parameters(), self.optimizer_cfg)
-        schedule = build_schedule(optimizer, self.optimizer_cfg,
-                                  self.trainer.estimated_stepping_batches)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return lightning_optimizers(self.parameters(), self.optimizer_cfg,
+                                    self.trainer.estimated_stepping_batches)
 
     # ---- evaluation inside Lightning ----------------------------------------------------
     def encode_side(self, side: str, inputs: dict) -> torch.Tensor:

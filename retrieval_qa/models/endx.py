@@ -1,6 +1,7 @@
-"""ENDX (ENDX paper, sections 3.3-3.5): a dual encoder trained together with a cross-encoder
-that sees the paired text through cross attention, aligned by the Geometry Alignment
-Mechanism. Only the dual towers are exported, so retrieval cost is unchanged.
+"""ENDX (ENDX paper, sections 3.3-3.5): a dual encoder trained together with a cross-attention
+branch (the paper's "Cross-Encoders": each text refined by attention to its matched partner),
+aligned by the Geometry Alignment Mechanism. Only the dual towers are exported, so retrieval
+cost is unchanged.
 
 Total loss (eq. 13): ``alpha_dual * L_dual + alpha_cross * L_cross + alpha_ga * L_GA`` with
 ``L_GA = sum_r w_r(epoch) KL(P^cross_r || P^dual_r)`` over r in q|q, a|a, a|q, q|a (eq. 12),
@@ -9,25 +10,26 @@ the weights ramping as in section 4.4. Every term is logged separately.
 
 from __future__ import annotations
 
-from ..encoders.cross_encoder import build_cross_encoder
+from ..encoders.cross_attention_branch import build_cross_attention_branch
 from ..losses import InBatchSoftmaxLoss
-from ..losses.gam import GeometryAlignmentLoss
+from ..losses.gam import RELATION_NAMES, GeometryAlignmentLoss
 from ..schedules import EndxLossWeights, GamWeightSchedule
 from .dual_encoder import DualEncoderModule
 
-# config-friendly names of the four relations (no '|' in YAML keys or CLI overrides)
-RELATION_KEYS = {"qq": "q|q", "aa": "a|a", "aq": "a|q", "qa": "q|a"}
+#: Checkpoints written before the branch was renamed keep its weights under this prefix.
+_OLD_BRANCH_PREFIX = "cross_encoder."
 
 
 def gam_schedule(cfg: dict) -> GamWeightSchedule:
     return GamWeightSchedule.from_config({
         "ramp_epochs": cfg["ramp_epochs"],
-        "final": {RELATION_KEYS[k]: v for k, v in cfg["final"].items()}})
+        "final": {RELATION_NAMES[k]: v for k, v in cfg["final"].items()}})
 
 
 class EndxModule(DualEncoderModule):
-    """``model`` config = the dual encoder's, plus ``cross`` (the cross-encoder: ``encoder``,
-    ``pooler``, ``cross_attention``), ``cross_loss`` (similarity and scale of eq. 5; default:
+    """``model`` config = the dual encoder's, plus ``cross`` (the cross-attention branch,
+    :mod:`retrieval_qa.encoders.cross_attention_branch`: ``encoder``, ``pooler``,
+    ``cross_attention``), ``cross_loss`` (similarity and scale of eq. 5; default:
     the dual loss's), ``gam`` (kernel, sigma, exclude_self, detach_cross, ramp_epochs, final
     weights per relation) and ``weights`` (dual, cross, ga: eq. 13).
 
@@ -48,11 +50,18 @@ class EndxModule(DualEncoderModule):
                       **(cross_loss or {})}
         self.cross_loss = InBatchSoftmaxLoss(cross_loss["similarity"], cross_loss["scale"],
                                              loss["symmetric"], loss["gather_across_processes"])
-        self.cross_encoder = build_cross_encoder(cross)
+        self.cross_branch = build_cross_attention_branch(cross)
         self.gam = GeometryAlignmentLoss(gam["kernel"], gam["sigma"], gam["exclude_self"],
                                          gam["detach_cross"])
         self.schedule = gam_schedule(gam)
         self.weights = EndxLossWeights.from_config(weights)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Read checkpoints written while the branch was called ``cross_encoder``."""
+        super().on_load_checkpoint(checkpoint)
+        state = checkpoint.get("state_dict", {})
+        for key in [k for k in state if k.startswith(_OLD_BRANCH_PREFIX)]:
+            state["cross_branch." + key[len(_OLD_BRANCH_PREFIX):]] = state.pop(key)
 
     def epoch_progress(self, batch_idx: int) -> float:
         """Fractional epoch, so the GAM weights ramp smoothly within epochs."""
@@ -65,7 +74,7 @@ class EndxModule(DualEncoderModule):
         q, a = self.towers(batch["question"], batch["answer"])
         weight = batch.get("weight")
         l_dual = self.loss(q, a, weight)
-        cq, ca = self.cross_encoder(batch["question"], batch["answer"])
+        cq, ca = self.cross_branch(batch["question"], batch["answer"])
         l_cross = self.cross_loss(cq, ca, weight)
         gam_weights = self.schedule(epoch)
         l_ga, terms = self.gam.compute_loss_from_embeddings(
@@ -73,13 +82,13 @@ class EndxModule(DualEncoderModule):
             self.cross_loss.score_space(cq), self.cross_loss.score_space(ca), gam_weights)
         loss = self.weights.total(l_dual, l_cross, l_ga)
         logs = {"train/dual_loss": l_dual, "train/cross_loss": l_cross, "train/gam_loss": l_ga}
-        logs.update({f"train/kl_{k}": terms[v] for k, v in RELATION_KEYS.items()})
-        logs.update({f"train/w_{k}": gam_weights[v] for k, v in RELATION_KEYS.items()})
+        logs.update({f"train/kl_{k}": terms[v] for k, v in RELATION_NAMES.items()})
+        logs.update({f"train/w_{k}": gam_weights[v] for k, v in RELATION_NAMES.items()})
         # embedding scales: an inner product over large norms saturates the softmax
         logs.update({"train/dual_q_norm": q.detach().norm(dim=-1).mean(),
                      "train/cross_q_norm": cq.detach().norm(dim=-1).mean()})
         if self.penalty_coef:
-            penalty = self.towers.penalty() + self.cross_encoder.penalty()
+            penalty = self.towers.penalty() + self.cross_branch.penalty()
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
         logs["train/loss"] = loss

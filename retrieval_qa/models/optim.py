@@ -43,3 +43,13 @@ def build_schedule(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> L
         return max(0.0, (total - step) / max(total - warmup, 1))
 
     return LambdaLR(optimizer, factor)
+
+
+def lightning_optimizers(params, cfg, total_steps: int) -> dict:
+    """What a LightningModule's ``configure_optimizers`` returns: the optimiser of ``cfg`` and
+    its schedule over ``total_steps`` (e.g. ``trainer.estimated_stepping_batches``), stepped
+    every optimiser step."""
+    optimizer = build_optimizer(params, cfg)
+    return {"optimizer": optimizer,
+            "lr_scheduler": {"scheduler": build_schedule(optimizer, cfg, total_steps),
+                             "interval": "step"}}

@@ -39,16 +39,16 @@ VAEDualTowers` and holds no decoder weight, so ``towers.state_dict()`` is the ex
 and ``towers.config`` rebuilds it (``towers_builder``, read by the artefact loader).
 
 ``model`` config (conf/model/vae.yaml): ``mode``, ``towers`` (see encoders/vae.py),
-``decoder`` (see encoders/vae_decoders.py), ``loss`` (``DEFAULT_LOSS`` below), ``optimizer``.
+``decoder`` (see encoders/vae_decoders.py), ``loss``, ``optimizer``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from ..config import model_defaults, plain
 from ..encoders.vae import build_vae_towers
 from ..encoders.vae_decoders import (
     build_decoder,
@@ -64,37 +64,18 @@ from .base import RetrievalModule
 
 MODES = ("dual", "cross")
 MATCH_ON = ("sample", "mean")
-DEFAULT_LOSS: dict[str, Any] = {
-    "similarity": "cosine",        # ranking of the latent means (section 3.2)
-    "alpha": 1.0,                  # eq. 7 weights; the paper gives no values
-    "gamma": 1.0,
-    "reconstruction": "sequence",  # sequence: NLL summed over a text's tokens | token: mean
-    "kl": {"epochs": None, "rate_factor": 2.0, "max_beta": 1.0, "start": 0.0},
-    "matching": {"probability": "sigmoid", "scale": 10.0, "bias": 0.0, "learnable": True,
-                 "weighting": "balanced"},
-    "match_on": "mean",            # mean: mu, the retrieval embedding | sample: z (eq. 3)
-    "penalty_coef": 0.0,           # Lin et al.'s attention penalty, as for the dual encoders
-}
 
-
-def _plain(cfg: Any) -> dict:
-    if cfg is None:
-        return {}
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
 def loss_config(cfg: Any = None) -> dict[str, Any]:
-    """``cfg`` over :data:`DEFAULT_LOSS` (``kl`` and ``matching`` merged key by key);
-    unknown keys are errors."""
-    given = _plain(cfg)
+    """``cfg`` over ``loss`` of ``conf/model/vae.yaml`` (``kl`` and ``matching`` merged key
+    by key); unknown keys are errors."""
+    defaults = model_defaults("vae")["loss"]
+    given = plain(cfg)
     full: dict[str, Any] = {}
-    for key, default in DEFAULT_LOSS.items():
+    for key, default in defaults.items():
         if isinstance(default, dict):
-            section = _plain(given.get(key))
+            section = plain(given.get(key))
             unknown = sorted(set(section) - set(default))
             if unknown:
                 raise ValueError(f"unknown key(s) {unknown} in loss.{key}; allowed: "
@@ -102,9 +83,9 @@ def loss_config(cfg: Any = None) -> dict[str, Any]:
             full[key] = {**default, **section}
         else:
             full[key] = given.get(key, default)
-    unknown = sorted(set(given) - set(DEFAULT_LOSS))
+    unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in loss; allowed: {sorted(DEFAULT_LOSS)}")
+        raise ValueError(f"unknown key(s) {unknown} in loss; allowed: {sorted(defaults)}")
     if full["match_on"] not in MATCH_ON:
         raise ValueError(f"loss.match_on={full['match_on']!r}; expected one of {list(MATCH_ON)}")
     return full

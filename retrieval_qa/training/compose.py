@@ -1,4 +1,10 @@
-"""Compose a training config from conf/: groups, experiment, profile, overrides."""
+"""Compose a training config from conf/: groups, experiment, profile, overrides.
+
+Experiment files inherit: ``extends: OTHER`` merges the file over conf/experiment/OTHER.yaml
+(profiles included), so a file holds only what differs from its parent. A profile block may
+start from shared reductions of the ``profile`` group: ``extends: NAME`` (or a list, merged
+in order) in ``profiles.<profile>`` puts conf/profile/NAME.yaml under that block, e.g. the
+CPU reductions that many experiments share (conf/profile/cpu.yaml)."""
 
 from __future__ import annotations
 
@@ -7,7 +13,10 @@ from collections.abc import Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError
 
+from .. import config
 from ..config import apply_overrides, conf_names, load_yaml
+
+__all__ = ["compose", "load_experiment", "load_group"]
 
 
 def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
@@ -19,10 +28,37 @@ def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
 
 
 def load_group(group: str, name: str) -> DictConfig:
-    """conf/<group>/<name>.yaml; a file with ``extends: OTHER`` is merged over OTHER's."""
-    cfg = load_yaml(f"{group}/{name}.yaml")
+    """conf/<group>/<name>.yaml with its ``extends:`` chain; an experiment as
+    :func:`load_experiment` gives it (profile blocks with their shared reductions)."""
+    return load_experiment(name) if group == "experiment" else config.load_group(group, name)
+
+
+def _profile_block(block: DictConfig, where: str) -> DictConfig:
+    """A profile block with its ``extends:`` (conf/profile/NAME.yaml, or a list of names)
+    merged under it."""
+    parents = block.pop("extends", None)
+    if parents is None:
+        return block
+    names = [parents] if isinstance(parents, str) else list(parents)
+    try:
+        shared = [load_group("profile", str(n)) for n in names]
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{where}: {e}") from e
+    # the block first, so its keys keep their order (what the run reports lists), then the
+    # shared settings under it, then the block's values over them
+    return OmegaConf.merge(block, *shared, block)
+
+
+def load_experiment(name: str) -> DictConfig:
+    """conf/experiment/<name>.yaml with its ``extends:`` chain merged (the file over its
+    parent's) and the ``extends:`` of its profile blocks resolved, file by file, before the
+    merge, so a child's profile adds to its parent's."""
+    cfg = load_yaml(f"experiment/{name}.yaml")
     parent = cfg.pop("extends", None)
-    return OmegaConf.merge(load_group(group, parent), cfg) if parent else cfg
+    for profile, block in list(cfg.get("profiles", {}).items()):
+        cfg.profiles[profile] = _profile_block(block, f"conf/experiment/{name}.yaml, "
+                                                      f"profile {profile!r}")
+    return OmegaConf.merge(load_experiment(parent), cfg) if parent else cfg
 
 
 def compose(overrides: Sequence[str]) -> DictConfig:
@@ -36,7 +72,7 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     if not experiment_name:
         names = conf_names("experiment")
         raise ValueError(f"say which experiment: experiment=NAME, one of {names}")
-    experiment = load_group("experiment", experiment_name)
+    experiment = load_experiment(experiment_name)
     groups.update(experiment.pop("defaults", {}))
     groups.update({g: picks[g] for g in groups if g in picks})
     # a group set to null is given whole by the experiment file (e.g. a new method's model

@@ -34,11 +34,8 @@ def one_to_many_squad(n_other: int = 6) -> dict:
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_thread):
     yield
-    torch.set_num_threads(before)
 
 
 def _tiny_train(root: Path, vocab: int, experiment: str, out: Path) -> dict:

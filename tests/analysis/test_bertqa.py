@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from retrieval_qa.analysis.bertqa import PairSampler, sample_test_pool
+from retrieval_qa.analysis.bertqa import sample_test_pool
 from retrieval_qa.data import load_pool
+from retrieval_qa.data.classifier_pairs import ClassifierPairSampler
 
 
 def test_sample_is_deterministic_and_closed(env):
@@ -26,7 +27,7 @@ def test_sample_is_deterministic_and_closed(env):
 
 def test_negatives_are_never_gold(env):
     pool, _ = load_pool("reqa_squad", "train", env.data)
-    sampler = PairSampler(pool, seed=0)
+    sampler = ClassifierPairSampler(pool, seed=0, same_paragraph=0.5)
     q, s, y = sampler.batch(64)
     assert y.tolist() == [1.0] * 32 + [0.0] * 32
     for question, sentence in zip(q[32:], s[32:], strict=True):
@@ -52,3 +53,18 @@ def test_bertqa_end_to_end(env, tmp_path, rqa):
             assert run["ms_per_question"] >= run["question_ms_mean"]
     md = (tmp_path / "table6.md").read_text()
     assert "| BERTQA |" in md and "| Dual-GRUs |" in md and "average ms" in md
+
+
+def test_flags_given_override_the_classifier_conf_and_the_rest_come_from_it():
+    from retrieval_qa.analysis.cli import classifier_overrides
+    from retrieval_qa.cli import build_parser
+    from retrieval_qa.models.cross_classifier import CrossAttentionClassifier
+
+    args = build_parser().parse_args(["analyze", "bertqa", "--model", "A=x", "--steps", "7",
+                                      "--lr", "0.001"])
+    assert classifier_overrides(args) == {"training": {"steps": 7}, "optimizer": {"lr": 0.001}}
+    settings = CrossAttentionClassifier.settings(classifier_overrides(args))
+    assert settings["training"]["steps"] == 7 and settings["training"]["batch_size"] == 16
+    assert settings["optimizer"]["lr"] == 0.001 and settings["pretrained"] == "minilm"
+    args = build_parser().parse_args(["analyze", "bertqa", "--model", "A=x"])
+    assert classifier_overrides(args) == {} and args.passages is None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from omegaconf import OmegaConf
 
+from retrieval_qa.config import conf_dir
 from retrieval_qa.encoders import (
-    DEFAULT_CONFIG,
     MultiHopSelfAttentionPooler,
     PretrainedTokenEncoder,
     RecurrentTokenEncoder,
@@ -15,6 +17,7 @@ from retrieval_qa.encoders import (
     build_dual_towers,
     build_token_encoder,
     build_tower,
+    tower_defaults,
 )
 
 
@@ -62,13 +65,30 @@ def test_omegaconf_input_projection_and_normalize(config_factory, batch_factory)
 
 
 def test_defaults_follow_the_papers():
-    enc, pool = DEFAULT_CONFIG["encoder"], DEFAULT_CONFIG["pooler"]
+    defaults = tower_defaults()
+    enc, pool = defaults["encoder"], defaults["pooler"]
     assert (enc["num_layers"], enc["hidden_size"], enc["num_heads"]) == (2, 768, 12)
     assert enc["bidirectional"] is True
     assert (pool["type"], pool["attention_dim"], pool["combine"]) == (
         "multihop_attention", 350, "concat")
-    assert DEFAULT_CONFIG["sharing"] == "sde"
-    assert DEFAULT_CONFIG["projection"] == {"dim": None, "normalize": False, "bias": False}
+    assert defaults["sharing"] == "sde"
+    assert defaults["projection"] == {"dim": None, "normalize": False, "bias": False}
+
+
+def test_defaults_are_read_from_conf(tmp_path, monkeypatch, config_factory):
+    """conf/model/dual_encoder.yaml is the only place of the defaults: a changed file changes
+    what the builders fill in, and the allowed keys are its keys."""
+    shutil.copytree(conf_dir(), tmp_path / "conf")
+    path = tmp_path / "conf" / "model" / "dual_encoder.yaml"
+    cfg = OmegaConf.load(path)
+    assert tower_defaults() == OmegaConf.to_container(cfg.towers)
+    cfg.towers.pooler.hops = 3
+    OmegaConf.save(cfg, path)
+    monkeypatch.setenv("RQA_CONF_DIR", str(tmp_path / "conf"))
+    tower = build_tower({"encoder": config_factory("gru")["encoder"]})
+    assert tower.output_dim == 3 * 32
+    with pytest.raises(ValueError, match=r"unknown key.*'hopz'.*allowed:.*'attention_dim'"):
+        build_tower({"encoder": config_factory("gru")["encoder"], "pooler": {"hopz": 2}})
 
 
 def test_other_top_level_keys_are_left_to_their_owners(config_factory):

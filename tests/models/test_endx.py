@@ -46,7 +46,7 @@ def grads(module: EndxModule, **weights: float) -> dict[str, bool]:
     def touched(part) -> bool:
         return any(p.grad is not None and p.grad.abs().sum() > 0 for p in part.parameters())
 
-    return {"towers": touched(module.towers), "cross": touched(module.cross_encoder)}
+    return {"towers": touched(module.towers), "cross": touched(module.cross_branch)}
 
 
 def test_cpu_profile_cross_loss_is_cosine_and_dual_keeps_the_inner_product():
@@ -69,7 +69,7 @@ def test_each_loss_reaches_exactly_its_parameters():
     assert grads(module, dual=0.0, cross=0.0, ga=1.0) == {"towers": True, "cross": False}
 
 
-def test_gam_into_the_cross_encoder_when_not_detached():
+def test_gam_into_the_cross_branch_when_not_detached():
     module = endx("model.gam.detach_cross=false")
     assert grads(module, dual=0.0, cross=0.0, ga=1.0) == {"towers": True, "cross": True}
 
@@ -80,9 +80,23 @@ def test_gam_terms_are_computed_on_each_sides_scores():
     b = batch()
     _, logs = module.losses(b, epoch=10.0)
     q, a = module.towers(b["question"], b["answer"])
-    cq, ca = module.cross_encoder(b["question"], b["answer"])
+    cq, ca = module.cross_branch(b["question"], b["answer"])
     # a|q: p(a_j | q_i) of each side is its own in-batch retrieval softmax
     p_cross = torch.softmax(module.cross_loss.scores(cq, ca), dim=-1)
     log_p_dual = torch.log_softmax(module.loss.scores(q, a), dim=-1)
     expected = (p_cross * (p_cross.log() - log_p_dual)).sum(-1).mean()
     assert logs["train/kl_aq"].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_checkpoints_of_the_branch_under_its_old_name_load(tmp_path):
+    """Checkpoints written while the branch was ``cross_encoder`` load into ``cross_branch``."""
+    saved = {k: v + 1 if v.is_floating_point() else v for k, v in endx().state_dict().items()}
+    state = {(k.replace("cross_branch.", "cross_encoder.", 1) if k.startswith("cross_branch.")
+              else k): v for k, v in saved.items()}
+    assert any(k.startswith("cross_encoder.") for k in state)
+    checkpoint = {"state_dict": state}
+    fresh = endx()
+    fresh.on_load_checkpoint(checkpoint)
+    fresh.load_state_dict(checkpoint["state_dict"])
+    for name, value in fresh.state_dict().items():
+        assert torch.equal(value, saved[name]), name

@@ -62,7 +62,7 @@ def test_endx_trains_and_exports_the_towers_only(setup_dirs, tmp_path):
     state = torch.load(f"{report['checkpoint']}/towers.pt")
     assert state and not any("cross" in k for k in state)
     ckpt = torch.load(report["best_training_checkpoint"], weights_only=False)["state_dict"]
-    assert any(k.startswith("cross_encoder.") for k in ckpt)
+    assert any(k.startswith("cross_branch.") for k in ckpt)
 
 
 def test_export_untrained_baseline(setup_dirs, tmp_path, capsys):

@@ -1,6 +1,11 @@
-"""ENDX Cross-Encoders (paper section 3.3, Fig. 1, red branch).
+"""ENDX's cross-attention branch (the paper's "Cross-Encoders", section 3.3, Fig. 1, red branch).
 
-:class:`CrossEncoder` turns a batch of *matched* question-answer pairs into the
+A training-only branch of ENDX, not a cross-encoder in the usual sense (one network scoring a
+concatenated pair; that is :mod:`retrieval_qa.models.cross_classifier`): each text is encoded
+on its own, then refined by cross attention to its matched partner, and the pooled
+cross-embeddings teach the dual towers through GAM. It is never used at inference.
+
+:class:`CrossAttentionBranch` turns a batch of *matched* question-answer pairs into the
 cross-embeddings ``R^cross_q`` and ``R^cross_a`` used by the cross retrieval loss (eq. 5) and
 by the Geometry Alignment Mechanism (:mod:`retrieval_qa.losses.gam`):
 
@@ -35,7 +40,8 @@ from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
 
-__all__ = ["DEFAULT_CROSS_ATTENTION", "CrossEncoder", "build_cross_encoder"]
+__all__ = ["CROSS_BRANCH_SECTIONS", "CrossAttentionBranch", "build_cross_attention_branch",
+           "cross_attention_defaults"]
 
 
 def _read_penalty(pooler: nn.Module) -> torch.Tensor | None:
@@ -50,7 +56,7 @@ def _read_penalty(pooler: nn.Module) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
-class CrossEncoder(nn.Module):
+class CrossAttentionBranch(nn.Module):
     """Encoder_cross + two-way cross attention + aggregation -> (R^cross_q, R^cross_a).
 
     Args:
@@ -129,7 +135,7 @@ class CrossEncoder(nn.Module):
         a_ids, a_mask, a_tt = self._unpack(a_batch, "answer")
         if q_ids.shape[0] != a_ids.shape[0]:
             raise ValueError(
-                f"CrossEncoder needs matched pairs: question batch has {q_ids.shape[0]} rows, "
+                f"CrossAttentionBranch needs matched pairs: question batch has {q_ids.shape[0]} rows, "
                 f"answer batch has {a_ids.shape[0]}"
             )
         if q_mask is None:
@@ -186,15 +192,17 @@ class CrossEncoder(nn.Module):
         return torch.stack([p.reshape(()).to(device) for p in self._penalties]).sum()
 
 
-#: Defaults of the ``cross_attention`` config section of :func:`build_cross_encoder`.
-DEFAULT_CROSS_ATTENTION: dict[str, Any] = {
-    "num_heads": 12,  # ENDX 4.4: 12 heads
-    "ffn_dim": None,  # null = 4 * hidden_size
-    "dropout": 0.1,
-    "activation": "relu",
-    "share": False,  # one block for both directions (see CrossEncoder)
-}
-_CROSS_CONFIG_KEYS = ("encoder", "pooler", "cross_attention")
+#: The sections of the branch's config (``model.cross`` of conf/model/endx.yaml).
+CROSS_BRANCH_SECTIONS = ("encoder", "pooler", "cross_attention")
+
+
+def cross_attention_defaults() -> dict[str, Any]:
+    """``cross.cross_attention`` of ``conf/model/endx.yaml``: every key with its default (ENDX
+    4.4: 12 heads; ``ffn_dim`` null = 4 * hidden_size; ``share``: one block for both
+    directions, see :class:`CrossAttentionBranch`)."""
+    from retrieval_qa.config import model_defaults
+
+    return model_defaults("endx")["cross"]["cross_attention"]
 
 
 def _as_dict(cfg: Any, name: str) -> dict[str, Any]:
@@ -212,21 +220,18 @@ def _as_dict(cfg: Any, name: str) -> dict[str, Any]:
     raise TypeError(f"{name}: expected a dict or DictConfig, got {type(cfg).__name__}")
 
 
-def build_cross_encoder(
+def build_cross_attention_branch(
     cfg: Any = None, *, token_encoder: nn.Module | None = None
-) -> CrossEncoder:
-    """A :class:`CrossEncoder` from a config (dict or OmegaConf); unknown keys are errors.
+) -> CrossAttentionBranch:
+    """A :class:`CrossAttentionBranch` from a config (dict or OmegaConf); unknown keys are
+    errors naming the allowed ones.
 
-    Keys::
+    Keys (defaults: ``cross`` of conf/model/endx.yaml)::
 
         encoder: {...}          # the `encoder` section of retrieval_qa.encoders.builders
         pooler: {...}           # the `pooler` section (ENDX: multihop_attention)
-        cross_attention:
-          num_heads: 12
-          ffn_dim: null         # 4 * hidden_size
-          dropout: 0.1
-          activation: relu      # relu | gelu
-          share: false          # one block for both directions
+        cross_attention:        # num_heads, ffn_dim (null: 4 * hidden_size), dropout,
+          ...                   #   activation (relu | gelu), share (one block, both ways)
 
     ``token_encoder``: use this already built Encoder_cross instead of building one from
     ``encoder`` (e.g. to load a checkpoint once). The pooler is built over its
@@ -234,20 +239,21 @@ def build_cross_encoder(
     """
     from retrieval_qa.encoders.builders import build_pooler, build_token_encoder
 
-    full = _as_dict(cfg, "cross encoder config")
-    unknown = sorted(set(full) - set(_CROSS_CONFIG_KEYS))
+    full = _as_dict(cfg, "cross-attention branch config")
+    unknown = sorted(set(full) - set(CROSS_BRANCH_SECTIONS))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in the cross encoder config; allowed: "
-                         f"{list(_CROSS_CONFIG_KEYS)}")
+        raise ValueError(f"unknown key(s) {unknown} in the cross-attention branch config; "
+                         f"allowed: {list(CROSS_BRANCH_SECTIONS)}")
+    defaults = cross_attention_defaults()
     xattn = _as_dict(full.get("cross_attention"), "cross_attention")
-    unknown = sorted(set(xattn) - set(DEFAULT_CROSS_ATTENTION))
+    unknown = sorted(set(xattn) - set(defaults))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in cross_attention; allowed: "
-                         f"{sorted(DEFAULT_CROSS_ATTENTION)}")
-    xattn = {**DEFAULT_CROSS_ATTENTION, **xattn}
+                         f"{sorted(defaults)}")
+    xattn = {**defaults, **xattn}
     encoder = token_encoder if token_encoder is not None else build_token_encoder(full.get("encoder"))
     pooler = build_pooler(full.get("pooler"), int(encoder.hidden_size))
-    return CrossEncoder(
+    return CrossAttentionBranch(
         encoder,
         pooler,
         num_heads=int(xattn["num_heads"]),

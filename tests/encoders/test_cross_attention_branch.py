@@ -1,4 +1,4 @@
-"""CrossEncoder with tiny stand-in token encoder and poolers (no dependency on real ones)."""
+"""CrossAttentionBranch with tiny stand-in token encoder and poolers (no dependency on real ones)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
-from retrieval_qa.encoders.cross_encoder import CrossEncoder
+from retrieval_qa.encoders.cross_attention_branch import CrossAttentionBranch
 
 VOCAB, H = 50, 16
 
@@ -67,11 +67,11 @@ def _batch(b: int, length: int, n_pad: int = 0, seed: int = 0) -> dict[str, torc
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def _model(**kw) -> CrossEncoder:
+def _model(**kw) -> CrossAttentionBranch:
     torch.manual_seed(0)
     kw.setdefault("num_heads", 4)
     kw.setdefault("dropout", 0.0)
-    return CrossEncoder(EmbeddingEncoder(), kw.pop("pooler", None) or MeanPooler(), **kw).eval()
+    return CrossAttentionBranch(EmbeddingEncoder(), kw.pop("pooler", None) or MeanPooler(), **kw).eval()
 
 
 @pytest.mark.parametrize(("n", "m"), [(5, 9), (9, 3)])
@@ -149,7 +149,7 @@ def test_penalty_passthrough() -> None:
 
 def test_separate_answer_modules() -> None:
     torch.manual_seed(0)
-    model = CrossEncoder(
+    model = CrossAttentionBranch(
         EmbeddingEncoder(), MeanPooler(), num_heads=4, dropout=0.0,
         answer_token_encoder=EmbeddingEncoder(), answer_pooler=MeanPooler(),
     )
@@ -158,7 +158,7 @@ def test_separate_answer_modules() -> None:
     assert len(model.answer_token_encoder.seen_token_types) == 1
     assert len(model.pooler.seen_masks) == 1 and len(model.answer_pooler.seen_masks) == 1
     with pytest.raises(ValueError, match="output_dim"):
-        CrossEncoder(EmbeddingEncoder(), MeanPooler(), num_heads=4,
+        CrossAttentionBranch(EmbeddingEncoder(), MeanPooler(), num_heads=4,
                      answer_pooler=MeanPooler(output_dim=4))
 
 
@@ -172,10 +172,10 @@ def test_gradients_reach_encoder_blocks_and_pooler() -> None:
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-def test_build_cross_encoder_from_config() -> None:
+def test_build_cross_attention_branch_from_config() -> None:
     from omegaconf import OmegaConf
 
-    from retrieval_qa.encoders.cross_encoder import build_cross_encoder
+    from retrieval_qa.encoders.cross_attention_branch import build_cross_attention_branch
 
     cfg = OmegaConf.create(
         {
@@ -186,13 +186,30 @@ def test_build_cross_encoder_from_config() -> None:
         }
     )
     torch.manual_seed(0)
-    model = build_cross_encoder(cfg)
+    model = build_cross_attention_branch(cfg)
     assert model.cross_attn_q is model.cross_attn_a and model.cross_attn_q.num_heads == 4
     assert model.output_dim == 2 * H
     r_q, r_a = model(_batch(2, 5, n_pad=1), _batch(2, 7))
     assert r_q.shape == r_a.shape == (2, 2 * H)
     assert model.penalty().item() > 0  # multi-hop penalty of both sides
     with pytest.raises(ValueError, match="unknown"):
-        build_cross_encoder({"cross_attention": {"heads": 4}})
+        build_cross_attention_branch({"cross_attention": {"heads": 4}})
     with pytest.raises(ValueError, match="unknown"):
-        build_cross_encoder({"projection": {}})
+        build_cross_attention_branch({"projection": {}})
+
+
+def test_cross_attention_defaults_come_from_the_endx_conf_file() -> None:
+    from retrieval_qa.config import model_defaults
+    from retrieval_qa.encoders.cross_attention_branch import (
+        build_cross_attention_branch,
+        cross_attention_defaults,
+    )
+
+    defaults = cross_attention_defaults()
+    assert defaults == model_defaults("endx")["cross"]["cross_attention"]
+    assert defaults["num_heads"] == 12 and defaults["share"] is False  # ENDX 4.4
+    encoder = EmbeddingEncoder(hidden_size=24)
+    model = build_cross_attention_branch({"pooler": {"type": "mean"}}, token_encoder=encoder)
+    assert model.cross_attn_q.num_heads == 12 and model.cross_attn_q is not model.cross_attn_a
+    with pytest.raises(ValueError, match=r"allowed: \['activation', 'dropout', 'ffn_dim'"):
+        build_cross_attention_branch({"cross_attention": {"heads": 4}}, token_encoder=encoder)
