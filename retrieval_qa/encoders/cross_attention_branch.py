@@ -39,21 +39,10 @@ import torch
 from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
+from retrieval_qa.encoders.dual_towers import PairEncoding
 
 __all__ = ["CROSS_BRANCH_SECTIONS", "CrossAttentionBranch", "build_cross_attention_branch",
            "cross_attention_defaults"]
-
-
-def _read_penalty(pooler: nn.Module) -> torch.Tensor | None:
-    """The pooler's penalty for its most recent forward, or None if it exposes none.
-
-    Accepts ``pooler.penalty()`` (method) or ``pooler.penalty`` (tensor attribute).
-    """
-    pen = getattr(pooler, "penalty", None)
-    if pen is None:
-        return None
-    value = pen() if callable(pen) else pen
-    return value if isinstance(value, torch.Tensor) else None
 
 
 class CrossAttentionBranch(nn.Module):
@@ -116,7 +105,6 @@ class CrossAttentionBranch(nn.Module):
         self.cross_attn_q = block()
         # cross_attn_a: refines the answer, guided by the question (output rows = question tokens).
         self.cross_attn_a = self.cross_attn_q if share_cross_attention else block()
-        self._penalties: list[torch.Tensor] = []
 
     @staticmethod
     def _unpack(batch: Mapping[str, Any], name: str) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
@@ -159,37 +147,22 @@ class CrossAttentionBranch(nn.Module):
         Returns:
             ``(r_q_cross [B, D], r_a_cross [B, D])`` with ``D = output_dim``.
         """
+        r_q, r_a, _ = self.encode_pair(q_batch, a_batch)
+        return r_q, r_a
+
+    def encode_pair(self, q_batch: Mapping[str, Any], a_batch: Mapping[str, Any]
+                    ) -> PairEncoding:
+        """:meth:`forward` with the sum of the two poolers' penalties (question side + answer
+        side, each pooled batch its own term, as :meth:`DualTowers.encode_pair`)."""
         h_q, q_mask, h_a, a_mask = self.encode_tokens(q_batch, a_batch)
         # Question refined by answer: [B, M, H], masked by the answer mask.
         h_q_cross, h_q_cross_mask = self.cross_attn_q(h_q, q_mask, h_a, a_mask)
         # Answer refined by question: [B, N, H], masked by the question mask.
         h_a_cross, h_a_cross_mask = self.cross_attn_a(h_a, a_mask, h_q, q_mask)
-
-        self._penalties = []
-        r_q = self.pooler(h_q_cross, h_q_cross_mask)
-        self._capture_penalty(self.pooler)
+        r_q, q_pen = self.pooler.pool(h_q_cross, h_q_cross_mask)
         a_pooler = self.pooler if self.answer_pooler is None else self.answer_pooler
-        r_a = a_pooler(h_a_cross, h_a_cross_mask)
-        self._capture_penalty(a_pooler)
-        return r_q, r_a
-
-    def _capture_penalty(self, pooler: nn.Module) -> None:
-        # Read right after each call: a shared pooler would otherwise only report its last call.
-        pen = _read_penalty(pooler)
-        if pen is not None:
-            self._penalties.append(pen)
-
-    def penalty(self) -> torch.Tensor:
-        """Sum of the pooler penalties of the last :meth:`forward` (question side + answer side).
-
-        Each pooled batch contributes its own term (like ``DualTowers.penalty()`` summing the
-        question and answer batches). A scalar zero (on the parameters' device) if the
-        poolers expose no penalty or no forward has run yet.
-        """
-        device = next(self.parameters()).device
-        if not self._penalties:
-            return torch.zeros((), device=device)
-        return torch.stack([p.reshape(()).to(device) for p in self._penalties]).sum()
+        r_a, a_pen = a_pooler.pool(h_a_cross, h_a_cross_mask)
+        return PairEncoding(r_q, r_a, q_pen.to(r_q.device) + a_pen.to(r_q.device))
 
 
 #: The sections of the branch's config (``model.cross`` of conf/model/endx.yaml).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -16,6 +17,15 @@ SHARING_MODES = {
     "ade_fte": "asymmetric, both token embedders frozen (requires_grad False)",
     "ade_spl": "asymmetric, the two towers share one projection layer",
 }
+
+
+class PairEncoding(NamedTuple):
+    """A training batch through both towers: the embeddings and the poolers' regulariser
+    (question batch + answer batch; 0 for poolers without one)."""
+
+    question: torch.Tensor
+    answer: torch.Tensor
+    penalty: torch.Tensor
 
 
 def check_sharing(sharing: str) -> str:
@@ -45,7 +55,8 @@ class DualTowers(nn.Module):
       question tower must have one.
 
     ``forward(q_batch, a_batch) -> (q_emb[B, D], a_emb[B', D])``, each batch a mapping with
-    ``input_ids[B, L]``, ``attention_mask[B, L]`` and optionally ``token_type_ids[B, L]``.
+    ``input_ids[B, L]``, ``attention_mask[B, L]`` and optionally ``token_type_ids[B, L]``;
+    ``encode_pair`` returns the poolers' penalty with them (:class:`PairEncoding`).
     """
 
     def __init__(self, question_tower: Tower, answer_tower: Tower | None = None,
@@ -81,13 +92,6 @@ class DualTowers(nn.Module):
             )
         self.question_tower = question_tower
         self.answer_tower = answer_tower
-        self._penalties: dict[str, torch.Tensor] = {}
-
-    def __getstate__(self):
-        # Recorded penalties hold the autograd graph of a batch: never copy or pickle them.
-        state = super().__getstate__()
-        state["_penalties"] = {}
-        return state
 
     @property
     def output_dim(self) -> int:
@@ -96,38 +100,28 @@ class DualTowers(nn.Module):
     def encode_question(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """``[B, L]`` ids and mask -> ``[B, D]`` question embeddings."""
-        emb = self.question_tower(input_ids, attention_mask, token_type_ids)
-        self._penalties["question"] = self.question_tower.penalty()
-        return emb
+        return self.question_tower(input_ids, attention_mask, token_type_ids)
 
     def encode_answer(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """``[B, L]`` ids and mask -> ``[B, D]`` answer embeddings."""
-        emb = self.answer_tower(input_ids, attention_mask, token_type_ids)
-        self._penalties["answer"] = self.answer_tower.penalty()
-        return emb
+        return self.answer_tower(input_ids, attention_mask, token_type_ids)
+
+    def encode_pair(self, q_batch: Mapping[str, torch.Tensor],
+                    a_batch: Mapping[str, torch.Tensor]) -> PairEncoding:
+        """Both sides of a training batch and the sum of their pooler penalties (each a batch
+        mean; correct for SDE too, where one pooler runs twice). Add ``coef * penalty`` to the
+        loss."""
+        q, q_pen = self.question_tower.encode(
+            q_batch["input_ids"], q_batch["attention_mask"], q_batch.get("token_type_ids"))
+        a, a_pen = self.answer_tower.encode(
+            a_batch["input_ids"], a_batch["attention_mask"], a_batch.get("token_type_ids"))
+        return PairEncoding(q, a, q_pen.to(q.device) + a_pen.to(q.device))
 
     def forward(self, q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor]
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        self._penalties = {}
-        q = self.encode_question(
-            q_batch["input_ids"], q_batch["attention_mask"], q_batch.get("token_type_ids")
-        )
-        a = self.encode_answer(
-            a_batch["input_ids"], a_batch["attention_mask"], a_batch.get("token_type_ids")
-        )
-        return q, a
-
-    def penalty(self) -> torch.Tensor:
-        """Sum of the pooler penalties of the latest question and answer encodings (each a
-        batch mean; 0 for poolers without one). Correct for SDE too, where one pooler runs
-        twice: the penalty is recorded after each side. Add ``coef * penalty()`` to the loss.
-        """
-        device = next(self.parameters()).device
-        total = torch.zeros((), device=device)
-        for value in self._penalties.values():
-            total = total + value
-        return total
+        out = self.encode_pair(q_batch, a_batch)
+        return out.question, out.answer
 
     def trainable_parameters(self) -> dict[str, int]:
         """Trainable parameter counts: ``question`` and ``answer`` per tower (a shared module

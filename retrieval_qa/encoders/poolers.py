@@ -1,7 +1,8 @@
 """Poolers: token states ``[B, L, H]`` and a mask ``[B, L]`` to one vector ``[B, D]``.
 
-Every pooler has ``output_dim`` (D) and ``penalty()`` (a scalar tensor, 0 unless the pooler
-regularises itself).
+Every pooler has ``output_dim`` (D); ``pool(states, mask) -> (pooled, penalty)`` returns its
+regulariser with the pooled batch (a scalar tensor, 0 unless the pooler regularises itself),
+so no penalty is kept between calls.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ COMBINE_MODES = ("concat", "mean")
 
 
 class Pooler(nn.Module):
-    """``forward(states[B, L, H], attention_mask[B, L]) -> pooled[B, output_dim]``."""
+    """``forward(states[B, L, H], attention_mask[B, L]) -> pooled[B, output_dim]``;
+    ``pool(...)`` gives ``(pooled, penalty)``."""
 
     output_dim: int
 
-    def penalty(self) -> torch.Tensor:
-        """The regulariser of the last forward pass (0 for poolers without one)."""
-        return torch.zeros(())
+    def pool(self, states: torch.Tensor, attention_mask: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pooled batch and its regulariser (0 for poolers without one)."""
+        return self(states, attention_mask), states.new_zeros((), dtype=torch.float32)
 
 
 class MeanPooler(Pooler):
@@ -65,13 +68,12 @@ class MultiHopSelfAttentionPooler(Pooler):
         embedding at the encoder's width (smaller index, and the same width as a mean or
         CLS pooler).
 
-    Penalty: each forward stores ``P = mean_b ||A A^T - I||_F^2`` in ``self.last_penalty``
-    (with its graph; ``penalty()`` returns it) and the attention in ``self.last_attention``
-    (detached, for inspection). P pushes the hops to attend to different tokens, each to few
-    tokens. The training loss should add it once per encoded batch with a coefficient:
-    ``loss = retrieval_loss + penalty_coef * towers.penalty()``, where ``DualTowers.penalty()``
-    sums the question and answer batch penalties of the last forward (Lin et al. add
-    ``coef * P`` to the task loss; the coefficient is a hyper-parameter, 0 disables it).
+    Penalty: ``pool()`` returns ``P = mean_b ||A A^T - I||_F^2`` (with its graph) beside the
+    pooled batch; ``attention()`` gives ``A`` for inspection. P pushes the hops to attend to
+    different tokens, each to few tokens. The training loss adds it once per encoded batch
+    with a coefficient: ``loss = retrieval_loss + penalty_coef * P_q + penalty_coef * P_a``
+    (``DualTowers.encode_pair`` sums the two; Lin et al. add ``coef * P`` to the task loss;
+    the coefficient is a hyper-parameter, 0 disables it).
     """
 
     def __init__(
@@ -87,8 +89,6 @@ class MultiHopSelfAttentionPooler(Pooler):
         self.ws1 = nn.Linear(hidden_size, attention_dim, bias=False)
         self.ws2 = nn.Linear(attention_dim, hops, bias=False)
         self.output_dim = hops * hidden_size if combine == "concat" else hidden_size
-        self.last_penalty: torch.Tensor | None = None
-        self.last_attention: torch.Tensor | None = None
 
     def attention(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``A[B, r, L]``: per hop, a distribution over the real tokens."""
@@ -98,23 +98,14 @@ class MultiHopSelfAttentionPooler(Pooler):
         # A row with no real token would be uniform over padding: zero it instead.
         return torch.softmax(scores, dim=-1) * keep.to(scores.dtype)
 
-    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        attention = self.attention(states, attention_mask)
-        self.last_penalty = attention_penalty(attention)
-        self.last_attention = attention.detach()
+    def _combine(self, attention: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
         pooled = attention @ states  # [B, r, H]
-        if self.combine == "concat":
-            return pooled.flatten(start_dim=1)
-        return pooled.mean(dim=1)
+        return pooled.flatten(start_dim=1) if self.combine == "concat" else pooled.mean(dim=1)
 
-    def __getstate__(self):
-        # The last penalty holds the autograd graph of a batch: never copy or pickle it.
-        state = super().__getstate__()
-        state["last_penalty"] = None
-        state["last_attention"] = None
-        return state
+    def pool(self, states: torch.Tensor, attention_mask: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        attention = self.attention(states, attention_mask)
+        return self._combine(attention, states), attention_penalty(attention)
 
-    def penalty(self) -> torch.Tensor:
-        if self.last_penalty is None:
-            return torch.zeros((), device=self.ws1.weight.device)
-        return self.last_penalty
+    def forward(self, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self._combine(self.attention(states, attention_mask), states)

@@ -18,8 +18,8 @@ class Tower(nn.Module):
     projection: an optional module ``[B, D] -> [B, D']`` (shared between towers in ADE-SPL).
     normalize: L2-normalise the final embedding (cosine retrieval; off for the inner-product
         kernel of ENDX).
-    ``penalty()`` is the pooler's regulariser from the last forward, a 0 tensor when it has
-    none.
+    ``encode(...) -> (embeddings, penalty)`` also returns the pooler's regulariser of the
+    batch (a 0 tensor when it has none).
     """
 
     def __init__(
@@ -46,20 +46,24 @@ class Tower(nn.Module):
     def token_embedder(self) -> nn.Module:
         return self.token_encoder.token_embedder
 
+    def encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
+        pooled, penalty = self.pooler.pool(states, attention_mask)
+        if self.projection is not None:
+            pooled = self.projection(pooled)
+        if self.normalize:
+            pooled = F.normalize(pooled, dim=-1)
+        return pooled, penalty
+
     def forward(
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
-        pooled = self.pooler(states, attention_mask)
-        if self.projection is not None:
-            pooled = self.projection(pooled)
-        if self.normalize:
-            pooled = F.normalize(pooled, dim=-1)
-        return pooled
-
-    def penalty(self) -> torch.Tensor:
-        device = next(self.parameters()).device
-        return self.pooler.penalty().to(device)
+        return self.encode(input_ids, attention_mask, token_type_ids)[0]

@@ -13,7 +13,7 @@ the mean and log-variance of the diagonal Gaussian posterior ``N(z; mu, diag(sig
 
 :class:`VAEDualTowers` is a :class:`~.dual_towers.DualTowers` whose towers are
 :class:`VAETower` objects, so it has the inference interface of every dual encoder
-(``encode_question(**inputs)``, ``encode_answer(**inputs)``, ``output_dim``, ``penalty()``,
+(``encode_question(**inputs)``, ``encode_answer(**inputs)``, ``output_dim``,
 ``trainable_parameters()``) and the sharing modes of the SDE/ADE paper (default ``ade``: two
 separate encoders E_q and E_a, as in the paper's Figure 1; ``ade_spl`` shares the Gaussian
 head, which takes the projection's place). The decoders are not part of it: they live in the
@@ -34,7 +34,7 @@ latent_dim: 512    # size of z (paper 4.3)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -64,6 +64,16 @@ __all__ = [
     "reparameterize",
     "towers_from_config",
 ]
+
+
+class Latent(NamedTuple):
+    """A batch's posterior sample ``z`` (the mean in eval mode), mean, log-variance and the
+    pooler's penalty."""
+
+    z: torch.Tensor
+    mean: torch.Tensor
+    logvar: torch.Tensor
+    penalty: torch.Tensor
 
 
 def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
@@ -101,8 +111,8 @@ class VAETower(Tower):
     """A :class:`Tower` (token encoder, pooler) whose projection is a :class:`GaussianHead`.
 
     ``forward(input_ids, attention_mask, token_type_ids=None) -> mean[B, Z]`` (the embedding);
-    ``posterior(...) -> (mean, logvar)``; ``latent(...) -> (z, mean, logvar)`` with ``z``
-    sampled in training mode and the mean in eval mode.
+    ``posterior(...) -> (mean, logvar)``; ``latent(...) -> Latent(z, mean, logvar, penalty)``
+    with ``z`` sampled in training mode and the mean in eval mode, and the pooler's penalty.
     """
 
     def __init__(self, token_encoder: TokenEncoder, pooler: Pooler, head: GaussianHead) -> None:
@@ -116,26 +126,28 @@ class VAETower(Tower):
     def latent_dim(self) -> int:
         return self.output_dim
 
+    def _posterior(self, input_ids, attention_mask, token_type_ids=None):
+        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
+        pooled, penalty = self.pooler.pool(states, attention_mask)
+        return (*self.projection.posterior(pooled), penalty)
+
     def posterior(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   token_type_ids: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
-        pooled = self.pooler(states, attention_mask)
-        return self.projection.posterior(pooled)
+        return self._posterior(input_ids, attention_mask, token_type_ids)[:2]
 
     def latent(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               token_type_ids: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        mean, logvar = self.posterior(input_ids, attention_mask, token_type_ids)
+               token_type_ids: torch.Tensor | None = None) -> Latent:
+        mean, logvar, penalty = self._posterior(input_ids, attention_mask, token_type_ids)
         z = reparameterize(mean, logvar) if self.training else mean
-        return z, mean, logvar
+        return Latent(z, mean, logvar, penalty)
 
 
 class VAEDualTowers(DualTowers):
     """Question and answer :class:`VAETower` objects (see the module docstring).
 
-    ``latent_question(**inputs)`` / ``latent_answer(**inputs) -> (z, mean, logvar)`` for
-    training; ``encode_question`` / ``encode_answer`` give the means. ``config`` holds the
+    ``latents(q_batch, a_batch) -> (Latent, Latent)`` for training; ``encode_question`` /
+    ``encode_answer`` give the means. ``config`` holds the
     plain dict that :func:`build_vae_towers` rebuilds these towers from (None when the object
     was assembled by hand).
     """
@@ -155,27 +167,14 @@ class VAEDualTowers(DualTowers):
     def latent_dim(self) -> int:
         return self.output_dim
 
-    def latent_question(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        token_type_ids: torch.Tensor | None = None):
-        out = self.question_tower.latent(input_ids, attention_mask, token_type_ids)
-        self._penalties["question"] = self.question_tower.penalty()
-        return out
-
-    def latent_answer(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                      token_type_ids: torch.Tensor | None = None):
-        out = self.answer_tower.latent(input_ids, attention_mask, token_type_ids)
-        self._penalties["answer"] = self.answer_tower.penalty()
-        return out
-
-    def latents(self, q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor]):
-        """``((z_q, mean_q, logvar_q), (z_a, mean_a, logvar_a))`` of one training batch."""
-        self._penalties = {}
-        q = self.latent_question(q_batch["input_ids"], q_batch["attention_mask"],
-                                 q_batch.get("token_type_ids"))
-        a = self.latent_answer(a_batch["input_ids"], a_batch["attention_mask"],
-                               a_batch.get("token_type_ids"))
+    def latents(self, q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor]
+                ) -> tuple[Latent, Latent]:
+        """The question and answer :class:`Latent` of one training batch."""
+        q = self.question_tower.latent(q_batch["input_ids"], q_batch["attention_mask"],
+                                       q_batch.get("token_type_ids"))
+        a = self.answer_tower.latent(a_batch["input_ids"], a_batch["attention_mask"],
+                                     a_batch.get("token_type_ids"))
         return q, a
-
 
 
 def vae_config(cfg: Any = None) -> dict[str, Any]:

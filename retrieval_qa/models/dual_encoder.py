@@ -24,11 +24,10 @@ class DualEncoderModule(RetrievalModule):
         self.train()  # from_pretrained leaves Hugging Face models in eval mode (no dropout)
 
     def training_step(self, batch, batch_idx):
-        q, a = self.towers(batch["question"], batch["answer"])
+        q, a, penalty = self.towers.encode_pair(batch["question"], batch["answer"])
         loss = self.loss(q, a, batch.get("weight"))
         logs = {"train/retrieval_loss": loss}
         if self.penalty_coef:
-            penalty = self.towers.penalty()
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
         self.check_finite(loss, batch_idx)

@@ -71,10 +71,10 @@ class EndxModule(DualEncoderModule):
     def losses(self, batch: dict, epoch: float) -> tuple:
         """Eq. 13 on one batch with the GAM weights of (fractional) ``epoch``:
         ``(total loss, {log name: term})``."""
-        q, a = self.towers(batch["question"], batch["answer"])
+        q, a, dual_penalty = self.towers.encode_pair(batch["question"], batch["answer"])
         weight = batch.get("weight")
         l_dual = self.loss(q, a, weight)
-        cq, ca = self.cross_branch(batch["question"], batch["answer"])
+        cq, ca, cross_penalty = self.cross_branch.encode_pair(batch["question"], batch["answer"])
         l_cross = self.cross_loss(cq, ca, weight)
         gam_weights = self.schedule(epoch)
         l_ga, terms = self.gam.compute_loss_from_embeddings(
@@ -88,7 +88,7 @@ class EndxModule(DualEncoderModule):
         logs.update({"train/dual_q_norm": q.detach().norm(dim=-1).mean(),
                      "train/cross_q_norm": cq.detach().norm(dim=-1).mean()})
         if self.penalty_coef:
-            penalty = self.towers.penalty() + self.cross_branch.penalty()
+            penalty = dual_penalty + cross_penalty
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
         logs["train/loss"] = loss

@@ -187,7 +187,7 @@ class VAEModule(RetrievalModule):
 
     def losses(self, batch: dict, beta: float) -> tuple[torch.Tensor, dict]:
         """Eq. 7 on one batch with KL weight ``beta``: ``(loss, {log name: value})``."""
-        (zq, mean_q, logvar_q), (za, mean_a, logvar_a) = self.towers.latents(
+        (zq, mean_q, logvar_q, pen_q), (za, mean_a, logvar_a, pen_a) = self.towers.latents(
             batch["question"], batch["answer"])
         recon_q, recon_a = self.reconstruction_terms(zq, za, batch)
         recon = recon_q + recon_a
@@ -199,7 +199,7 @@ class VAEModule(RetrievalModule):
                 "train/recon_answer": recon_a, "train/kl": kl, "train/match": match,
                 "train/beta": float(beta), "train/match_scale": self.match_loss.scale.detach()}
         if self.penalty_coef:
-            penalty = self.towers.penalty()
+            penalty = pen_q + pen_a
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
         logs["train/loss"] = loss

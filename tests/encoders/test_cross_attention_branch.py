@@ -8,6 +8,7 @@ from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
 from retrieval_qa.encoders.cross_attention_branch import CrossAttentionBranch
+from retrieval_qa.encoders.poolers import Pooler
 
 VOCAB, H = 50, 16
 
@@ -30,7 +31,7 @@ class EmbeddingEncoder(nn.Module):
         return x
 
 
-class MeanPooler(nn.Module):
+class MeanPooler(Pooler):
     """Stand-in pooler: masked mean + linear; records the masks it was given."""
 
     def __init__(self, hidden_size: int = H, output_dim: int = 8) -> None:
@@ -46,15 +47,11 @@ class MeanPooler(nn.Module):
 
 
 class PenaltyPooler(MeanPooler):
-    """Stand-in with a Lin et al.-style penalty of its most recent forward."""
+    """Stand-in with a Lin et al.-style penalty returned with each pooled batch."""
 
-    def forward(self, states, attention_mask):
-        out = super().forward(states, attention_mask)
-        self._last = out.pow(2).mean()
-        return out
-
-    def penalty(self):
-        return self._last
+    def pool(self, states, attention_mask):
+        out = self(states, attention_mask)
+        return out, out.pow(2).mean()
 
 
 def _batch(b: int, length: int, n_pad: int = 0, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -137,13 +134,12 @@ def test_mismatched_batch_sizes_raise() -> None:
 
 def test_penalty_passthrough() -> None:
     plain = _model()
-    plain(_batch(2, 5), _batch(2, 4))
-    assert float(plain.penalty()) == 0.0
+    assert float(plain.encode_pair(_batch(2, 5), _batch(2, 4)).penalty) == 0.0
     model = _model(pooler=PenaltyPooler())
-    r_q, r_a = model(_batch(2, 5), _batch(2, 4))
+    r_q, r_a, penalty = model.encode_pair(_batch(2, 5), _batch(2, 4))
     expected = r_q.pow(2).mean() + r_a.pow(2).mean()  # both sides of a shared pooler
-    torch.testing.assert_close(model.penalty(), expected)
-    model.penalty().backward()
+    torch.testing.assert_close(penalty, expected)
+    penalty.backward()
     assert model.pooler.proj.weight.grad is not None
 
 
@@ -189,9 +185,9 @@ def test_build_cross_attention_branch_from_config() -> None:
     model = build_cross_attention_branch(cfg)
     assert model.cross_attn_q is model.cross_attn_a and model.cross_attn_q.num_heads == 4
     assert model.output_dim == 2 * H
-    r_q, r_a = model(_batch(2, 5, n_pad=1), _batch(2, 7))
+    r_q, r_a, penalty = model.encode_pair(_batch(2, 5, n_pad=1), _batch(2, 7))
     assert r_q.shape == r_a.shape == (2, 2 * H)
-    assert model.penalty().item() > 0  # multi-hop penalty of both sides
+    assert penalty.item() > 0  # multi-hop penalty of both sides
     with pytest.raises(ValueError, match="unknown"):
         build_cross_attention_branch({"cross_attention": {"heads": 4}})
     with pytest.raises(ValueError, match="unknown"):

@@ -53,7 +53,9 @@ def test_tower_forward_normalize_and_penalty(batch_factory):
     out = tower(ids_, mask)
     assert out.shape == (2, 5) and tower.output_dim == 5
     torch.testing.assert_close(out.norm(dim=-1), torch.ones(2))
-    assert tower.penalty().item() == 0.0
+    emb, penalty = tower.encode(ids_, mask)
+    torch.testing.assert_close(emb, out)
+    assert penalty.item() == 0.0
     bare = Tower(tower.token_encoder, MeanPooler(8), torch.nn.Linear(8, 3))
     assert bare.output_dim == 3
 
@@ -170,27 +172,25 @@ def test_pretrained_sharing_via_local_checkpoint(config_factory, tiny_checkpoint
 def test_penalty_sums_both_sides_even_for_sde(config_factory, batch_factory):
     model = build_dual_towers(config_factory("gru", "sde"))
     q_batch, a_batch = batches(batch_factory)
-    model(q_batch, a_batch)
+    q, a, penalty = model.encode_pair(q_batch, a_batch)
+    torch.testing.assert_close(q, model.encode_question(**q_batch))
     pooler, encoder = model.question_tower.pooler, model.question_tower.token_encoder
     expected = 0.0
     for batch in (q_batch, a_batch):
         states = encoder(batch["input_ids"], batch["attention_mask"])
         expected += attention_penalty(pooler.attention(states, batch["attention_mask"])).item()
-    assert model.penalty().item() == pytest.approx(expected, rel=1e-5)
-    assert model.penalty().requires_grad
+    assert penalty.item() == pytest.approx(expected, rel=1e-5)
+    assert penalty.requires_grad
     mean_model = build_dual_towers(config_factory("gru", "ade", pooler={"type": "mean"}))
-    mean_model(q_batch, a_batch)
-    assert mean_model.penalty().item() == 0.0
+    assert mean_model.encode_pair(q_batch, a_batch).penalty.item() == 0.0
 
 
 def test_copy_and_pickle_after_a_training_forward(config_factory, batch_factory, tmp_path):
-    """Recorded penalties carry a batch's graph; copies and checkpoints must not."""
+    """Penalties are returned, not recorded: copies and checkpoints after a training
+    forward hold no batch graph."""
     model = build_dual_towers(config_factory("gru", "ade_spl"))
-    model(*batches(batch_factory))
-    assert model.penalty().requires_grad
-    clone = copy.deepcopy(model)
-    assert clone.penalty().item() == 0.0
-    assert clone.question_tower.pooler.last_penalty is None
+    assert model.encode_pair(*batches(batch_factory)).penalty.requires_grad
+    copy.deepcopy(model)  # no graph to copy
     torch.save(model, tmp_path / "model.pt")
     loaded = torch.load(tmp_path / "model.pt", weights_only=False)
     assert loaded.answer_tower.projection is loaded.question_tower.projection

@@ -56,7 +56,9 @@ def test_mean_and_cls_by_hand():
     mask = torch.tensor([[1, 1, 0]])
     torch.testing.assert_close(MeanPooler(2)(states, mask), torch.tensor([[2.0, 3.0]]))
     torch.testing.assert_close(ClsPooler(2)(states, mask), torch.tensor([[1.0, 2.0]]))
-    assert MeanPooler(2).penalty().item() == 0.0
+    pooled, penalty = MeanPooler(2).pool(states, mask)
+    torch.testing.assert_close(pooled, torch.tensor([[2.0, 3.0]]))
+    assert penalty.item() == 0.0
 
 
 def test_multihop_attention_and_penalty_by_hand():
@@ -70,7 +72,9 @@ def test_multihop_attention_and_penalty_by_hand():
         [[[0.5, 1.0], [-1.0, 0.2], [9.0, 9.0]], [[0.3, -0.4], [0.0, 0.0], [0.0, 0.0]]]
     )
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    pooled = pooler(states, mask)
+    pooled, penalty = pooler.pool(states, mask)
+    torch.testing.assert_close(pooler(states, mask), pooled)  # forward: the same, no penalty
+    attention = pooler.attention(states, mask)
 
     penalties, expected_rows = [], []
     for b, n in enumerate([2, 1]):
@@ -86,12 +90,12 @@ def test_multihop_attention_and_penalty_by_hand():
         hops = [[sum(w * t[k] for w, t in zip(row, tokens, strict=True)) for k in range(2)]
                 for row in attn]
         expected_rows.append(hops[0] + hops[1])  # concat of the hops
-        torch.testing.assert_close(pooler.last_attention[b, :, :n], torch.tensor(attn))
-        assert pooler.last_attention[b, :, n:].abs().sum() == 0
+        torch.testing.assert_close(attention[b, :, :n], torch.tensor(attn))
+        assert attention[b, :, n:].abs().sum() == 0
     torch.testing.assert_close(pooled, torch.tensor(expected_rows))
     expected_penalty = sum(penalties) / 2
-    assert pooler.penalty().item() == pytest.approx(expected_penalty, rel=1e-6)
-    assert pooler.last_penalty.requires_grad  # it trains the attention weights
+    assert penalty.item() == pytest.approx(expected_penalty, rel=1e-6)
+    assert penalty.requires_grad  # it trains the attention weights
 
 
 def test_penalty_extremes_and_gradient():
@@ -103,8 +107,7 @@ def test_penalty_extremes_and_gradient():
     assert attention_penalty(distinct).item() == pytest.approx(0.0)
     pooler = MultiHopSelfAttentionPooler(H, hops=4, attention_dim=5)
     states, mask = states_and_mask([4, 3], 4)
-    pooler(states, mask)
-    pooler.penalty().backward()
+    pooler.pool(states, mask)[1].backward()
     assert pooler.ws1.weight.grad is not None and pooler.ws1.weight.grad.abs().sum() > 0
 
 
@@ -112,12 +115,18 @@ def test_multihop_mean_combine_averages_hops():
     pooler = MultiHopSelfAttentionPooler(H, hops=3, attention_dim=5, combine="mean")
     states, mask = states_and_mask([4, 2], 4)
     pooled = pooler(states, mask)
-    expected = (pooler.last_attention @ states).mean(dim=1)
+    expected = (pooler.attention(states, mask) @ states).mean(dim=1)
     torch.testing.assert_close(pooled, expected)
 
 
-def test_penalty_before_forward_is_zero():
-    assert MultiHopSelfAttentionPooler(H).penalty().item() == 0.0
+def test_the_pooler_keeps_no_penalty_between_calls():
+    """The penalty is returned with the batch, never stored: a copy or a pickle of a pooler
+    after a training forward holds no graph."""
+    pooler = MultiHopSelfAttentionPooler(H)
+    states, mask = states_and_mask([3, 2], 3)
+    pooler.pool(states, mask)
+    assert not any(torch.is_tensor(v) and v.requires_grad
+                   for v in vars(pooler).values() if not isinstance(v, torch.nn.Module))
 
 
 def test_build_pooler_rejects_unknown_values():

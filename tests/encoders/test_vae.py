@@ -59,19 +59,19 @@ def test_a_tower_samples_in_training_and_gives_the_mean_otherwise():
     b = batch()
     tower = towers.question_tower
     tower.train()
-    z, mean, logvar = tower.latent(**b)
+    z, mean, logvar, _ = tower.latent(**b)
     assert z.shape == mean.shape == logvar.shape == (3, LATENT)
     assert not torch.allclose(z, mean)
     # zero variance: the sample is the mean, also in training mode
     with torch.no_grad():
         tower.head.logvar.weight.zero_()
         tower.head.logvar.bias.fill_(-math.inf)
-    z, mean, _ = tower.latent(**b)
+    z, mean, *_ = tower.latent(**b)
     assert torch.equal(z, mean)
     tower.eval()
     with torch.no_grad():
         tower.head.logvar.bias.zero_()
-    z, mean, _ = tower.latent(**b)
+    z, mean, *_ = tower.latent(**b)
     assert torch.equal(z, mean)
 
 
@@ -95,8 +95,8 @@ def test_the_dual_towers_interface():
     assert counts["total"] == counts["question"] + counts["answer"]  # ade: nothing shared
     q, a = towers(batch(), batch(size=4))
     assert q.shape == (3, LATENT) and a.shape == (4, LATENT)
-    assert towers.penalty().ndim == 0 and towers.penalty() > 0  # multi-hop attention penalty
-    (zq, *_), (za, *_) = towers.latents(batch(), batch(size=4))
+    (zq, *_, pen_q), (za, *_, pen_a) = towers.latents(batch(), batch(size=4))
+    assert pen_q.ndim == 0 and pen_q > 0 and pen_a > 0  # multi-hop attention penalty
     assert zq.shape == (3, LATENT) and za.shape == (4, LATENT)
     assert isinstance(towers.question_tower.head, GaussianHead)
     assert towers.question_tower.head.mean.in_features == 2 * 12  # 2 hops x hidden 12, concat
