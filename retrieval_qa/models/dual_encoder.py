@@ -6,17 +6,24 @@ from __future__ import annotations
 from ..encoders import build_dual_towers
 from ..losses import InBatchSoftmaxLoss
 from .base import RetrievalModule
+from .grad_cache import grad_cache_step
 
 
 class DualEncoderModule(RetrievalModule):
     """``model`` config: ``towers`` (see retrieval_qa.encoders.builders), ``loss``
     (similarity, scale, symmetric, gather_across_processes, penalty_coef for the multi-hop
-    attention penalty of Lin et al.), ``optimizer``; ``evaluation``: the ``eval`` group."""
+    attention penalty of Lin et al.), ``optimizer``, ``gradient_cache`` (``mini_batch_size``:
+    null for the plain step, else GradCache over mini-batches of that size, see
+    :mod:`.grad_cache`; Lightning's manual optimisation then steps the optimiser, so
+    ``trainer.gradient_clip_val`` and ``accumulate_grad_batches`` are not available);
+    ``evaluation``: the ``eval`` group."""
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict,
-                 evaluation: dict | None = None) -> None:
+                 gradient_cache: dict | None = None, evaluation: dict | None = None) -> None:
         super().__init__(optimizer, loss["similarity"], evaluation)
         self.save_hyperparameters()
+        self.cache_size = (gradient_cache or {}).get("mini_batch_size")
+        self.automatic_optimization = self.cache_size is None
         self.towers = build_dual_towers(towers)
         self.loss = InBatchSoftmaxLoss(loss["similarity"], loss["scale"], loss["symmetric"],
                                        loss["gather_across_processes"])
@@ -24,14 +31,34 @@ class DualEncoderModule(RetrievalModule):
         self.train()  # from_pretrained leaves Hugging Face models in eval mode (no dropout)
 
     def training_step(self, batch, batch_idx):
+        if self.cache_size is not None:
+            return self._cached_training_step(batch, batch_idx)
         q, a, penalty = self.towers.encode_pair(batch["question"], batch["answer"])
         loss = self.loss(q, a, batch.get("weight"))
-        logs = {"train/retrieval_loss": loss}
+        return self._log_step(loss, penalty, batch_idx, q.shape[0])
+
+    def _log_step(self, retrieval_loss, penalty, batch_idx: int, size: int):
+        logs = {"train/retrieval_loss": retrieval_loss}
+        loss = retrieval_loss
         if self.penalty_coef:
             loss = loss + self.penalty_coef * penalty
             logs["train/attention_penalty"] = penalty
         self.check_finite(loss, batch_idx)
         logs["train/loss"] = loss
-        self.log_dict(logs, prog_bar=False, batch_size=q.shape[0])
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=q.shape[0])
+        self.log_dict(logs, prog_bar=False, batch_size=size)
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=size)
         return loss
+
+    def _cached_training_step(self, batch, batch_idx):
+        """The same update as the plain step, by gradient caching (manual optimisation)."""
+        optimizer, schedule = self.optimizers(), self.lr_schedulers()
+        optimizer.zero_grad()
+        weight = batch.get("weight")
+        loss, penalty = grad_cache_step(
+            self.towers.question_tower.encode, self.towers.answer_tower.encode,
+            batch["question"], batch["answer"], lambda q, a: self.loss(q, a, weight),
+            self.cache_size, self.manual_backward, self.penalty_coef)
+        total = self._log_step(loss, penalty, batch_idx, batch["index"].shape[0])
+        optimizer.step()
+        schedule.step()
+        return total

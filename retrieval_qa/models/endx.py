@@ -43,8 +43,12 @@ class EndxModule(DualEncoderModule):
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
                  weights: dict, cross_loss: dict | None = None,
-                 evaluation: dict | None = None) -> None:
-        super().__init__(towers, loss, optimizer, evaluation)
+                 gradient_cache: dict | None = None, evaluation: dict | None = None) -> None:
+        if (gradient_cache or {}).get("mini_batch_size") is not None:
+            raise ValueError("model.gradient_cache is for the dual encoders' in-batch softmax; "
+                             "ENDX's cross branch and GAM need the whole batch: set "
+                             "model.gradient_cache.mini_batch_size=null")
+        super().__init__(towers, loss, optimizer, evaluation=evaluation)
         self.save_hyperparameters()
         cross_loss = {"similarity": loss["similarity"], "scale": loss["scale"],
                       **(cross_loss or {})}

@@ -112,3 +112,19 @@ def test_bf16_mixed_training_runs_end_to_end_on_cpu(setup_dirs, tmp_path):
     assert report["epochs"] == 1 and report["global_steps"] > 0
     assert report["last_val"] and all(
         torch.isfinite(torch.tensor(v)) for v in report["last_val"].values())
+
+
+def test_training_with_the_cache_ends_with_the_plain_weights(setup_dirs, tmp_path):
+    """Gradient caching (model.gradient_cache.mini_batch_size) is the same training."""
+
+    def run(out, *extra):
+        return train(tiny(setup_dirs, out, "trainer.max_epochs=1", "test_after_fit=false",
+                          *extra))
+
+    plain = run(tmp_path / "plain")
+    cached = run(tmp_path / "cached", "model.gradient_cache.mini_batch_size=3")
+    assert cached["global_steps"] == plain["global_steps"] > 0
+    a = torch.load(f"{plain['checkpoint']}/towers.pt")
+    b = torch.load(f"{cached['checkpoint']}/towers.pt")
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=k)

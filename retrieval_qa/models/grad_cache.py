@@ -1,0 +1,88 @@
+"""Gradient caching (GradCache, Gao et al. 2021; the procedure of sentence-transformers'
+CachedMultipleNegativesRankingLoss) for in-batch-negative losses: the batch's in-batch
+negatives no longer cost the memory of the whole batch's activations.
+
+1. embed every mini-batch of questions and answers without a graph (recording the RNG state
+   before each, so dropout draws the same masks again in step 3);
+2. the loss on the concatenated embeddings, and its gradient with respect to them only;
+3. embed each mini-batch again with a graph and backpropagate ``<embedding, its gradient>``
+   (plus its share of the pooler penalty), one mini-batch at a time.
+
+The parameter gradients equal those of the plain loss on the whole batch (tested); the peak
+memory is one mini-batch's activations plus the [B, D] embeddings. Step 3's backward goes
+through ``backward`` (``LightningModule.manual_backward``: loss scaling under 16-bit mixed
+precision, DDP gradient sync).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+
+class _RngState:
+    """The CPU (and, when in use, CUDA) generator states at one point, to replay."""
+
+    def __init__(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+def split_batch(batch: Mapping[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
+    """A token batch cut into mini-batches of at most ``size`` rows."""
+    rows = next(iter(batch.values())).shape[0]
+    return [{k: v[lo:lo + size] for k, v in batch.items()} for lo in range(0, rows, size)]
+
+
+Encode = Callable[..., tuple[torch.Tensor, torch.Tensor]]  # tower.encode: (emb, penalty)
+
+
+def grad_cache_step(encode_question: Encode, encode_answer: Encode,
+                    q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor],
+                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                    mini_batch_size: int, backward: Callable[[torch.Tensor], None],
+                    penalty_coef: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Accumulate into the parameters' ``.grad`` the gradient of
+    ``loss_fn(Q, A) + penalty_coef * (P_q + P_a)`` (``P``: the batch-mean pooler penalty of
+    each side) and return ``(retrieval loss, penalty)``, both detached."""
+    if mini_batch_size < 1:
+        raise ValueError(f"gradient_cache.mini_batch_size must be >= 1, got {mini_batch_size}")
+    sides = [(encode_question, split_batch(q_batch, mini_batch_size)),
+             (encode_answer, split_batch(a_batch, mini_batch_size))]
+    embedded, states, penalty = [], [], torch.zeros(())
+    with torch.no_grad():
+        for encode, chunks in sides:
+            rows = sum(c["input_ids"].shape[0] for c in chunks)
+            parts, side_states = [], []
+            for chunk in chunks:
+                side_states.append(_RngState())
+                emb, pen = encode(**chunk)
+                parts.append(emb)
+                penalty = penalty + pen.float().cpu() * chunk["input_ids"].shape[0] / rows
+            embedded.append(torch.cat(parts))
+            states.append(side_states)
+    after = _RngState()
+    q, a = (e.detach().requires_grad_() for e in embedded)
+    loss = loss_fn(q, a)
+    grad_q, grad_a = torch.autograd.grad(loss, [q, a])
+    for (encode, chunks), grads, side_states in zip(sides, (grad_q, grad_a), states,
+                                                    strict=True):
+        rows = grads.shape[0]
+        lo = 0
+        for chunk, state in zip(chunks, side_states, strict=True):
+            state.restore()
+            emb, pen = encode(**chunk)
+            n = emb.shape[0]
+            surrogate = (emb * grads[lo:lo + n].to(emb.dtype)).sum()
+            if penalty_coef:
+                surrogate = surrogate + penalty_coef * pen * (n / rows)
+            backward(surrogate)
+            lo += n
+    after.restore()
+    return loss.detach(), penalty.detach()
