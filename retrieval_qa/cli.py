@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
         _emit({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
                "global_step": e.global_step, "resume": "run the same command again"}, out)
         return e.exit_code
-    except (FileNotFoundError, ValueError, KeyError) as e:
+    except (FileNotFoundError, ValueError, KeyError, ImportError) as e:
         print(f"rqa: error: {e}", file=sys.stderr)
         return 2
     _emit(result, out)

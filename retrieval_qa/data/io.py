@@ -29,8 +29,17 @@ def load_json(path: str | Path) -> Any:
             "re-download the file; a truncated download is the usual cause",
         ) from e
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise DataFormatError(path, "whole file", f"cannot be read: {e}",
-                              "check the file is complete and (for .gz) really gzip") from e
+        raise unreadable(path, e) from e
+
+
+def unreadable(path: str | Path, e: Exception) -> DataFormatError:
+    """The error for a file that cannot be decoded, with the fix for its cause."""
+    if isinstance(e, UnicodeDecodeError):
+        return DataFormatError(path, f"byte {e.start}", f"not UTF-8 text: {e.reason}",
+                               "re-encode the file as UTF-8 (e.g. iconv -t UTF-8)")
+    return DataFormatError(path, "whole file", f"cannot be read: {e}",
+                           "check the file is complete and (for .gz) really gzip; "
+                           "re-download a truncated file")
 
 
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
@@ -46,8 +55,7 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
                     raise DataFormatError(path, f"line {lineno}", f"invalid JSON: {e.msg}",
                                           "repair or remove that line") from e
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise DataFormatError(path, "whole file", f"cannot be read: {e}",
-                              "check the file is complete and (for .gz) really gzip") from e
+        raise unreadable(path, e) from e
 
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:

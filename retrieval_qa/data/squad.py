@@ -90,6 +90,9 @@ def parse_squad(data: Any, path: str | Path = "<memory>", strict: bool = True
             where = f" (title {title!r})"
             try:
                 context = _require(para, "context", str, path, prec + where)
+                if not context.strip():
+                    raise DataFormatError(path, prec + where, "empty context",
+                                          "give the paragraph its text or remove it")
                 qas_raw = _require(para, "qas", list, path, prec + where)
             except DataFormatError as e:
                 report.add(e, strict)

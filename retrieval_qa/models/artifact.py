@@ -23,4 +23,11 @@ def load_artifact(folder: str | Path, map_location: str = "cpu"):
         meta = json.loads(meta_file.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{meta_file}: not valid JSON ({e}); re-export the model") from e
-    return locate(meta.get("_target_", LEGACY_LOADER)).load(folder, map_location=map_location)
+    loader = locate(meta.get("_target_", LEGACY_LOADER))
+    try:
+        return loader.load(folder, map_location=map_location)
+    except (FileNotFoundError, OSError) as e:
+        present = sorted(p.name for p in folder.iterdir())
+        raise FileNotFoundError(f"{folder}: incomplete export ({e}); it holds {present}. "
+                                "Copy the whole folder that `rqa train` / `rqa export` wrote, "
+                                "or export the model again") from e
