@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from .config import apply_overrides, load_yaml
 from .data import DATASETS, load_pool
@@ -71,6 +72,8 @@ def cmd_evaluate(args) -> dict:
         from .models.artifact import load_artifact
 
         model = load_artifact(args.checkpoint)
+        if args.work_dir:
+            model.work_dir = Path(args.work_dir)
         result = evaluate_model(model, pool, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                                 ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                                 run_file=args.run_file, progress=not args.quiet)
@@ -155,6 +158,8 @@ def cmd_encode(args) -> dict:
                          f"{'s' if len(blank) > 1 else ''} in all); row i of the output is line "
                          f"i of the input, so remove or fill the blank lines")
     model = load_artifact(args.checkpoint)
+    if args.work_dir:
+        model.work_dir = Path(args.work_dir)
     fn = model.encode_questions if args.side == "question" else model.encode_answers
     vectors = fn(texts, progress=not args.quiet)
     torch.save(vectors, args.output)
@@ -203,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--min-questions-per-answer", type=int, default=0,
                     help="evaluate on the one-to-many subset (answers with >= K questions)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
+    ev.add_argument("--work-dir", default=None,
+                    help="keep finished encoding shards here: the same command resumes after "
+                         "a crash without encoding them again")
     ev.add_argument("overrides", nargs="*", help="model config overrides, e.g. k1=0.9")
     ev.set_defaults(func=cmd_evaluate)
 
@@ -217,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     en = sub.add_parser("encode", help="texts (one per line) to vectors with an exported model")
     en.add_argument("--checkpoint", required=True)
+    en.add_argument("--work-dir", default=None,
+                    help="keep finished encoding shards here (resume after a crash)")
     en.add_argument("--input", required=True)
     en.add_argument("--side", choices=["question", "answer"], default="question")
     en.add_argument("--output", required=True, help="a .pt file holding a [N, D] tensor")

@@ -8,6 +8,7 @@ checkpoint the encoder came from) and ``tokenizer/``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -22,11 +23,22 @@ from ..registry import locate
 DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
 
 
+#: texts per resumable shard of a long encoding job, in batches (see ``work_dir``)
+SHARD_BATCHES = 16
+
+
 class DualEncoderInference:
-    def __init__(self, towers, tokenizer, meta: dict) -> None:
+    """``work_dir`` (optional): a folder where long encoding jobs keep finished shards
+    (``SHARD_BATCHES`` batches each, in the longest-first order), so a job that crashed
+    resumes without encoding them again. Each shard records a digest of its texts and of the
+    model's settings; a folder of another job is an error, never silently reused."""
+
+    def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None
+                 ) -> None:
         self.towers = towers.eval()
         self.tokenizer = tokenizer
         self.meta = meta
+        self.work_dir = Path(work_dir) if work_dir is not None else None
 
     @property
     def similarity(self) -> str:
@@ -53,30 +65,52 @@ class DualEncoderInference:
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
 
-    def _batches(self, texts: list[str], contexts: list[str] | None, max_length: int,
-                 batch_size: int, desc: str, progress: bool):
-        """Batches of similar token length, longest first (little padding)."""
-        lengths = token_lengths(self.tokenizer, texts, max_length, contexts)
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        for lo in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress,
-                       leave=False):
-            idx = order[lo:lo + batch_size]
-            yield idx, encode_texts(self.tokenizer, [texts[i] for i in idx], max_length,
-                                    [contexts[i] for i in idx] if contexts is not None else None)
+    def _digest(self, side: str, idx: list[int], texts, contexts) -> str:
+        h = hashlib.sha256(json.dumps([side, self.meta], sort_keys=True, default=str).encode())
+        for i in idx:
+            h.update(texts[i].encode() + b"\0")
+            if contexts is not None:
+                h.update(contexts[i].encode() + b"\0")
+        return h.hexdigest()
 
     @torch.inference_mode()
     def _encode(self, side: str, texts, contexts, max_length, batch_size, progress):
         device = next(self.towers.parameters()).device
         fn = self.towers.encode_question if side == "question" else self.towers.encode_answer
-        out: torch.Tensor | None = None
-        for idx, batch in self._batches(texts, contexts, max_length, batch_size,
-                                        f"encode {side}s", progress):
-            emb = fn(**{k: v.to(device) for k, v in batch.items()}).float().cpu()
-            if out is None:
-                out = torch.empty(len(texts), emb.shape[1])
-            out[idx] = emb
-        if out is None:
-            return torch.empty(0, self.towers.output_dim)
+        lengths = token_lengths(self.tokenizer, texts, max_length, contexts)
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # longest first
+        shard = batch_size * SHARD_BATCHES
+        out = torch.empty(len(texts), self.towers.output_dim)
+        if self.work_dir is not None:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+        with tqdm(total=len(texts), desc=f"encode {side}s", unit="text", disable=not progress,
+                  leave=False) as bar:
+            for k, lo in enumerate(range(0, len(order), shard)):
+                idx = order[lo:lo + shard]
+                digest = self._digest(side, idx, texts, contexts)
+                path = self.work_dir / f"{side}-{k:05d}.pt" if self.work_dir else None
+                if path is not None and path.is_file():
+                    saved = torch.load(path, weights_only=True)
+                    if saved["digest"] != digest:
+                        raise ValueError(f"{path} belongs to another encoding job (other "
+                                         "texts or model); give this job its own work folder")
+                    out[idx] = saved["embeddings"]
+                    bar.update(len(idx))
+                    continue
+                part = torch.empty(len(idx), self.towers.output_dim)
+                for b in range(0, len(idx), batch_size):
+                    rows = idx[b:b + batch_size]
+                    batch = encode_texts(self.tokenizer, [texts[i] for i in rows], max_length,
+                                         [contexts[i] for i in rows] if contexts is not None
+                                         else None)
+                    part[b:b + len(rows)] = fn(**{k_: v.to(device) for k_, v in batch.items()}
+                                               ).float().cpu()
+                    bar.update(len(rows))
+                out[idx] = part
+                if path is not None:  # written whole, then renamed: never half a shard
+                    tmp = path.with_suffix(".partial")
+                    torch.save({"digest": digest, "embeddings": part}, tmp)
+                    tmp.replace(path)
         return retrieval_space(out, self.similarity)
 
     def encode_questions(self, texts: list[str], batch_size: int = 128,

@@ -128,3 +128,37 @@ def test_training_with_the_cache_ends_with_the_plain_weights(setup_dirs, tmp_pat
     b = torch.load(f"{cached['checkpoint']}/towers.pt")
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=k)
+
+
+def test_a_long_encoding_resumes_without_redoing_finished_shards(setup_dirs, tmp_path,
+                                                                    monkeypatch):
+    from retrieval_qa.models import inference
+    from retrieval_qa.models.artifact import load_artifact
+
+    report = train(tiny(setup_dirs, tmp_path, "trainer.max_epochs=1", "test_after_fit=false"))
+    texts = [f"what is fact {i} of place {i % 7}?" for i in range(23)]
+    expected = load_artifact(report["checkpoint"]).encode_questions(texts, batch_size=4,
+                                                                    progress=False)
+    monkeypatch.setattr(inference, "SHARD_BATCHES", 1)  # shards of 4 texts: 6 shards
+    model = load_artifact(report["checkpoint"])
+    model.work_dir = tmp_path / "work"
+    calls = []
+    original = model.towers.encode_question
+
+    def crashing(**inputs):
+        calls.append(inputs["input_ids"].shape[0])
+        if len(calls) == 4:
+            raise RuntimeError("simulated crash")
+        return original(**inputs)
+
+    monkeypatch.setattr(model.towers, "encode_question", crashing)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        model.encode_questions(texts, batch_size=4, progress=False)
+    assert len(list((tmp_path / "work").glob("question-*.pt"))) == 3  # finished shards kept
+    calls.clear()
+    monkeypatch.setattr(model.towers, "encode_question", lambda **i: calls.append(1) or original(**i))
+    resumed = model.encode_questions(texts, batch_size=4, progress=False)
+    assert len(calls) == 3  # only the 3 unfinished shards are encoded again
+    torch.testing.assert_close(resumed, expected)
+    with pytest.raises(ValueError, match="another encoding job"):
+        model.encode_questions(texts[::-1], batch_size=4, progress=False)
