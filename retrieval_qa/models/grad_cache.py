@@ -35,9 +35,16 @@ class _RngState:
 
 
 def split_batch(batch: Mapping[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
-    """A token batch cut into mini-batches of at most ``size`` rows."""
-    rows = next(iter(batch.values())).shape[0]
-    return [{k: v[lo:lo + size] for k, v in batch.items()} for lo in range(0, rows, size)]
+    """A token batch cut into mini-batches of at most ``size`` rows, each cut to its own
+    longest sequence (the trailing padding columns of the whole batch dropped: a mini-batch
+    of short texts is not encoded at the batch's width)."""
+    rows = batch["input_ids"].shape[0]
+    out = []
+    for lo in range(0, rows, size):
+        part = {k: v[lo:lo + size] for k, v in batch.items()}
+        width = int(part["attention_mask"].sum(dim=1).max()) if rows else 0
+        out.append({k: v[:, :max(width, 1)] if v.dim() == 2 else v for k, v in part.items()})
+    return out
 
 
 Encode = Callable[..., tuple[torch.Tensor, torch.Tensor]]  # tower.encode: (emb, penalty)
