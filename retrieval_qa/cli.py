@@ -269,7 +269,8 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
     except (FileNotFoundError, ValueError, KeyError, ImportError) as e:
         print(f"rqa: error: {e}", file=sys.stderr)
         return 2
-    _emit(result, out)
+    if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
+        _emit(result, out)
     return 0
 
 

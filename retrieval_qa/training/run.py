@@ -186,6 +186,8 @@ def train(cfg: DictConfig) -> dict:
     finally:
         stopper.restore_handlers()
         _finish_loggers(trainer)
+    if not trainer.is_global_zero:  # under DDP, process 0 alone exports and reports
+        return {"global_rank": trainer.global_rank, "run_dir": str(run_dir)}
     export = module.export(run_dir / "model")
     report = {
         "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,

@@ -27,7 +27,9 @@ def _train(setup_dirs, out: Path, *extra: str) -> dict:
                            "trainer.num_sanity_val_steps=0", *extra)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    results = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == 1, done.stdout  # process 0 alone reports (and exports)
+    return json.loads(results[0])
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed missing")
