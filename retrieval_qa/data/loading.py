@@ -87,6 +87,44 @@ def _from_hub(dataset: str, pool: str, missing: DataFileNotFoundError
     return reqa.build_reqa(paragraphs, dataset, pool, source=f"hub:{HUB_SQUAD}")
 
 
+def _rebuilt_multireqa_train(dirs: list[Path], missing: DataFileNotFoundError,
+                             cache_dir: str | Path | None, strict: bool, use_cache: bool
+                             ) -> tuple[RetrievalPool, dict]:
+    """MultiReQA SQuAD train from its boundaries over the SQuAD train file's text, when the
+    MRQA train file is absent (:mod:`.multireqa_train`; cached like the other pools)."""
+    from . import multireqa_train
+    from .registry import find_file
+
+    how = f"{missing.how_to_get} Without it the pool is rebuilt from these two files."
+    bounds = find_file("multireqa/train/SQuAD/candidates.json.gz", dirs, how)
+    squad = find_file("squad/train-v1.1.json.gz", dirs, how)
+    h = hashlib.sha256()
+    for part in (multireqa_train.REBUILD_VERSION, multireqa.BUILDER_VERSION, str(strict),
+                 file_sha256(multireqa_train.__file__), file_sha256(bounds), file_sha256(squad)):
+        h.update(part.encode() + b"\0")
+    folder = cache_root(cache_dir) / f"multireqa_squad-train-rebuilt-{h.hexdigest()[:24]}"
+    source = (f"{bounds} over the text of {squad} (REBUILT: the MRQA train file "
+              f"{missing.name} is absent)")
+    if use_cache and (cached := load_cached_pool(folder)) is not None:
+        built, notes = cached
+        built.source = source
+        notes["cache"] = str(folder)
+        return built, notes
+    log.warning("%s not found: rebuilding MultiReQA SQuAD train from %s and %s",
+                missing.name, bounds, squad)
+    boundaries, breport = multireqa.read_boundaries(bounds, strict)
+    paragraphs, sreport = read_squad(squad, strict)
+    built, notes = multireqa_train.rebuild_multireqa_train(boundaries, paragraphs,
+                                                           source=source)
+    notes["skipped_records"] = [breport.summary(), sreport.summary()]
+    if use_cache:
+        try:
+            save_pool(built, notes, folder)
+        except OSError as e:
+            log.warning("could not write the pool cache at %s: %s", folder, e)
+    return built, notes
+
+
 def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None = None,
               configured_dir: str | Path | None = None, cache_dir: str | Path | None = None,
               strict: bool = True, use_cache: bool = True) -> tuple[RetrievalPool, dict]:
@@ -96,6 +134,8 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
     try:
         files = source_files(dataset, pool, dirs)
     except DataFileNotFoundError as missing:
+        if (dataset, pool) == ("multireqa_squad", "train"):  # no MRQA train file: rebuild
+            return _rebuilt_multireqa_train(dirs, missing, cache_dir, strict, use_cache)
         return _from_hub(dataset, pool, missing)
     folder = cache_root(cache_dir) / f"{dataset}-{pool}-{_cache_key(dataset, pool, files.paths, strict)}"
     source = ", ".join(str(p) for p in files.paths)
