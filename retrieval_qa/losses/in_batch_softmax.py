@@ -50,7 +50,7 @@ class InBatchSoftmaxLoss(nn.Module):
     ``a[:B]`` are the positives of ``q`` in order, ``a[B:]`` (B' >= B) extra hard negatives
     shared by every question. With ``s_ij = scale * sim(q_i, a_j)`` and
     ``loss_i = -log softmax_j(s_i)[i]`` the loss is ``mean_i loss_i`` or, with weights,
-    ``sum_i w_i loss_i / sum_i w_i``.
+    ``mean_i w_i loss_i`` (supervised-mining eq. 2).
 
     similarity: ``"dot"`` (ENDX's inner product) or ``"cosine"`` (SDE/ADE paper;
         supervised mining's l2-normalised dot product).
@@ -59,12 +59,15 @@ class InBatchSoftmaxLoss(nn.Module):
     symmetric: also the answer-to-question direction, ``-log softmax_i(s_{:, j})[j]`` over the
         B questions for each positive answer j < B (hard negatives have no question); the two
         directions are averaged per pair, ``(loss_q->a_i + loss_a->q_i) / 2``.
-    weights: per-pair weights (supervised mining eq. 2: 1 for gold pairs, p^2 for mined pairs;
-        they are not differentiated). Normaliser: ``sum(w)``, not B, so that all-ones weights
-        give exactly the unweighted loss and the loss scale does not depend on how many
-        mined pairs a batch holds; the weights still set each pair's share of the gradient
-        within the batch. (The paper writes an unnormalised sum; any constant factor is
-        absorbed by the learning rate, a per-batch one is not, hence the choice.)
+    weights: per-pair weights (supervised mining eq. 2: 1 for gold pairs, p^2 for mined pairs
+        with classifier probability p; they are not differentiated). Eq. 2 sums
+        ``w(x, y) * (the pair's softmax term)`` over the batch; here ``w_i`` multiplies the
+        pair's loss and the batch is averaged over its B pairs (a constant factor, as in the
+        unweighted loss), so all-ones weights give exactly the unweighted loss and the
+        gradient of pair i is ``w_i`` times the one it has in the unweighted loss: a mined
+        pair with p = 0.5 pulls a quarter as hard as a gold pair, whatever else the batch
+        holds. (Dividing by ``sum_i w_i`` instead would undo the weights of a batch of
+        mined pairs alone.)
     gather_across_processes: when torch.distributed is initialised with world size > 1,
         gather q, a (and weights) from every rank with
         ``torch.distributed.nn.functional.all_gather`` (gradients flow back to each rank's
@@ -149,7 +152,7 @@ class InBatchSoftmaxLoss(nn.Module):
             if weights is None:
                 return per_pair.mean()
             w = weights.detach().to(per_pair.dtype)
-            return (w * per_pair).sum() / w.sum().clamp(min=torch.finfo(w.dtype).tiny)
+            return (w * per_pair).mean()
 
     @staticmethod
     def _gather(q: torch.Tensor, a: torch.Tensor, weights: torch.Tensor | None):

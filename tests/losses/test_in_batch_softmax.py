@@ -51,13 +51,67 @@ def test_weights_by_hand():
             for qi in q.tolist()]
     losses = [nll(rows[i], i) for i in range(3)]
     w = [1.0, 0.25, 0.64]  # a gold pair, and mined pairs with p = 0.5 and p = 0.8 (weight p^2)
-    expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / sum(w)
+    expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / 3
     fn = InBatchSoftmaxLoss()
     assert fn(q, a, torch.tensor(w)).item() == pytest.approx(expected, rel=1e-6)
-    # all-ones weights give the unweighted loss; a zero weight drops the pair
+    # all-ones weights give the unweighted loss; a zero weight drops the pair's term
     assert fn(q, a, torch.ones(3)).item() == pytest.approx(fn(q, a).item(), rel=1e-6)
     dropped = fn(q, a, torch.tensor([1.0, 0.0, 1.0])).item()
-    assert dropped == pytest.approx((losses[0] + losses[2]) / 2, rel=1e-6)
+    assert dropped == pytest.approx((losses[0] + losses[2]) / 3, rel=1e-6)
+
+
+def _stable_nll(row: list[float], target: int) -> float:
+    top = max(row)
+    return -(row[target] - top - math.log(sum(math.exp(s - top) for s in row)))
+
+
+def test_supervised_mining_eq2_3x3_by_hand():
+    """Eq. 2 of the supervised-mining paper: l2-normalised embeddings, scores x100, a gold
+    pair (weight 1) and mined pairs with p = 0.5 and p = 0.9 (weights p^2 = 0.25, 0.81)."""
+    q = torch.tensor([[2.0, 0.0], [0.3, 0.4], [1.0, 1.0]])
+    a = torch.tensor([[0.99, 0.1], [0.6, 0.85], [0.7, 0.72]])
+    norm = lambda v: [x / math.sqrt(sum(y * y for y in v)) for x in v]  # noqa: E731
+    qn, an = [norm(v) for v in q.tolist()], [norm(v) for v in a.tolist()]
+    rows = [[100.0 * sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in an] for qi in qn]
+    losses = [_stable_nll(rows[i], i) for i in range(3)]
+    w = [1.0, 0.5 ** 2, 0.9 ** 2]
+    assert w == [1.0, 0.25, 0.81]
+    fn = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)
+    expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / 3
+    assert fn(q, a, torch.tensor(w)).item() == pytest.approx(expected, rel=1e-5)
+    plain = sum(losses) / 3
+    assert fn(q, a).item() == pytest.approx(plain, rel=1e-5)
+    assert fn(q, a, torch.ones(3)).item() == fn(q, a).item()  # exactly the plain loss
+
+
+def _grads(fn, q, a, w):
+    q, a = q.clone().requires_grad_(), a.clone().requires_grad_()
+    fn(q, a, w).backward()
+    return q.grad, a.grad
+
+
+def test_weighted_gradients_are_the_pairs_gradients_scaled_by_their_weights():
+    """Pair i's share of the gradient is w_i times its share in the plain loss, whatever the
+    other weights of the batch (so a batch of mined pairs alone is not scaled back up)."""
+    gen = torch.Generator().manual_seed(0)
+    q, a = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
+    fn = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)
+    w = torch.tensor([1.0, 0.25, 0.81])
+    one_hot = [torch.eye(3)[i] for i in range(3)]
+    per_pair = [_grads(fn, q, a, e) for e in one_hot]  # pair i alone, weight 1
+    for i in range(3):  # pair i alone, weight w_i: w_i times the gradient at weight 1
+        gq, ga = _grads(fn, q, a, w[i] * one_hot[i])
+        torch.testing.assert_close(gq, w[i] * per_pair[i][0])
+        torch.testing.assert_close(ga, w[i] * per_pair[i][1])
+    gq, ga = _grads(fn, q, a, w)  # the batch: the weighted sum of the pairs' gradients
+    torch.testing.assert_close(gq, sum(wi * g[0] for wi, g in zip(w, per_pair, strict=True)))
+    torch.testing.assert_close(ga, sum(wi * g[1] for wi, g in zip(w, per_pair, strict=True)))
+    plain_q, plain_a = _grads(fn, q, a, None)  # all weights 1: the plain gradients
+    ones_q, ones_a = _grads(fn, q, a, torch.ones(3))
+    torch.testing.assert_close(ones_q, plain_q)
+    torch.testing.assert_close(ones_a, plain_a)
+    low_q, _ = _grads(fn, q, a, torch.full((3,), 0.25))  # a batch of p = 0.5 pairs only
+    torch.testing.assert_close(low_q, 0.25 * plain_q)
 
 
 def test_symmetric_by_hand():
@@ -70,7 +124,7 @@ def test_symmetric_by_hand():
     expected = sum((x + y) / 2 for x, y in zip(q_to_a, a_to_q, strict=True)) / 3
     assert InBatchSoftmaxLoss(symmetric=True)(q, a).item() == pytest.approx(expected, rel=1e-6)
     w = [1.0, 0.5, 0.2]
-    weighted = sum(wi * (x + y) / 2 for wi, x, y in zip(w, q_to_a, a_to_q, strict=True)) / sum(w)
+    weighted = sum(wi * (x + y) / 2 for wi, x, y in zip(w, q_to_a, a_to_q, strict=True)) / 3
     got = InBatchSoftmaxLoss(symmetric=True)(q, a, torch.tensor(w)).item()
     assert got == pytest.approx(weighted, rel=1e-6)
 
@@ -102,8 +156,8 @@ def test_gradients_match_a_loop_reference():
         forward = -torch.log_softmax(torch.stack([5.0 * qn[i] @ an[j] for j in range(6)]), 0)[i]
         backward = -torch.log_softmax(torch.stack([5.0 * qn[k] @ an[i] for k in range(4)]), 0)[i]
         total = total + w[i] * (forward + backward) / 2
-    (total / w.sum()).backward()
-    torch.testing.assert_close(loss, (total / w.sum()).detach())
+    (total / 4).backward()  # eq. 2: weighted terms, averaged over the batch's 4 pairs
+    torch.testing.assert_close(loss, (total / 4).detach())
     torch.testing.assert_close(q.grad, q2.grad)
     torch.testing.assert_close(a.grad, a2.grad)
 
