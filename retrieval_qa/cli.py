@@ -237,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     met.add_argument("--run-file", required=True)
     met.set_defaults(func=cmd_metrics)
 
+    from .mining.cli import add_mine_arguments, cmd_mine  # issue 13: supervised mining
+
+    mi = sub.add_parser("mine", help="supervised mining: retriever neighbours labelled by the "
+                                     "classifier (resumes when --output exists)")
+    add_mine_arguments(mi)
+    mi.set_defaults(func=cmd_mine)
+
     from .analysis.cli import add_analyze_arguments
 
     an = sub.add_parser("analyze", help="ENDX analyses: Tables 4-6, Figures 2-4")

@@ -24,3 +24,23 @@ def one_to_many_subset(pool: RetrievalPool, min_questions_per_answer: int) -> Re
                          [p for p in pool.pairs if pool.pair_key(p) in keep_q], pool.source,
                          pool.question_unit,
                          [pool.question_ids[i] for i in idx] if pool.question_ids else [])
+
+
+def document_subset(pool: RetrievalPool, max_documents: int | None, seed: int) -> RetrievalPool:
+    """The pool restricted to a seeded sample of ``max_documents`` paragraphs (all of them
+    when None or more): their sentences as the candidates, the QA inputs whose answer is one
+    of them; gold recomputed under the pool's rules. A smaller pool of the same kind (for
+    CPU profiles and smoke runs of the mining pipeline); the name says it was cut."""
+    import random
+
+    from .reqa import reassemble
+
+    docs = list(dict.fromkeys(c.doc_id for c in pool.candidates))
+    if max_documents is None or max_documents >= len(docs):
+        return pool
+    kept = set(random.Random(seed).sample(docs, max_documents))
+    candidates = [c for c in pool.candidates if c.doc_id in kept]
+    ids = {c.id for c in candidates}
+    pairs = [p for p in pool.pairs if p.answer_id in ids]
+    return reassemble(pool, f"{pool.pool}[{max_documents} documents, seed {seed}]",
+                      candidates, pairs)

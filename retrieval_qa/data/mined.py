@@ -1,0 +1,75 @@
+"""Training on mined pairs: ``data.mined=DIR`` (the output folder of ``rqa mine``).
+
+:class:`MinedPairsDataModule` is the :class:`~.datamodule.ReQADataModule` with the miner's
+mined pairs (the rows of ``DIR/pairs`` whose source is "mined") added as one extra pair
+source (:meth:`~.datamodule.ReQADataModule.add_pair_source`), so they go through the same
+machinery as ``data.extra_pairs``: overlap with the validation pool dropped and counted,
+per-pair weights carried into batches as ``"weight"`` for the weighted in-batch softmax
+(:class:`~retrieval_qa.losses.InBatchSoftmaxLoss`, supervised-mining eq. 2). The gold pairs
+are the split's own (weight 1); the table's gold rows are not read twice.
+
+``mined_weighting``: ``weighted`` (the paper: p^2 as the miner wrote it), ``unweighted``
+(every mined pair weighs 1: the plain softmax on augmented data, the ablation of section 5).
+With ``mined`` null the module is the plain ReQADataModule (gold pairs only, no weights).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .datamodule import ReQADataModule
+from .types import QAPair
+
+WEIGHTINGS = ("weighted", "unweighted")
+
+
+def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
+    """(mined pairs, their weights, the miner's summary) of a finished ``rqa mine`` folder."""
+    import datasets
+
+    folder = Path(folder)
+    if not (folder / "pairs").is_dir() or not (folder / "summary.json").is_file():
+        raise FileNotFoundError(f"data.mined={folder}: not a finished `rqa mine` output (no "
+                                "pairs/ or summary.json); run the same `rqa mine` command again "
+                                "to finish it")
+    table = datasets.load_from_disk(str(folder / "pairs")).filter(
+        lambda source: source == "mined", input_columns="source")
+    pairs = [QAPair(r["question"], r["answer"], r["context"], r["question_id"], r["answer_id"])
+             for r in table]
+    return pairs, [float(w) for w in table["weight"]], json.loads(
+        (folder / "summary.json").read_text())
+
+
+class MinedPairsDataModule(ReQADataModule):
+    """``ReQADataModule`` arguments plus ``mined`` (a ``rqa mine`` output folder or null) and
+    ``mined_weighting`` (see the module docstring)."""
+
+    def __init__(self, tokenizer, mined: str | None = None, mined_weighting: str = "weighted",
+                 **kwargs) -> None:
+        super().__init__(tokenizer, **kwargs)
+        if mined_weighting not in WEIGHTINGS:
+            raise ValueError(f"data.mined_weighting={mined_weighting!r}; expected one of "
+                             f"{WEIGHTINGS}")
+        if mined == "required":
+            raise ValueError("this experiment trains on mined pairs: give data.mined=DIR, the "
+                             "--output folder of `rqa mine`")
+        self.mined, self.mined_weighting = mined, mined_weighting
+        if mined is None:
+            return
+        pairs, weights, summary = read_mined(mined)
+        if (summary.get("dataset"), summary.get("pool")) != (self.train_dataset,
+                                                             self.train_pool_name):
+            raise ValueError(f"data.mined={mined} was mined on {summary.get('dataset')}/"
+                             f"{summary.get('pool')} but this run trains on "
+                             f"{self.train_dataset}/{self.train_pool_name}")
+        if mined_weighting == "unweighted":
+            weights = [1.0] * len(pairs)
+        self.add_pair_source("mined", pairs, weights)
+        self._info["mined"] = {
+            "folder": str(mined), "weighting": mined_weighting,
+            "weights": "p^2 from the classifier, gold pairs 1" if mined_weighting == "weighted"
+            else "1 for every pair (plain softmax on augmented data)",
+            "mined_pairs": len(pairs), "gold_pairs_of_pool": summary.get("gold_pairs"),
+            "mined_over_gold_percent": summary.get("mined_over_gold_percent"),
+            "retriever": summary.get("retriever"), "scorer": summary.get("scorer")}

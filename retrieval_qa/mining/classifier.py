@@ -1,0 +1,206 @@
+"""The supervised-mining classifier (paper section 4.1) as a method of ``rqa train``:
+:class:`~retrieval_qa.models.cross_classifier.CrossAttentionClassifier` (a pretrained encoder,
+a linear head on [CLS], binary cross-entropy) over the paper's input
+``[CLS] question [SEP] answer [SEP] context [SEP]`` with segment ids (question 0, answer 1,
+context ``context_segment``; :func:`~retrieval_qa.data.classifier_examples.encode_triples`),
+trained on the examples of :class:`~.classifier_data.MiningClassifierData` (gold pairs and
+BM25 / dense / same-document negatives, 1:1:1) and evaluated with torchmetrics: accuracy at
+p >= 0.5 and AUC-PR (average precision) on the dev split (model selection,
+``val/auc_pr``) and on the test pool's examples (Table 2).
+
+``context_segment: 2`` gives the context a segment of its own: BERT checkpoints have two
+segment embeddings, so a third is added, initialised as a copy of segment 1 (the model starts
+as if answer and context were one second segment, and can learn to tell them apart).
+
+Settings: ``conf/model/mining_classifier.yaml``. Paper: BERT-base / large, 10 epochs, batch
+256, lr 3e-5; offline the packaged all-MiniLM-L6-v2 stands in and every output says so.
+
+The export (:meth:`MiningClassifier.export`) is a folder (``model.json``, ``encoder/`` with
+the tokenizer, ``head.pt``) that :meth:`MiningClassifier.load` (and ``rqa mine --classifier``)
+reads back; a Lightning ``.ckpt`` of a run works too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from ..data.classifier_examples import ExampleCollator, encode_triples
+from ..data.classifier_pairs import MODEL_KEYS
+from ..models.cross_classifier import CrossAttentionClassifier
+from ..models.method import Built
+from ..registry import instantiate
+
+__all__ = ["MiningClassifier", "load_classifier"]
+
+
+class MiningClassifier(CrossAttentionClassifier):
+    """See the module docstring; keyword arguments are the keys of
+    conf/model/mining_classifier.yaml."""
+
+    def __init__(self, *, pretrained: str, fallback: str | None, dropout: float,
+                 max_length: int, max_question_length: int, with_context: bool,
+                 context_segment: int, score_batch_size: int, optimizer: dict,
+                 pretrained_label: str | None = None) -> None:
+        super().__init__(pretrained=pretrained, fallback=fallback, dropout=dropout,
+                         max_length=max_length, score_batch_size=score_batch_size,
+                         optimizer=optimizer, training={})
+        self.save_hyperparameters()
+        from torchmetrics.classification import BinaryAccuracy, BinaryAveragePrecision
+
+        self.max_question_length = int(max_question_length)
+        self.with_context = bool(with_context)
+        self.context_segment = int(context_segment)
+        self.pretrained_label = pretrained_label or self.pretrained_checkpoint.label
+        if self.with_context:
+            self._segments(self.context_segment + 1)
+        self.val_acc, self.val_ap = BinaryAccuracy(), BinaryAveragePrecision()
+        self.test_acc, self.test_ap = BinaryAccuracy(), BinaryAveragePrecision()
+        self.test_results: dict = {}
+        self._test_count = [0, 0]  # examples, positives
+
+    def _segments(self, wanted: int) -> None:
+        """At least ``wanted`` segment embeddings (new ones copy the last existing one)."""
+        embeddings = getattr(self.encoder, "embeddings", None)
+        old = getattr(embeddings, "token_type_embeddings", None)
+        if old is None:
+            if wanted > 1:
+                raise ValueError(f"{self.pretrained_label} has no segment embeddings: use "
+                                 "with_context: false or another encoder")
+            return
+        if old.num_embeddings >= wanted:
+            return
+        new = nn.Embedding(wanted, old.embedding_dim)
+        with torch.no_grad():
+            new.weight[:old.num_embeddings] = old.weight
+            new.weight[old.num_embeddings:] = old.weight[-1]
+        embeddings.token_type_embeddings = new
+        self.encoder.config.type_vocab_size = wanted
+
+    # ---- the method contract ---------------------------------------------------------------
+    @classmethod
+    def build(cls, cfg: DictConfig) -> Built:
+        module = instantiate(cfg.model, "model")
+        data = instantiate(cfg.data, "data", collator=module.collator())
+        checkpoint = module.pretrained_checkpoint
+        return Built(module, data, {"pretrained": checkpoint.label,
+                                    "pretrained_substituted": checkpoint.substituted})
+
+    def collator(self) -> ExampleCollator:
+        return ExampleCollator(self.tokenizer, self.max_length, self.max_question_length,
+                               self.with_context, self.context_segment)
+
+    def describe(self) -> dict:
+        n = sum(p.numel() for p in self.parameters() if p.requires_grad)
+        context = (f" [SEP] context (segment {self.context_segment})" if self.with_context
+                   else "")
+        return {"trainable_parameters": n, "classifier_pretrained": self.pretrained_label,
+                "classifier_input": f"[CLS] question [SEP] answer [SEP]{context}, "
+                                    f"{self.max_length} tokens, question <= "
+                                    f"{self.max_question_length}"}
+
+    def export(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(folder / "encoder")
+        self.tokenizer.save_pretrained(folder / "encoder")
+        torch.save(self.head.state_dict(), folder / "head.pt")
+        settings = {k: v for k, v in dict(self.hparams).items()}
+        settings["pretrained_label"] = self.pretrained_label
+        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
+                "kind": "cross-attention classifier (not a retriever: no encode_questions)",
+                "settings": settings}
+        (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path, map_location: str = "cpu") -> MiningClassifier:
+        """The classifier that :meth:`export` wrote to ``folder``, in eval mode."""
+        folder = Path(folder)
+        meta = json.loads((folder / "model.json").read_text())
+        settings = dict(meta["settings"])
+        settings.update(pretrained=str(folder / "encoder"), fallback=None)
+        model = cls(**settings)
+        model.head.load_state_dict(torch.load(folder / "head.pt", map_location=map_location))
+        return model.eval()
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def _inputs(self, batch: dict) -> dict:
+        return {k: batch[k] for k in MODEL_KEYS if k in batch}
+
+    def validation_step(self, batch, batch_idx):
+        p = torch.sigmoid(self(**self._inputs(batch)).float())
+        labels = batch["labels"].long()
+        self.val_acc.update(p, labels)
+        self.val_ap.update(p, labels)
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict({"val/acc": 100 * self.val_acc.compute(),
+                       "val/auc_pr": 100 * self.val_ap.compute()}, prog_bar=True)
+        self.val_acc.reset()
+        self.val_ap.reset()
+
+    def test_step(self, batch, batch_idx):
+        p = torch.sigmoid(self(**self._inputs(batch)).float())
+        labels = batch["labels"].long()
+        self.test_acc.update(p, labels)
+        self.test_ap.update(p, labels)
+        self._test_count[0] += len(labels)
+        self._test_count[1] += int(labels.sum())
+
+    def on_test_epoch_end(self) -> None:
+        metrics = {"acc": round(100 * float(self.test_acc.compute()), 2),
+                   "auc_pr": round(100 * float(self.test_ap.compute()), 2)}
+        self.log_dict({f"test/{k}": v for k, v in metrics.items()})
+        self.test_results = {"metrics": metrics, "examples": self._test_count[0],
+                             "positives": self._test_count[1], "threshold": 0.5,
+                             "classifier": self.pretrained_label}
+        self.test_acc.reset()
+        self.test_ap.reset()
+        self._test_count = [0, 0]
+
+    # ---- scoring (the miner's scorer) -------------------------------------------------------
+    def encode_triples(self, questions: Sequence[str], answers: Sequence[str],
+                       contexts: Sequence[str] | None) -> dict[str, torch.Tensor]:
+        enc = encode_triples(self.tokenizer, questions, answers,
+                             contexts if self.with_context else None, self.max_length,
+                             self.max_question_length, self.context_segment)
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    @torch.inference_mode()
+    def probabilities(self, questions: Sequence[str], answers: Sequence[str],
+                      contexts: Sequence[str] | None = None, batch_size: int | None = None
+                      ) -> torch.Tensor:
+        """P(answer answers question) of matched triples, ``batch_size`` (default
+        ``score_batch_size``) per forward pass; ``[N]`` float32 on the CPU. Call ``eval()``
+        first (dropout)."""
+        if self.with_context and contexts is None:
+            raise ValueError("this classifier reads the context: pass contexts")
+        size = int(batch_size or self.score_batch_size)
+        parts = []
+        for lo in range(0, len(questions), size):
+            ctx = contexts[lo:lo + size] if contexts is not None else None
+            logits = self(**self.encode_triples(questions[lo:lo + size],
+                                                answers[lo:lo + size], ctx))
+            parts.append(torch.sigmoid(logits.float()).cpu())
+        return torch.cat(parts) if parts else torch.empty(0)
+
+
+def load_classifier(path: str | Path, map_location: str = "cpu") -> MiningClassifier:
+    """A classifier from an export folder (``model.json``) or a Lightning ``.ckpt`` of
+    ``rqa train experiment=mining_classifier``, in eval mode."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "model.json").is_file():
+            raise FileNotFoundError(f"{path} holds no model.json: pass the `checkpoint` folder "
+                                    "that `rqa train experiment=mining_classifier` printed, or "
+                                    "a .ckpt file of that run")
+        return MiningClassifier.load(path, map_location)
+    if path.suffix == ".ckpt" and path.is_file():
+        return MiningClassifier.load_from_checkpoint(path, map_location=map_location).eval()
+    raise FileNotFoundError(f"--classifier {path}: neither an export folder nor a .ckpt file")

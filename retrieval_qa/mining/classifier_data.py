@@ -1,0 +1,251 @@
+"""The classifier's DataModule (``conf/data/mining_classifier.yaml``): the labelled examples of
+:mod:`.negatives` for a training pool (split 9:1 into train and dev) and a test pool, built
+once and kept as JSONL files, then batched with the model's collator.
+
+Building needs the pools' BM25 and dense top 10 (the dense retriever: an exported dual
+encoder, ``dense_retriever``, read by :func:`~retrieval_qa.models.artifact.load_artifact`);
+its encodings are kept in shards under the examples folder, so an interrupted build resumes.
+The folder is named by a digest of everything the examples depend on (pools, caps, seed,
+BM25 settings, retriever files): another setting builds another folder, never mixes.
+
+Baselines beside the classifier (Table 2 of the paper): the majority class (always
+"negative") and the dense retriever used as a classifier (its similarity; accuracy at the
+threshold that is best on the training examples, AUC-PR needs none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from ..data.classifier_examples import (
+    ClassifierExample,
+    ExampleDataset,
+    example_counts,
+    read_examples,
+    write_examples,
+)
+from ..data.loading import load_pool
+from ..data.subsets import document_subset
+from ..data.types import RetrievalPool
+from .negatives import NEGATIVE_SOURCES, dev_questions, sample_examples
+from .neighbours import bm25_neighbours, dense_neighbours, known_positives
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "dev", "test")
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def artifact_digest(folder: str | Path) -> str:
+    """A digest of an exported model's files (weights and settings)."""
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(folder)).encode() + b"\0" + file_digest(p).encode())
+    return h.hexdigest()
+
+
+def best_threshold(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """The threshold ``t`` (predict positive when score >= t) with the best accuracy on these
+    examples (the lowest such t); midpoints between sorted scores."""
+    order = torch.argsort(scores, descending=True)
+    s, y = scores[order], labels[order].float()
+    # predicting the top j as positive: correct = positives in top j + negatives below
+    tp = torch.cat([torch.zeros(1), torch.cumsum(y, 0)])
+    neg_below = (1 - y).sum() - torch.cat([torch.zeros(1), torch.cumsum(1 - y, 0)])
+    correct = tp + neg_below
+    j = int(torch.argmax(correct))
+    if j == 0:
+        return float(s[0]) + 1.0
+    if j == len(s):
+        return float(s[-1])
+    return float((s[j - 1] + s[j]) / 2)
+
+
+def binary_metrics(probabilities: torch.Tensor, labels: torch.Tensor, threshold: float = 0.5
+                   ) -> dict[str, float]:
+    """Accuracy at ``threshold`` and AUC-PR (average precision), percentages (torchmetrics)."""
+    from torchmetrics.functional.classification import binary_accuracy, binary_average_precision
+
+    labels = labels.long()
+    acc = binary_accuracy(probabilities, labels, threshold=threshold)
+    ap = binary_average_precision(probabilities, labels)
+    return {"acc": round(100 * float(acc), 2), "auc_pr": round(100 * float(ap), 2)}
+
+
+class MiningClassifierData(pl.LightningDataModule):
+    """Args mirror ``conf/data/mining_classifier.yaml``; ``collator`` turns a list of examples
+    into a batch (the model's, :meth:`MiningClassifier.collator`)."""
+
+    def __init__(self, collator, *, train_dataset: str = "multireqa_squad",
+                 train_pool: str = "train", test_dataset: str = "multireqa_squad",
+                 test_pool: str = "test", data_dir: str | None = None,
+                 dense_retriever: str | None = None, top_k: int = 10, dev_fraction: float = 0.1, seed: int = 0,
+                 max_train_documents: int | None = None, max_test_documents: int | None = None,
+                 examples_dir: str = "runs/mining/classifier_examples", batch_size: int = 32,
+                 eval_batch_size: int = 128, num_workers: int = 0, tokenizer=None) -> None:
+        super().__init__()
+        del tokenizer  # the collator tokenises
+        self.collator = collator
+        self.train_dataset, self.train_pool = train_dataset, train_pool
+        self.test_dataset, self.test_pool = test_dataset, test_pool
+        self.data_dir = data_dir
+        self.dense_retriever = dense_retriever
+        self.top_k, self.dev_fraction, self.seed = int(top_k), float(dev_fraction), int(seed)
+        self.max_train_documents, self.max_test_documents = max_train_documents, max_test_documents
+        self.examples_dir = Path(examples_dir)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers = num_workers
+        self.examples: dict[str, list[ClassifierExample]] = {}
+        self.info: dict[str, Any] = {}
+
+    # ---- building ---------------------------------------------------------------------
+    @staticmethod
+    def _bm25_settings():
+        """BM25 as the baseline runs it: conf/model/bm25.yaml."""
+        from ..baselines.bm25 import BM25Settings
+        from ..config import load_yaml
+
+        return BM25Settings.from_config(load_yaml("model/bm25.yaml"))
+
+    def _pools(self) -> dict[str, tuple[RetrievalPool, dict]]:
+        train, train_notes = load_pool(self.train_dataset, self.train_pool, self.data_dir)
+        test, test_notes = load_pool(self.test_dataset, self.test_pool, self.data_dir)
+        return {"train": (document_subset(train, self.max_train_documents, self.seed),
+                          train_notes),
+                "test": (document_subset(test, self.max_test_documents, self.seed), test_notes)}
+
+    def folder(self, pools: dict[str, tuple[RetrievalPool, dict]]) -> Path:
+        if not self.dense_retriever:
+            raise ValueError("data.dense_retriever is not set: the dense negatives need an "
+                             "exported dual encoder (e.g. `rqa export experiment=mining_dual "
+                             "profile=cpu --output DIR`, or the `checkpoint` of a trained one)")
+        key = {"pools": {k: [p.dataset, p.pool, p.source, len(p.candidates), len(p.questions)]
+                         for k, (p, _) in pools.items()},
+               "bm25": self._bm25_settings().to_dict(), "top_k": self.top_k,
+               "dev_fraction": self.dev_fraction, "seed": self.seed,
+               "retriever": artifact_digest(self.dense_retriever), "version": 1}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        return self.examples_dir / digest
+
+    def _build_pool(self, name: str, pool: RetrievalPool, retriever, folder: Path
+                    ) -> tuple[list[ClassifierExample], dict]:
+        positives = known_positives(pool)
+        log.info("%s: BM25 top %d of %d questions", name, self.top_k, len(pool.questions))
+        bm25 = bm25_neighbours(pool, positives, self.top_k, self._bm25_settings())
+        retriever.work_dir = folder / f"encodings-{name}"  # resumable shards
+        q = retriever.encode_questions(pool.questions)
+        c = retriever.encode_answers(pool.candidates)
+        dense = dense_neighbours(q, c, positives, self.top_k)
+        sampled = sample_examples(pool, positives, bm25, dense, self.seed,
+                                  dense_score=lambda i, j: float(q[i] @ c[j]))
+        return sampled.examples, {"shortfall": sampled.shortfall}
+
+    def prepare_examples(self) -> Path:
+        """Build the examples (or find them built); returns their folder."""
+        pools = self._pools()
+        folder = self.folder(pools)
+        meta_file = folder / "meta.json"
+        if meta_file.is_file():
+            self.info = json.loads(meta_file.read_text())
+            return folder
+        from ..models.artifact import load_artifact
+
+        retriever = load_artifact(self.dense_retriever)
+        info: dict[str, Any] = {"retriever": str(self.dense_retriever), "top_k": self.top_k,
+                                "seed": self.seed, "dev_fraction": self.dev_fraction,
+                                "bm25": self._bm25_settings().to_dict(), "pools": {}}
+        train_pool, train_notes = pools["train"]
+        examples, notes = self._build_pool("train", train_pool, retriever, folder)
+        dev_keys = dev_questions(train_pool, self.dev_fraction, self.seed)
+        write_examples(folder / "train.jsonl", [e for e in examples
+                                                if e.question_id not in dev_keys])
+        write_examples(folder / "dev.jsonl", [e for e in examples if e.question_id in dev_keys])
+        info["pools"]["train"] = self._pool_info(train_pool, train_notes, notes)
+        test_pool, test_notes = pools["test"]
+        examples, notes = self._build_pool("test", test_pool, retriever, folder)
+        write_examples(folder / "test.jsonl", examples)
+        info["pools"]["test"] = self._pool_info(test_pool, test_notes, notes)
+        meta_file.write_text(json.dumps(info, indent=2))  # last: marks the folder complete
+        self.info = info
+        return folder
+
+    @staticmethod
+    def _pool_info(pool: RetrievalPool, notes: dict, built: dict) -> dict:
+        info = {"dataset": pool.dataset, "pool": pool.pool, "source": pool.source,
+                "questions": len(pool.questions), "candidates": len(pool.candidates), **built}
+        if notes.get("rebuilt"):
+            info["rebuilt"] = notes.get("rebuild_note")
+        return info
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.examples:
+            return
+        folder = self.prepare_examples()
+        self.examples = {s: read_examples(folder / f"{s}.jsonl") for s in SPLITS}
+        self.info["folder"] = str(folder)
+
+    # ---- loaders ----------------------------------------------------------------------
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.seed + (self.trainer.current_epoch
+                                                         if self.trainer else 0))
+        return DataLoader(ExampleDataset(self.examples["train"]), batch_size=self.batch_size,
+                          shuffle=True, generator=gen, collate_fn=self.collator,
+                          num_workers=self.num_workers)
+
+    def _eval_loader(self, split: str) -> DataLoader:
+        return DataLoader(ExampleDataset(self.examples[split]), batch_size=self.eval_batch_size,
+                          shuffle=False, collate_fn=self.collator, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("dev")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader("test")
+
+    # ---- baselines and report -----------------------------------------------------------
+    def baselines(self, split: str) -> dict:
+        """Majority class and the dense retriever as a classifier, on ``split``."""
+        examples = self.examples[split]
+        labels = torch.tensor([e.label for e in examples])
+        out = {"majority": {"acc": round(100 * float((labels == 0).float().mean()), 2),
+                            "auc_pr": None}}
+        train = [e for e in self.examples["train"] if not math.isnan(e.dense_score)]
+        scores = torch.tensor([e.dense_score for e in examples])
+        if train and not torch.isnan(scores).any():
+            t = best_threshold(torch.tensor([e.dense_score for e in train]),
+                               torch.tensor([e.label for e in train]))
+            metrics = binary_metrics(scores, labels, t)
+            out["dual_encoder"] = {**metrics, "threshold": round(t, 6),
+                                   "retriever": str(self.dense_retriever),
+                                   "threshold_from": "best accuracy on the training examples"}
+        return out
+
+    def describe(self) -> dict:
+        self.setup()
+        counts = {s: example_counts(self.examples[s]) for s in SPLITS}
+        return {**self.info, "splits": counts,
+                "negatives": "1:1:1 per question from " + ", ".join(NEGATIVE_SOURCES)
+                             + " (never a known positive; a source with nothing left is "
+                               "counted in shortfall)",
+                "batch_size": self.batch_size,
+                "test": {"dataset": self.test_dataset, "pool": self.test_pool,
+                         "examples": counts["test"]["examples"],
+                         "baselines": self.baselines("test")},
+                "dev_baselines": self.baselines("dev")}
