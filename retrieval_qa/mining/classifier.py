@@ -46,10 +46,12 @@ class MiningClassifier(CrossAttentionClassifier):
     def __init__(self, *, pretrained: str, fallback: str | None, dropout: float,
                  max_length: int, max_question_length: int, with_context: bool,
                  context_segment: int, score_batch_size: int, optimizer: dict,
-                 pretrained_label: str | None = None) -> None:
+                 pretrained_label: str | None = None, training: dict | None = None) -> None:
+        # training: unused here (rqa train's Trainer settings come from conf/trainer); kept so
+        # the parent's hyperparameters load back
         super().__init__(pretrained=pretrained, fallback=fallback, dropout=dropout,
                          max_length=max_length, score_batch_size=score_batch_size,
-                         optimizer=optimizer, training={})
+                         optimizer=optimizer, training=training or {})
         self.save_hyperparameters()
         from torchmetrics.classification import BinaryAccuracy, BinaryAveragePrecision
 
@@ -110,7 +112,10 @@ class MiningClassifier(CrossAttentionClassifier):
         self.encoder.save_pretrained(folder / "encoder")
         self.tokenizer.save_pretrained(folder / "encoder")
         torch.save(self.head.state_dict(), folder / "head.pt")
-        settings = {k: v for k, v in dict(self.hparams).items()}
+        import inspect
+
+        allowed = set(inspect.signature(type(self).__init__).parameters) - {"self"}
+        settings = {k: v for k, v in dict(self.hparams).items() if k in allowed}
         settings["pretrained_label"] = self.pretrained_label
         meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
                 "kind": "cross-attention classifier (not a retriever: no encode_questions)",

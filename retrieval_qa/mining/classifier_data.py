@@ -78,14 +78,15 @@ def best_threshold(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return float((s[j - 1] + s[j]) / 2)
 
 
-def binary_metrics(probabilities: torch.Tensor, labels: torch.Tensor, threshold: float = 0.5
+def binary_metrics(scores: torch.Tensor, labels: torch.Tensor, threshold: float = 0.5
                    ) -> dict[str, float]:
-    """Accuracy at ``threshold`` and AUC-PR (average precision), percentages (torchmetrics)."""
-    from torchmetrics.functional.classification import binary_accuracy, binary_average_precision
+    """Accuracy of ``score >= threshold`` and AUC-PR (average precision, torchmetrics; any
+    monotone score, e.g. a cosine), as percentages."""
+    from torchmetrics.functional.classification import binary_average_precision
 
     labels = labels.long()
-    acc = binary_accuracy(probabilities, labels, threshold=threshold)
-    ap = binary_average_precision(probabilities, labels)
+    acc = ((scores >= threshold).long() == labels).float().mean()
+    ap = binary_average_precision(scores.float(), labels)
     return {"acc": round(100 * float(acc), 2), "auc_pr": round(100 * float(ap), 2)}
 
 

@@ -276,16 +276,17 @@ class Miner:
             "weight": datasets.Value("float64"), "probability": datasets.Value("float64"),
             "retriever_rank": datasets.Value("int32"),
             "retriever_score": datasets.Value("float64")})
-        pairs = datasets.Dataset.from_list(gold_rows + mined_rows, features=features,
-                                           info=datasets.DatasetInfo(description=info))
+        pairs = datasets.Dataset.from_list(
+            gold_rows + mined_rows,
+            info=datasets.DatasetInfo(description=info, features=features))
         scored_features = datasets.Features({
             **{k: datasets.Value("string") for k in ("question_id", "question", "answer_id",
                                                       "answer", "context", "doc_id", "status")},
             "question_index": datasets.Value("int64"), "candidate_index": datasets.Value("int64"),
             "retriever_rank": datasets.Value("int32"), "retriever_score": datasets.Value("float64"),
             "probability": datasets.Value("float64"), "weight": datasets.Value("float64")})
-        scored = datasets.Dataset.from_list(rows, features=scored_features,
-                                            info=datasets.DatasetInfo(description=info))
+        scored = datasets.Dataset.from_list(
+            rows, info=datasets.DatasetInfo(description=info, features=scored_features))
         for name, table in (("pairs", pairs), ("scored", scored)):
             tmp = self.output / f".{name}.partial"
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,145 @@
+"""The supervised-mining classifier: its input with segment ids, its examples' DataModule, and
+`rqa train experiment=mining_classifier` end to end on a tiny random BERT (export, reload,
+.ckpt, the Table 2 metrics and baselines)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+from transformers import BertTokenizerFast
+
+from retrieval_qa.data.classifier_examples import ExampleCollator, encode_triples, read_examples
+from retrieval_qa.mining.classifier import MiningClassifier, load_classifier
+from retrieval_qa.mining.classifier_data import MiningClassifierData, best_threshold
+from retrieval_qa.mining.scorer import ClassifierScorer, PairScorer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def tok(mining_dirs):
+    return BertTokenizerFast.from_pretrained(mining_dirs["bert"])
+
+
+def test_segments_question_answer_context(tok):
+    enc = encode_triples(tok, ["what is fact 1 ?"], ["fact 1 is about the city ."],
+                         ["the city number 1 ."], max_length=64, max_question_length=16)
+    ids = enc["input_ids"][0].tolist()
+    words = tok.convert_ids_to_tokens(ids)
+    assert words == ["[CLS]", "what", "is", "fact", "1", "?", "[SEP]", "fact", "1", "is",
+                     "about", "the", "city", ".", "[SEP]", "the", "city", "number", "1", ".",
+                     "[SEP]"]
+    assert enc["token_type_ids"][0].tolist() == [0] * 7 + [1] * 8 + [2] * 6
+    assert enc["attention_mask"][0].tolist() == [1] * 21
+    plain = encode_triples(tok, ["what is fact 1 ?"], ["fact 1 ."], None, 64, 16)
+    assert tok.convert_ids_to_tokens(plain["input_ids"][0].tolist())[-1] == "[SEP]"
+    assert plain["token_type_ids"][0].tolist() == [0] * 7 + [1] * 4
+
+
+def test_question_capped_then_context_cut_first(tok):
+    long_q = " ".join(["what"] * 30)
+    enc = encode_triples(tok, [long_q, "what ?"], ["fact 1 is about the city .", "fact ."],
+                         ["the city " * 20, "the city ."], max_length=24, max_question_length=8,
+                         context_segment=1)
+    assert enc["input_ids"].shape == (2, 24)
+    first = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+    assert first[:10] == ["[CLS]"] + ["what"] * 8 + ["[SEP]"]
+    assert first[10:18] == ["fact", "1", "is", "about", "the", "city", ".", "[SEP]"]  # answer whole
+    assert first[-1] == "[SEP]" and set(enc["token_type_ids"][0].tolist()) == {0, 1}
+    second = enc["attention_mask"][1].tolist()
+    assert sum(second) == 1 + 2 + 1 + 2 + 1 + 3 + 1 and second[-1] == 0  # padded
+
+
+def test_a_third_segment_starts_as_a_copy_of_the_second(mining_dirs):
+    model = MiningClassifier(pretrained=str(mining_dirs["bert"]), fallback=None, dropout=0.0,
+                             max_length=64, max_question_length=16, with_context=True,
+                             context_segment=2, score_batch_size=4,
+                             optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0,
+                                        "schedule": "constant"})
+    emb = model.encoder.embeddings.token_type_embeddings.weight
+    assert emb.shape[0] == 3 and model.encoder.config.type_vocab_size == 3
+    torch.testing.assert_close(emb[2], emb[1])
+    assert isinstance(ClassifierScorer(model), PairScorer)
+
+
+def test_best_threshold_maximises_accuracy():
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.3, 0.2])
+    labels = torch.tensor([1, 1, 0, 1, 0])
+    t = best_threshold(scores, labels)
+    assert 0.7 < t <= 0.8 or 0.2 < t <= 0.3  # 4 of 5 correct either way
+    assert ((scores >= t).long() == labels).sum() == 4
+
+
+def test_examples_are_built_once_and_reused(mining_dirs, tok, tmp_path, monkeypatch):
+    def data():
+        return MiningClassifierData(
+            ExampleCollator(tok, 64, 16), data_dir=str(mining_dirs["data"]),
+            dense_retriever=str(mining_dirs["retriever"]), examples_dir=str(tmp_path),
+            batch_size=8, eval_batch_size=16, seed=3)
+
+    first = data()
+    first.setup()
+    folder = tmp_path / next(p.name for p in tmp_path.iterdir())
+    assert {p.name for p in folder.iterdir()} >= {"train.jsonl", "dev.jsonl", "test.jsonl",
+                                                  "meta.json", "encodings-train"}
+    info = first.describe()
+    splits = info["splits"]
+    assert splits["dev"]["questions"] > 0 and splits["test"]["examples"] > 0
+    by_source = splits["train"]["by_source"]
+    assert by_source["bm25"] == by_source["dense"] == by_source["same_document"]
+    dev_q = {e.question_id for e in first.examples["dev"]}
+    assert dev_q.isdisjoint(e.question_id for e in first.examples["train"])
+    assert "REBUILT" in info["pools"]["train"]["source"] and info["pools"]["train"]["rebuilt"]
+    base = info["test"]["baselines"]
+    assert base["majority"]["acc"] == pytest.approx(
+        100 * (1 - splits["test"]["positive_share"]), abs=0.01)
+    assert {"acc", "auc_pr", "threshold"} <= set(base["dual_encoder"])
+    batch = next(iter(first.train_dataloader()))
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels",
+                          "dense_score"}
+
+    import retrieval_qa.models.artifact as artifact
+
+    monkeypatch.setattr(artifact, "load_artifact", lambda *a, **k: pytest.fail("rebuilt"))
+    second = data()
+    second.setup()
+    assert second.examples == first.examples
+    assert read_examples(folder / "dev.jsonl") == first.examples["dev"]
+
+
+def _overrides(mining_dirs, out, *extra):
+    return ["experiment=mining_classifier", "profile=cpu",
+            f"model.pretrained={mining_dirs['bert']}", "model.fallback=null",
+            "model.max_length=48", "model.max_question_length=12",
+            "model.optimizer.lr=1e-3", f"data.data_dir={mining_dirs['data']}",
+            f"data.dense_retriever={mining_dirs['retriever']}", "data.max_train_documents=null",
+            "data.max_test_documents=null", "data.batch_size=8", "data.eval_batch_size=32",
+            f"output_dir={out}", "logger.name=none", "trainer.enable_progress_bar=false",
+            "trainer.max_epochs=2", "threads=1", *extra]
+
+
+def test_rqa_train_mining_classifier_end_to_end(mining_dirs, tmp_path):
+    from retrieval_qa.cli import main
+
+    out = io.StringIO()
+    assert main(["train", *_overrides(mining_dirs, tmp_path)], stdout=out) == 0
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    test = report["test"]
+    assert set(test["metrics"]) == {"acc", "auc_pr"} and test["examples"] > 0
+    assert {"majority", "dual_encoder"} <= set(test["baselines"])
+    assert report["monitor"] == "val/auc_pr" and "val/auc_pr" in report["last_val"]
+    assert "[SEP] context (segment 2)" in report["classifier_input"]
+    assert report["data"]["pools"]["train"]["rebuilt"]
+    model = load_classifier(report["checkpoint"])
+    assert not model.training and model.pretrained_label.startswith("local directory")
+    q, a, c = ["what is fact 1 of place 2 ?"] * 2, ["fact 1 .", "fact 3 ."], ["the city ."] * 2
+    p = model.probabilities(q, a, c)
+    assert p.shape == (2,) and ((p > 0) & (p < 1)).all()
+    from_ckpt = load_classifier(report["best_training_checkpoint"])
+    torch.testing.assert_close(from_ckpt.probabilities(q, a, c), p)
+    scorer = ClassifierScorer.from_path(report["checkpoint"], batch_size=1)
+    torch.testing.assert_close(scorer(q, a, c), p)
+    assert scorer.describe()["with_context"] is True
