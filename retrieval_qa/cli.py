@@ -137,12 +137,32 @@ def cmd_train(args) -> dict:
 
 def cmd_export(args) -> dict:
     from .runtime import apply_threads
+
+    if args.checkpoint:  # convert an exported model (rqa train's `checkpoint`)
+        if args.format != "sentence-transformers":
+            raise ValueError("--checkpoint converts an exported model to another format: add "
+                             "--format sentence-transformers")
+        if args.overrides:
+            raise ValueError(f"--checkpoint takes no experiment settings, got {args.overrides}")
+        from .export.sentence_transformers import export_sentence_transformers
+
+        apply_threads(args.threads)
+        return export_sentence_transformers(args.checkpoint, args.output)
     from .training.compose import compose
     from .training.run import export_untrained
 
     cfg = compose(_with_threads(args))
     apply_threads(cfg.threads)
-    return export_untrained(cfg, args.output)
+    if args.format == "rqa":
+        return export_untrained(cfg, args.output)
+    import tempfile
+
+    from .export.sentence_transformers import export_sentence_transformers
+
+    with tempfile.TemporaryDirectory(prefix="rqa-export-") as tmp:  # untrained, then converted
+        untrained = export_untrained(cfg, tmp)
+        converted = export_sentence_transformers(untrained.pop("checkpoint"), args.output)
+    return {**untrained, **converted, "checkpoint": None}
 
 
 def cmd_encode(args) -> dict:
@@ -218,8 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     tr.set_defaults(func=cmd_train)
 
-    ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline)")
+    ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline), "
+                                       "or convert an exported model (--checkpoint) to "
+                                       "sentence-transformers")
     ex.add_argument("--output", required=True, help="folder for the inference model")
+    from .export import EXPORT_FORMATS
+
+    ex.add_argument("--format", choices=EXPORT_FORMATS, default="rqa",
+                    help="rqa: this suite's folder (rqa evaluate / encode); sentence-transformers:"
+                         " a folder SentenceTransformer(path, trust_remote_code=True) loads")
+    ex.add_argument("--checkpoint", default=None,
+                    help="an exported model folder to convert (the `checkpoint` of rqa train); "
+                         "without it the experiment's untrained model is exported")
     ex.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     ex.set_defaults(func=cmd_export)
 
