@@ -137,7 +137,7 @@ def cmd_sweep(args) -> dict:
 
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
-                     threads=args.threads)
+                     threads=args.threads, in_process=args.in_process)
 
 
 def cmd_export(args) -> dict:
@@ -234,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run with this method instead of the file's (e.g. a bayes sweep's "
                          "space sampled at random)")
     sw.add_argument("--seed", type=int, default=0, help="seed of random sampling (default 0)")
+    sw.add_argument("--in-process", action="store_true",
+                    help="run each `rqa train` in this process (saves the start-up of a "
+                         "process per run, for tiny runs; default: a subprocess per run, as "
+                         "`wandb agent` runs them)")
     sw.set_defaults(func=cmd_sweep)
 
     ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline)")

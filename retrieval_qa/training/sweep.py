@@ -22,7 +22,8 @@ online. Here the same file is run by a local controller built from wandb's own p
   (its parameters and commands) beside ``result.json`` and the offline wandb files.
 
 A run whose ``result.json`` exists is not run again; an interrupted run resumes from its last
-checkpoint (``rqa train``'s own resume). Each run is ``rqa train`` in a subprocess.
+checkpoint (``rqa train``'s own resume). Each run is ``rqa train`` in a subprocess, or with
+``--in-process`` in the runner's process.
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
 
 from ..config import conf_dirs
 
@@ -116,7 +119,28 @@ def local_problems(sweep: dict) -> list[str]:
     if other:
         problems.append(f"`command` macros {other}: only {ARGS_MACRO} (and ${{env}}) can be "
                         "run by `rqa train`")
+    strings = sorted({v for spec in (sweep.get("parameters") or {}).values()
+                      for v in _leaves(spec) if isinstance(v, str) and _NUMBER.fullmatch(v)})
+    if strings:
+        problems.append(f"values {strings} are strings (YAML reads 1e4 as text): write them as "
+                        "numbers with a dot and a signed exponent (1.0e+4) or in full (10000.0)")
     return problems
+
+
+# 1e4, 1.0e4: numbers to YAML 1.2 and OmegaConf, text to PyYAML (wandb's reader), so a sweep
+# value written so reaches wandb (and inside a dict value, `rqa train`) as a string
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _leaves(node):
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _leaves(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v)
+    else:
+        yield node
 
 
 def check_sweep(sweep: dict, where: str = "sweep") -> None:
@@ -255,6 +279,7 @@ class PlannedRun:
     metric: float | None = None
     seconds: float | None = None
     returncode: int | None = None
+    config: Any = field(default=None, repr=False)  # the composed config (its seed aside)
 
 
 def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | None = None,
@@ -266,7 +291,7 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
 
     keys = varying(sweep)
     sweep_dir = Path(output_dir) / name
-    planned, labels = [], {}
+    planned, labels, composed = [], {}, {}
     for i, params in enumerate(propose(sweep, method=method, count=count, seed=seed)):
         setting = {k: params[k] for k in keys if k in params}
         label = setting_label(setting)
@@ -280,13 +305,19 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
         if threads and not any(w.startswith("threads=") for w in words):
             own.append(f"threads={threads}")
         overrides = [*words, *own]
-        try:
-            cfg = compose(overrides)
-        except (KeyError, ValueError, FileNotFoundError) as e:
-            raise ValueError(f"sweep {name}, run {i + 1} ({params}): {e}") from e
-        run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
+        # the seed changes no key: one composition per setting (composing takes ~0.2 s)
+        seeds = [w for w in overrides if w.startswith("seed=")]
+        key = tuple(w for w in overrides if not w.startswith("seed="))
+        if key not in composed:
+            try:
+                composed[key] = compose(overrides)
+            except (KeyError, ValueError, FileNotFoundError) as e:
+                raise ValueError(f"sweep {name}, run {i + 1} ({params}): {e}") from e
+        cfg = composed[key]
+        seed_value = OmegaConf.from_dotlist(seeds[-1:]).get("seed", cfg.seed)
+        run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{seed_value}"
         planned.append(PlannedRun(i + 1, params, setting, label, command, overrides,
-                                  str(run_dir)))
+                                  str(run_dir), config=cfg))
     return planned
 
 
@@ -353,11 +384,37 @@ def _train(run: PlannedRun) -> tuple[int, int | None]:
     return rc, (received[0] if received else None)
 
 
+def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
+    """``rqa train`` in this process (no interpreter start-up and imports per run, about 25 s
+    on a busy 2-core machine: for sweeps of tiny runs); wandb offline as in :func:`_train`. A
+    signal stops the run as ``rqa train`` stops (checkpoint saved, exit 128+N)."""
+    import io
+    import traceback
+
+    from ..cli import main
+
+    before = os.environ.get("WANDB_MODE")
+    os.environ["WANDB_MODE"] = "offline"
+    try:
+        rc = main(["train", *run.overrides], stdout=io.StringIO())
+    except Exception:  # a crash of one run fails that run, as in a subprocess
+        traceback.print_exc(file=sys.stderr)
+        rc = 1
+    finally:
+        if before is None:
+            os.environ.pop("WANDB_MODE", None)
+        else:
+            os.environ["WANDB_MODE"] = before
+    return rc, (rc - 128 if rc in (130, 143) else None)
+
+
 def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = False,
               output_dir: str | Path = DEFAULT_OUTPUT_DIR, method: str | None = None,
-              seed: int = 0, threads: str | None = None) -> dict:
+              seed: int = 0, threads: str | None = None, in_process: bool = False) -> dict:
     """Run (or with ``dry_run`` only plan) a sweep file; returns the summary: every run with
-    its parameters, folder, status and metric, and the comparison table's files."""
+    its parameters, folder, status and metric, and the comparison table's files. Each run is
+    ``rqa train`` in a subprocess (as ``wandb agent`` runs it), or with ``in_process`` in this
+    process."""
     start = time.perf_counter()
     path = find_sweep_file(file)
     sweep = load_sweep(path)
@@ -395,7 +452,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
             _progress(name, runs, start, f"run {r.index}/{len(runs)} starting: "
                       + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
             t0 = time.perf_counter()
-            r.returncode, stopped_by = _train(r)
+            r.returncode, stopped_by = (_train_in_process if in_process else _train)(r)
             r.seconds = round(time.perf_counter() - t0, 1)
             result = Path(r.run_dir) / "result.json"
             if r.returncode == 0 and result.is_file():
@@ -447,7 +504,7 @@ def _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
     keep = ("index", "params", "label", "run_dir", "status", "metric", "seconds", "returncode")
     return {"sweep": name, "file": str(path), "method": method, "metric": sweep.get("metric"),
             "dry_run": dry_run, "output_dir": str(sweep_dir), "swept": varying(sweep),
-            "runs": [{k: v for k, v in asdict(r).items() if k in keep}
+            "runs": [{k: getattr(r, k) for k in keep}
                      | ({"command": r.command, "overrides": r.overrides} if dry_run else {})
                      for r in runs],
             "counts": counts, "best": best, "seconds": round(time.perf_counter() - start, 1)}
