@@ -46,6 +46,9 @@ def test_every_sweep_file_passes_wandbs_checks(path):
     assert sweep["name"] == path.stem and sweep["metric"]["name"] in ("test/mrr", "val/r@1")
     # `wandb agent` runs `rqa train ... key=value` unchanged (online), the runner offline
     assert sweep["command"][:2] == ["rqa", "train"] and "${args_no_hyphens}" in sweep["command"]
+    # online, one folder per wandb run: the agent sets WANDB_RUN_ID for the run's process
+    folder = f"output_dir=runs/sweeps/{path.stem}/${{oc.env:WANDB_RUN_ID,no-agent}}"
+    assert folder in sweep["command"]
 
 
 @pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
@@ -67,6 +70,14 @@ def test_every_run_of_every_sweep_composes_with_its_values(path, tmp_path):
                 assert OmegaConf.select(cfg, name) == value, name
         assert cfg.logger.name == "wandb" and cfg.logger.mode == "offline"
         assert cfg.logger.group == sweep["name"]
+
+
+def test_under_wandb_agent_each_run_has_its_own_folder(monkeypatch):
+    sweep = load_sweep(find_sweep_file("endx_confounds"))
+    params = propose(sweep)[0]
+    words = agent_command(sweep, params)[2:]  # what `wandb agent` runs after `rqa train`
+    monkeypatch.setenv("WANDB_RUN_ID", "abc123")
+    assert compose(words).output_dir == "runs/sweeps/endx_confounds/abc123"
 
 
 def test_wandbs_check_rejects_a_broken_file():
@@ -215,7 +226,6 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     assert summary["counts"] == {"interrupted": 1, "not run": 1}
 
 
-@pytest.mark.slow
 def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
     monkeypatch.setenv("RQA_THREADS", "1")
     monkeypatch.setenv("WANDB_SILENT", "true")
