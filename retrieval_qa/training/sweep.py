@@ -375,7 +375,11 @@ def _forward_signals(proc: subprocess.Popen, received: list[int]):
 def _train(run: PlannedRun) -> tuple[int, int | None]:
     """``rqa train`` with the run's overrides in a subprocess (offline wandb); returns its exit
     status and the signal that stopped the sweep, if one did."""
-    env = {**os.environ, "WANDB_MODE": "offline"}
+    # the runs import this package from where the runner did (not another checkout's install)
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "WANDB_MODE": "offline",
+           "PYTHONPATH": root + (os.pathsep + path if path else "")}
     received: list[int] = []
     proc = subprocess.Popen([sys.executable, "-m", "retrieval_qa.cli", "train", *run.overrides],
                             env=env, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -446,9 +450,10 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
             Path(r.run_dir).mkdir(parents=True, exist_ok=True)
             (Path(r.run_dir) / "sweep.json").write_text(json.dumps(
                 {"sweep": name, "file": str(path), "method": method, "metric": metric,
-                 "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index, "params": r.params, "setting": r.setting,
-                 "label": r.label, "agent_command": r.command,
-                 "overrides": r.overrides}, indent=2, default=str) + "\n", encoding="utf-8")
+                 "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index,
+                 "params": r.params, "setting": r.setting, "label": r.label,
+                 "agent_command": r.command, "overrides": r.overrides},
+                indent=2, default=str) + "\n", encoding="utf-8")
             _progress(name, runs, start, f"run {r.index}/{len(runs)} starting: "
                       + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
             t0 = time.perf_counter()
@@ -470,6 +475,11 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
         for r in runs:
             if r.status == "planned":
                 r.status = "not run"
+    else:
+        for r in runs:
+            print(f"rqa sweep {name}: run {r.index}/{len(runs)} {r.status}: "
+                  + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items())
+                  + f" -> {r.run_dir}", file=sys.stderr, flush=True)
     summary = _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
     if not dry_run and any(r.status in ("existing", "finished") for r in runs):
         from ..analysis.sweeps import sweep_table

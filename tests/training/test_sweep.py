@@ -230,7 +230,6 @@ def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monk
     monkeypatch.setenv("RQA_THREADS", "1")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_DIR", raising=False)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
     out = tmp_path / "sweeps"
     summary = run_sweep(_tiny_sweep(setup_dirs, tmp_path), output_dir=out, count=1)
     assert summary["counts"] == {"finished": 1, "not run": 1}
