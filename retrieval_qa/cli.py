@@ -135,6 +135,14 @@ def cmd_train(args) -> dict:
     return train(compose(_with_threads(args)))
 
 
+def cmd_sweep(args) -> dict:
+    from .training.sweep import run_sweep
+
+    return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
+                     output_dir=args.output_dir, method=args.method, seed=args.seed,
+                     threads=args.threads, in_process=args.in_process)
+
+
 def cmd_export(args) -> dict:
     from .runtime import apply_threads
 
@@ -238,6 +246,29 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     tr.set_defaults(func=cmd_train)
 
+    from .training.sweep import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
+
+    sw = sub.add_parser("sweep", help="run a wandb sweep file here, without a wandb server: "
+                                      "each run `rqa train` with wandb offline, resumable")
+    sw.add_argument("file", help="a sweep file in wandb's format, or a name of conf/sweeps/")
+    sw.add_argument("--count", type=int, default=None,
+                    help="grid: run at most N of the runs not finished yet; random: the "
+                         "number of settings to sample (required)")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="list the runs, their commands and folders; run nothing")
+    sw.add_argument("--output-dir", default=SWEEPS_DIR,
+                    help=f"runs go to OUTPUT_DIR/<sweep name>/<setting>/ (default {SWEEPS_DIR})")
+    sw.add_argument("--method", choices=["grid", "random"], default=None,
+                    help="run with this method instead of the file's (e.g. a bayes sweep's "
+                         "space sampled at random)")
+    sw.add_argument("--seed", type=int, default=0, help="seed of random sampling (default 0)")
+    sw.add_argument("--in-process", action="store_true",
+                    help="run each `rqa train` in this process (saves the start-up of a "
+                         "process per run, for tiny runs; default: a subprocess per run, as "
+                         "`wandb agent` runs them)")
+    sw.set_defaults(func=cmd_sweep)
+
+
     ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline), "
                                        "or convert an exported model (--checkpoint) to "
                                        "sentence-transformers")
@@ -301,7 +332,7 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
         return 2
     if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
         _emit(result, out)
-    return 0
+    return int(result.get("exit_code", 0)) if args.func is cmd_sweep else 0
 
 
 def run() -> int:
