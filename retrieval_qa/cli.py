@@ -135,14 +135,42 @@ def cmd_train(args) -> dict:
     return train(compose(_with_threads(args)))
 
 
+def cmd_sweep(args) -> dict:
+    from .training.sweep import run_sweep
+
+    return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
+                     output_dir=args.output_dir, method=args.method, seed=args.seed,
+                     threads=args.threads, in_process=args.in_process)
+
+
 def cmd_export(args) -> dict:
     from .runtime import apply_threads
+
+    if args.checkpoint:  # convert an exported model (rqa train's `checkpoint`)
+        if args.format != "sentence-transformers":
+            raise ValueError("--checkpoint converts an exported model to another format: add "
+                             "--format sentence-transformers")
+        if args.overrides:
+            raise ValueError(f"--checkpoint takes no experiment settings, got {args.overrides}")
+        from .export.sentence_transformers import export_sentence_transformers
+
+        apply_threads(args.threads)
+        return export_sentence_transformers(args.checkpoint, args.output)
     from .training.compose import compose
     from .training.run import export_untrained
 
     cfg = compose(_with_threads(args))
     apply_threads(cfg.threads)
-    return export_untrained(cfg, args.output)
+    if args.format == "rqa":
+        return export_untrained(cfg, args.output)
+    import tempfile
+
+    from .export.sentence_transformers import export_sentence_transformers
+
+    with tempfile.TemporaryDirectory(prefix="rqa-export-") as tmp:  # untrained, then converted
+        untrained = export_untrained(cfg, tmp)
+        converted = export_sentence_transformers(untrained.pop("checkpoint"), args.output)
+    return {**untrained, **converted, "checkpoint": None}
 
 
 def cmd_encode(args) -> dict:
@@ -218,8 +246,41 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     tr.set_defaults(func=cmd_train)
 
-    ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline)")
+    from .training.sweep import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
+
+    sw = sub.add_parser("sweep", help="run a wandb sweep file here, without a wandb server: "
+                                      "each run `rqa train` with wandb offline, resumable")
+    sw.add_argument("file", help="a sweep file in wandb's format, or a name of conf/sweeps/")
+    sw.add_argument("--count", type=int, default=None,
+                    help="grid: run at most N of the runs not finished yet; random: the "
+                         "number of settings to sample (required)")
+    sw.add_argument("--dry-run", action="store_true",
+                    help="list the runs, their commands and folders; run nothing")
+    sw.add_argument("--output-dir", default=SWEEPS_DIR,
+                    help=f"runs go to OUTPUT_DIR/<sweep name>/<setting>/ (default {SWEEPS_DIR})")
+    sw.add_argument("--method", choices=["grid", "random"], default=None,
+                    help="run with this method instead of the file's (e.g. a bayes sweep's "
+                         "space sampled at random)")
+    sw.add_argument("--seed", type=int, default=0, help="seed of random sampling (default 0)")
+    sw.add_argument("--in-process", action="store_true",
+                    help="run each `rqa train` in this process (saves the start-up of a "
+                         "process per run, for tiny runs; default: a subprocess per run, as "
+                         "`wandb agent` runs them)")
+    sw.set_defaults(func=cmd_sweep)
+
+
+    ex = sub.add_parser("export", help="export an experiment's towers untrained (a baseline), "
+                                       "or convert an exported model (--checkpoint) to "
+                                       "sentence-transformers")
     ex.add_argument("--output", required=True, help="folder for the inference model")
+    from .export import EXPORT_FORMATS
+
+    ex.add_argument("--format", choices=EXPORT_FORMATS, default="rqa",
+                    help="rqa: this suite's folder (rqa evaluate / encode); sentence-transformers:"
+                         " a folder SentenceTransformer(path, trust_remote_code=True) loads")
+    ex.add_argument("--checkpoint", default=None,
+                    help="an exported model folder to convert (the `checkpoint` of rqa train); "
+                         "without it the experiment's untrained model is exported")
     ex.add_argument("overrides", nargs="*", help="experiment=NAME, profile=..., key=value")
     ex.set_defaults(func=cmd_export)
 
@@ -278,7 +339,7 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
         return 2
     if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
         _emit(result, out)
-    return 0
+    return int(result.get("exit_code", 0)) if args.func is cmd_sweep else 0
 
 
 def run() -> int:

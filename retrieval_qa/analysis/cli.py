@@ -40,8 +40,8 @@ def _models(p: argparse.ArgumentParser, required: bool = True) -> None:
                         "another run of that method)")
 
 
-def _reports(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--report", action="append", default=[], required=True,
+def _reports(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--report", action="append", default=[], required=required,
                    metavar="NAME=PATH", help="result.json (or its run folder); repeat, the "
                                              "same NAME again = another seed")
 
@@ -127,11 +127,21 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     _common(ab)
 
     sb = sub.add_parser("side-by-side", help="dual encoders vs ENDX from finished `rqa train` "
-                                             "reports: test metrics, validation, time per method")
-    _reports(sb)
-    sb.add_argument("--title", default="Dual encoders vs ENDX")
+                                             "reports: test metrics, validation, time per "
+                                             "method; or a sweep's settings (--sweep DIR)")
+    _reports(sb, required=False)
+    sb.add_argument("--sweep", default=None, metavar="DIR",
+                    help="a folder of `rqa sweep` (runs/sweeps/NAME): one row per setting, "
+                         "mean ± std over seeds (sweep_table.{md,json}, written into DIR "
+                         "unless --output-dir is given)")
+    sb.add_argument("--metrics", default=None,
+                    help="--sweep: test metrics to show, comma-separated (default mrr,r@1,r@5; "
+                         "e.g. p@1,mrr)")
+    sb.add_argument("--title", default=None,
+                    help="default 'Dual encoders vs ENDX', or 'Sweep NAME' with --sweep")
     sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
     _common(sb)
+    sb.set_defaults(output_dir=None)
 
 
 def classifier_overrides(args) -> dict:
@@ -200,8 +210,17 @@ def run_analysis(args) -> dict:
                               output_dir=args.output_dir, reference=args.reference,
                               title=args.title)
     if args.analysis == "side-by-side":
+        if bool(args.sweep) == bool(args.report):
+            raise ValueError("side-by-side: give --report NAME=RUN (repeated) or --sweep DIR")
+        if args.sweep:
+            from .sweeps import sweep_table
+
+            metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+            return sweep_table(args.sweep, output_dir=args.output_dir, metrics=metrics,
+                               title=args.title, tag=args.tag)
         from .runs import load_reports, side_by_side_table
 
         return side_by_side_table(load_reports(parse_named(args.report, "report")),
-                                  output_dir=args.output_dir, title=args.title, tag=args.tag)
+                                  output_dir=args.output_dir or DEFAULT_OUTPUT_DIR,
+                                  title=args.title or "Dual encoders vs ENDX", tag=args.tag)
     raise ValueError(f"unknown analysis {args.analysis!r}")

@@ -106,6 +106,30 @@ class RetrievalModule(pl.LightningModule):
         return {"trainable_parameters": self.towers.trainable_parameters()}
 
     # ---- training helpers -------------------------------------------------------------
+    penalty_coef: float = 0.0  # weight of the poolers' attention penalty (model.loss)
+
+    def epoch_progress(self, batch_idx: int) -> float:
+        """Fractional epoch, so schedules (GAM weights, KL annealing) move with every step."""
+        per_epoch = max(int(self.trainer.num_training_batches), 1) if self._trainer else 1
+        return self.current_epoch + batch_idx / per_epoch
+
+    def add_penalty(self, loss: torch.Tensor, penalty: torch.Tensor, logs: dict) -> torch.Tensor:
+        """``loss + penalty_coef * penalty`` (the penalty logged) when the coefficient is set."""
+        if not self.penalty_coef:
+            return loss
+        logs["train/attention_penalty"] = penalty
+        return loss + self.penalty_coef * penalty
+
+    def log_training(self, loss: torch.Tensor, logs: dict, batch_idx: int,
+                     size: int) -> torch.Tensor:
+        """Fail fast on a non-finite loss, log every term and the total, return the loss."""
+        self.check_finite(loss, batch_idx)
+        logs["train/loss"] = loss
+        self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()},
+                      batch_size=size)
+        self.log("loss", loss.detach(), prog_bar=True, logger=False, batch_size=size)
+        return loss
+
     def check_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
         if not torch.isfinite(loss):
             raise NonFiniteLossError(

@@ -39,15 +39,8 @@ class DualEncoderModule(RetrievalModule):
 
     def _log_step(self, retrieval_loss, penalty, batch_idx: int, size: int):
         logs = {"train/retrieval_loss": retrieval_loss}
-        loss = retrieval_loss
-        if self.penalty_coef:
-            loss = loss + self.penalty_coef * penalty
-            logs["train/attention_penalty"] = penalty
-        self.check_finite(loss, batch_idx)
-        logs["train/loss"] = loss
-        self.log_dict(logs, prog_bar=False, batch_size=size)
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=size)
-        return loss
+        loss = self.add_penalty(retrieval_loss, penalty, logs)
+        return self.log_training(loss, logs, batch_idx, size)
 
     def _cached_training_step(self, batch, batch_idx):
         """The same update as the plain step, by gradient caching (manual optimisation)."""

@@ -67,11 +67,6 @@ class EndxModule(DualEncoderModule):
         for key in [k for k in state if k.startswith(_OLD_BRANCH_PREFIX)]:
             state["cross_branch." + key[len(_OLD_BRANCH_PREFIX):]] = state.pop(key)
 
-    def epoch_progress(self, batch_idx: int) -> float:
-        """Fractional epoch, so the GAM weights ramp smoothly within epochs."""
-        per_epoch = max(int(self.trainer.num_training_batches), 1) if self._trainer else 1
-        return self.current_epoch + batch_idx / per_epoch
-
     def losses(self, batch: dict, epoch: float) -> tuple:
         """Eq. 13 on one batch with the GAM weights of (fractional) ``epoch``:
         ``(total loss, {log name: term})``."""
@@ -91,17 +86,10 @@ class EndxModule(DualEncoderModule):
         # embedding scales: an inner product over large norms saturates the softmax
         logs.update({"train/dual_q_norm": q.detach().norm(dim=-1).mean(),
                      "train/cross_q_norm": cq.detach().norm(dim=-1).mean()})
-        if self.penalty_coef:
-            penalty = dual_penalty + cross_penalty
-            loss = loss + self.penalty_coef * penalty
-            logs["train/attention_penalty"] = penalty
+        loss = self.add_penalty(loss, dual_penalty + cross_penalty, logs)
         logs["train/loss"] = loss
         return loss, logs
 
     def training_step(self, batch, batch_idx):
         loss, logs = self.losses(batch, self.epoch_progress(batch_idx))
-        self.check_finite(loss, batch_idx)
-        size = batch["question"]["input_ids"].shape[0]
-        self.log_dict(logs, batch_size=size)
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=size)
-        return loss
+        return self.log_training(loss, logs, batch_idx, batch["question"]["input_ids"].shape[0])

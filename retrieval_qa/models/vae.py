@@ -166,11 +166,6 @@ class VAEModule(RetrievalModule):
                 float(self.kl_cfg["max_beta"]), float(self.kl_cfg["start"]))
         return self._kl_schedule
 
-    def epoch_progress(self, batch_idx: int) -> float:
-        """Fractional epoch, so beta rises with every step."""
-        per_epoch = max(int(self.trainer.num_training_batches), 1) if self._trainer else 1
-        return self.current_epoch + batch_idx / per_epoch
-
     # ---- objective ------------------------------------------------------------------------
     def reconstruction_terms(self, zq: torch.Tensor, za: torch.Tensor, batch: dict
                              ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,22 +193,14 @@ class VAEModule(RetrievalModule):
         logs = {"train/recon": recon, "train/recon_question": recon_q,
                 "train/recon_answer": recon_a, "train/kl": kl, "train/match": match,
                 "train/beta": float(beta), "train/match_scale": self.match_loss.scale.detach()}
-        if self.penalty_coef:
-            penalty = pen_q + pen_a
-            loss = loss + self.penalty_coef * penalty
-            logs["train/attention_penalty"] = penalty
+        loss = self.add_penalty(loss, pen_q + pen_a, logs)
         logs["train/loss"] = loss
         return loss, logs
 
     def training_step(self, batch, batch_idx):
         beta = self.kl_schedule()(self.epoch_progress(batch_idx))
         loss, logs = self.losses(batch, beta)
-        self.check_finite(loss, batch_idx)
-        size = batch["question"]["input_ids"].shape[0]
-        self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()},
-                      batch_size=size)
-        self.log("loss", loss.detach(), prog_bar=True, logger=False, batch_size=size)
-        return loss
+        return self.log_training(loss, logs, batch_idx, batch["question"]["input_ids"].shape[0])
 
     # ---- export ---------------------------------------------------------------------------
     def towers_config(self) -> dict:

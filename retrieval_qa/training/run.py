@@ -35,6 +35,7 @@ def build_logger(cfg: DictConfig, run_dir: Path):
         os.environ.setdefault("WANDB_MODE", cfg.logger.mode)
         return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir),
                            name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}",
+                           group=cfg.logger.get("group"),
                            config=OmegaConf.to_container(cfg, resolve=True))
     if cfg.logger.name == "csv":
         from pytorch_lightning.loggers import CSVLogger

@@ -1,0 +1,254 @@
+"""Every result under ``results/`` beside the papers' numbers (``notebooks/results_overview.ipynb``).
+
+:func:`collect_results` reads the JSON files of a results folder, whatever wrote them:
+
+* tables: a JSON object with a ``rows`` list (``side_by_side*.json``, ``table4/5/6.json``, and
+  any ``**/table.json`` of the reproduction targets), each row named by ``name`` or ``model``
+  and holding metrics as numbers or as ``{mean, std, n}`` over seeds. The paper table is the
+  object's ``table`` key when it names a ``conf/tables`` file, else the file's stem
+  (:data:`TABLE_OF_STEM`);
+* evaluations (``rqa evaluate`` outputs with ``metrics`` and ``dataset``, e.g.
+  ``results/table2/<row>-<pool>.json``): the row is the file name before ``-<pool>``;
+* training reports (``rqa train``'s ``result.json`` with ``experiment``): the row is the paper
+  row whose ``experiment`` is that experiment (``conf/tables``), seeds grouped into a mean and
+  a standard deviation; the test metrics, else the last validation ones (marked ``[val]``).
+
+Each entry is one number: ``{table, method, metric, ours, spread, runs, paper, source}``; the
+paper's number comes from ``conf/tables/<table>.yaml`` (the only place they are kept), or from
+the row itself when it carries ``paper``. Paper rows that we have no number for are entries
+with ``ours`` None, so a plot shows every row of the paper's table.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..config import conf_names
+from .common import paper_table, paper_table_rows
+
+#: file stems of the committed tables -> their paper table (conf/tables/<name>.yaml)
+TABLE_OF_STEM = {"side_by_side": "endx_table2", "side_by_side_gru_weights": "endx_table2",
+                 "table2": "endx_table2", "table4": "endx_table4", "table5": "endx_table5",
+                 "table6": "endx_table6"}
+#: metrics looked for in a table that has no paper table
+DEFAULT_METRICS = ("mrr", "r@1", "r@5", "avg_recall")
+POOL_OF_TABLE = {"endx_table2": "dev"}  # the pool the paper's numbers were computed on
+
+
+def paper_tables() -> list[str]:
+    return sorted(conf_names("tables"))
+
+
+def _paper_metrics(table: str | None) -> list[str]:
+    if table is None:
+        return list(DEFAULT_METRICS)
+    metrics: list[str] = []
+    for row in paper_table(table).values():
+        for k, v in (row or {}).items():
+            if isinstance(v, int | float) and k not in metrics and k != "ms":
+                metrics.append(k)
+    return metrics or list(DEFAULT_METRICS)
+
+
+def _experiment_rows() -> dict[str, tuple[str, str]]:
+    """experiment -> (paper table, row name), from the rows of conf/tables with an
+    ``experiment`` key."""
+    found: dict[str, tuple[str, str]] = {}
+    for table in paper_tables():
+        for row in paper_table_rows(table):
+            if row.get("experiment"):
+                found.setdefault(row["experiment"], (table, row["name"]))
+    return found
+
+
+def _value(v) -> tuple[float | None, float | None, int | None]:
+    if isinstance(v, dict) and "mean" in v:
+        return v.get("mean"), v.get("std"), v.get("n")
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v), None, 1
+    return None, None, None
+
+
+def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
+    named = data.get("table")
+    table = named if isinstance(named, str) and named in paper_tables() \
+        else TABLE_OF_STEM.get(path.stem)
+    metrics = _paper_metrics(table)
+    paper_here = data.get("paper") if isinstance(data.get("paper"), dict) else {}
+    out = []
+    for row in data["rows"]:
+        if not isinstance(row, dict):
+            continue
+        name = row.get("name") or row.get("model")
+        if not name:
+            continue
+        for metric in metrics:
+            ours, spread, runs = _value(row.get(metric))
+            if ours is None:
+                continue
+            paper = (row.get("paper") or paper_here.get(name) or {}).get(metric)
+            out.append({"table": table, "method": str(name), "metric": metric, "ours": ours,
+                        "spread": spread, "runs": runs or row.get("runs"), "paper": paper,
+                        "source": rel})
+    return out
+
+
+def _evaluation_entries(data: dict, path: Path, rel: str) -> list[dict]:
+    pool = data.get("pool")
+    stem = path.stem
+    name = stem[: -len(pool) - 1] if pool and stem.endswith(f"-{pool}") else stem
+    table = TABLE_OF_STEM.get(path.parent.name)
+    if table is not None and pool != POOL_OF_TABLE.get(table, pool):
+        name, table = f"{name} ({pool} pool)", None  # not the pool of the paper's numbers
+    return [{"table": table, "method": name, "metric": metric, "ours": float(value),
+             "spread": None, "runs": 1, "paper": None, "source": rel}
+            for metric in _paper_metrics(table)
+            if isinstance(value := data["metrics"].get(metric), int | float)]
+
+
+def _report_entries(reports: Sequence[tuple[dict, str]]) -> list[dict]:
+    rows = _experiment_rows()
+    groups: dict[tuple, list[tuple[dict, str]]] = {}
+    seen: set = set()
+    for data, rel in reports:
+        run = (data["experiment"], data.get("profile"), data.get("seed"),
+               data.get("best_val_score"), data.get("global_steps"))
+        if run in seen:  # the same run's report kept in two places
+            continue
+        seen.add(run)
+        test = (data.get("test") or {}).get("metrics")
+        metrics, tag = (test, "") if test else (
+            {k.removeprefix("val/"): v for k, v in (data.get("last_val") or {}).items()},
+            " [val]")
+        table, name = rows.get(data["experiment"], (None, data["experiment"]))
+        label = f"{name} ({data.get('profile', '?')} profile){tag}"
+        groups.setdefault((table, label), []).append((metrics, rel))
+    out = []
+    for (table, label), items in groups.items():
+        for metric in _paper_metrics(table):
+            values = [m[metric] for m, _ in items if isinstance(m.get(metric), int | float)]
+            if not values:
+                continue
+            out.append({"table": table, "method": label, "metric": metric,
+                        "ours": statistics.fmean(values),
+                        "spread": statistics.stdev(values) if len(values) > 1 else None,
+                        "runs": len(values), "paper": None,
+                        "source": ", ".join(sorted({r for _, r in items}))})
+    return out
+
+
+def _base_name(method: str) -> str:
+    """``"Dual-GRUs (gpu profile)"`` -> ``"Dual-GRUs"``."""
+    return method.split(" (")[0].split(" [")[0].strip()
+
+
+def collect_results(results_dir: str | Path) -> list[dict]:
+    """The entries of every result file under ``results_dir`` (see the module docstring),
+    with the paper's number attached, plus the paper rows we have no number for."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder of results")
+    entries: list[dict] = []
+    reports: list[tuple[dict, str]] = []
+    for path in sorted(root.rglob("*.json")):
+        rel = path.relative_to(root).as_posix()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if isinstance(data.get("rows"), list):
+            entries += _table_entries(data, path, rel)
+        elif isinstance(data.get("metrics"), dict) and "dataset" in data:
+            entries += _evaluation_entries(data, path, rel)
+        elif "experiment" in data and ("test" in data or "last_val" in data):
+            reports.append((data, rel))
+    entries += _report_entries(reports)
+    unique: dict[tuple, dict] = {}
+    for e in entries:  # a row copied into two tables: kept once
+        unique.setdefault((e["table"], e["method"], e["metric"], e["ours"], e["spread"]), e)
+    entries = list(unique.values())
+    for e in entries:
+        if e["table"] is not None and e["paper"] is None:
+            row = paper_table(e["table"]).get(_base_name(e["method"])) or {}
+            e["paper"] = row.get(e["metric"])
+    for table in sorted({e["table"] for e in entries if e["table"]}):
+        have = {(_base_name(e["method"]), e["metric"]) for e in entries if e["table"] == table}
+        for name, paper in paper_table(table).items():
+            for metric, value in (paper or {}).items():
+                if metric in _paper_metrics(table) and (name, metric) not in have:
+                    entries.append({"table": table, "method": name, "metric": metric,
+                                    "ours": None, "spread": None, "runs": 0, "paper": value,
+                                    "source": f"conf/tables/{table}.yaml"})
+    return entries
+
+
+def table_title(table: str | None, entries: Iterable[dict] = ()) -> str:
+    if table is None:
+        sources = sorted({e["source"].split("/")[0] for e in entries})
+        return f"results without a paper table ({', '.join(sources)})"
+    from ..config import load_yaml
+
+    return str(load_yaml(f"tables/{table}.yaml").get("title", table))
+
+
+def grouped(entries: Sequence[dict]) -> dict[str | None, list[dict]]:
+    """Entries by paper table, conf/tables order first, tables-less ones last."""
+    order = {t: i for i, t in enumerate(paper_tables())}
+    groups: dict[str | None, list[dict]] = {}
+    for e in sorted(entries, key=lambda e: order.get(e["table"], len(order))):
+        groups.setdefault(e["table"], []).append(e)
+    return groups
+
+
+def markdown(entries: Sequence[dict]) -> str:
+    """One markdown table per paper table: method, metric, ours (mean ± std, runs), paper."""
+    lines = []
+    for table, rows in grouped(entries).items():
+        lines += [f"### {table_title(table, rows)}", "",
+                  "| method | metric | ours | runs | paper | source |", "|---|---|---|---|---|---|"]
+        for e in rows:
+            ours = "" if e["ours"] is None else f"{e['ours']:.2f}" + (
+                f" ± {e['spread']:.2f}" if e["spread"] is not None else "")
+            paper = "" if e["paper"] is None else f"{e['paper']:.2f}"
+            lines.append(f"| {e['method']} | {e['metric']} | {ours} | {e['runs'] or ''} | "
+                         f"{paper} | {e['source']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_table(entries: Sequence[dict], table: str | None, metrics: Sequence[str] | None = None):
+    """One panel per metric: for every method a bar of ours (error bar: std over seeds) and a
+    hatched bar of the paper's number. Returns the matplotlib figure."""
+    from .common import pyplot
+
+    plt = pyplot()
+    rows = [e for e in entries if e["table"] == table]
+    metrics = list(metrics or dict.fromkeys(e["metric"] for e in rows))
+    methods = list(dict.fromkeys(e["method"] for e in rows))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics),
+                                                        0.45 * len(methods) + 1.6),
+                             squeeze=False, sharey=True)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        by = {e["method"]: e for e in rows if e["metric"] == metric}
+        ys = range(len(methods))
+        ours = [by[m]["ours"] if m in by and by[m]["ours"] is not None else 0 for m in methods]
+        err = [by[m]["spread"] or 0 if m in by else 0 for m in methods]
+        paper = [by[m]["paper"] if m in by and by[m]["paper"] is not None else 0
+                 for m in methods]
+        ax.barh([y - 0.2 for y in ys], ours, height=0.4, xerr=err, color="tab:blue",
+                label="ours (± std over seeds)")
+        ax.barh([y + 0.2 for y in ys], paper, height=0.4, color="white", edgecolor="tab:gray",
+                hatch="//", label="paper")
+        ax.set_yticks(list(ys), methods, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(metric.upper() if metric == "mrr" else metric)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.suptitle(table_title(table, rows), fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,3 @@
+"""Exports of trained models to formats other tools load (``rqa export --format ...``)."""
+
+EXPORT_FORMATS = ("rqa", "sentence-transformers")

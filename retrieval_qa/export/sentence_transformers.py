@@ -1,0 +1,286 @@
+"""Export a dual encoder as a sentence-transformers model folder (``rqa export --format
+sentence-transformers``).
+
+The folder loads with ``SentenceTransformer(path, trust_remote_code=True)`` (offline: nothing
+is downloaded) and gives the embeddings of ``rqa encode`` / :class:`DualEncoderInference`:
+
+* a symmetric model (SDE: one tower for both sides) is **one module**, a
+  :class:`RetrievalTower` that wraps our tower (any token encoder: pretrained, GRU, LSTM, RNN,
+  Transformer; any pooler: mean, CLS, multi-hop attention; the projection) with its
+  tokenizer. ``model.encode_query`` tokenises with the question length,
+  ``model.encode_document`` (and ``model.encode`` without a task) with the answer length;
+* an asymmetric model (ADE, ADE-STE, ADE-FTE, ADE-SPL, and other two-tower methods) is a
+  sentence-transformers ``Router`` with a ``query`` route (the question tower) and a
+  ``document`` route (the answer tower, also the default route), so ``encode_query`` and
+  ``encode_document`` (or ``encode(..., task="query" | "document")``) pick the tower.
+
+Each module's output is in the model's retrieval space (l2-normalised for cosine models, as
+``retrieval_space`` does for ``rqa encode``), and the folder's similarity function is
+``cosine`` or ``dot`` accordingly. Models whose answers are (sentence, context) pairs take
+``(sentence, context)`` tuples on the document side.
+
+``trust_remote_code=True`` is needed because the module class lives in this package
+(``retrieval_qa.export.sentence_transformers.RetrievalTower``, found by import path):
+sentence-transformers 6 asks for it for every module class outside its own namespace. The
+tower is rebuilt from its config without loading any pretrained weights (a pretrained
+encoder's architecture is read from ``encoder/config.json`` in the module folder), then its
+weights are read from the module's ``model.safetensors``; towers of other builders (the
+VAE's) are rebuilt by their builder, as ``rqa encode`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+try:
+    from sentence_transformers.base.modules import InputModule, Router
+except ImportError:  # sentence-transformers 5.x layout
+    from sentence_transformers.models import InputModule, Router
+
+from ..data.collate import MODEL_KEYS, encode_texts
+from ..losses.similarity import check_similarity, retrieval_space
+
+#: tasks of sentence-transformers' ``encode_query`` / ``encode_document`` -> our sides
+TASK_SIDES = {"query": "question", "document": "answer"}
+DEFAULT_TASK = "document"  # as Router.for_query_document's default route
+TOWER_BUILDERS = ("retrieval_qa.encoders.build_dual_towers",
+                  "retrieval_qa.encoders.builders.build_dual_towers")
+
+
+def _plain_side(settings: dict) -> dict:
+    return {"max_length": int(settings["max_length"]),
+            "with_context": bool(settings.get("with_context", False))}
+
+
+class RetrievalTower(InputModule):
+    """One tower of a retrieval_qa dual encoder as a sentence-transformers input module.
+
+    tower: an ``nn.Module`` called as ``tower(input_ids, attention_mask, token_type_ids)``
+        giving ``[B, D]`` (a :class:`~retrieval_qa.encoders.Tower`).
+    tokenizer: its Hugging Face tokenizer.
+    sides: ``{task: {"max_length": int, "with_context": bool}}`` for the tasks this module
+        encodes (``query`` and/or ``document``); ``default_task`` is used when ``encode`` is
+        called without a task.
+    similarity: ``cosine`` (the output is l2-normalised) or ``dot``.
+    spec: how :meth:`load` rebuilds the tower (written by :func:`export_sentence_transformers`).
+    """
+
+    config_file_name = "rqa_tower.json"
+    forward_kwargs = {"task"}
+    save_in_root = True
+
+    def __init__(self, tower: nn.Module, tokenizer, sides: dict[str, dict], default_task: str,
+                 similarity: str, spec: dict) -> None:
+        super().__init__()
+        unknown = sorted(set(sides) - set(TASK_SIDES))
+        if not sides or unknown:
+            raise ValueError(f"sides must be among {sorted(TASK_SIDES)}, got {sorted(sides)}")
+        if default_task not in sides:
+            raise ValueError(f"default_task={default_task!r} is not one of {sorted(sides)}")
+        self.tower = tower.eval()
+        self.tokenizer = tokenizer
+        self.sides = {task: _plain_side(s) for task, s in sides.items()}
+        self.default_task = default_task
+        self.similarity = check_similarity(similarity)
+        self.spec = dict(spec)
+
+    # ---- what sentence-transformers asks of an input module ---------------------------
+    def resolve_task(self, task: str | None) -> str:
+        if task is None:
+            return self.default_task
+        if task not in self.sides:
+            raise ValueError(f"task={task!r}: this module encodes {sorted(self.sides)}")
+        return task
+
+    def preprocess(self, inputs: Sequence[Any], prompt: str | None = None,
+                   task: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        side = self.sides[self.resolve_task(task)]
+        texts, contexts = [], []
+        for item in inputs:
+            if isinstance(item, str):
+                texts.append(item)
+                contexts.append(None)
+            elif isinstance(item, (tuple, list)) and len(item) == 2 \
+                    and all(isinstance(x, str) for x in item):
+                texts.append(item[0])
+                contexts.append(item[1])
+            else:
+                raise TypeError(f"expected a text or a (sentence, context) pair, got {item!r}")
+        if prompt:
+            texts = [prompt + t for t in texts]
+        paired = [c is not None for c in contexts]
+        if side["with_context"] and not all(paired):
+            raise ValueError("this model encodes answers as (sentence, context): pass "
+                             "(sentence, context) pairs to encode_document")
+        if not side["with_context"] and any(paired):
+            raise ValueError("this side encodes single texts, not (sentence, context) pairs")
+        return encode_texts(self.tokenizer, texts, side["max_length"],
+                            contexts if side["with_context"] else None)
+
+    def forward(self, features: dict[str, Any], task: str | None = None,
+                **kwargs) -> dict[str, Any]:
+        inputs = {k: features[k] for k in MODEL_KEYS if k in features}
+        emb = self.tower(inputs["input_ids"], inputs["attention_mask"],
+                         inputs.get("token_type_ids"))
+        features["sentence_embedding"] = retrieval_space(emb.float(), self.similarity)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return int(self.tower.output_dim)
+
+    get_sentence_embedding_dimension = get_embedding_dimension  # sentence-transformers < 6
+
+    @property
+    def max_seq_length(self) -> int:
+        return max(s["max_length"] for s in self.sides.values())
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        for s in self.sides.values():
+            s["max_length"] = int(value)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"sides": self.sides, "default_task": self.default_task,
+                "similarity": self.similarity, "spec": self.spec}
+
+    # ---- save / load --------------------------------------------------------------------
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        out = Path(output_path)
+        out.mkdir(parents=True, exist_ok=True)
+        self.save_config(str(out))
+        self.save_torch_weights(str(out), safe_serialization=safe_serialization)
+        self.tokenizer.save_pretrained(out / "tokenizer")
+        if self.spec.get("kind") == "tower" and self.spec.get("encoder_type") == "pretrained":
+            self.tower.token_encoder.model.config.save_pretrained(out / "encoder")
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
+             cache_folder: str | None = None, revision: str | None = None,
+             local_files_only: bool = False, **kwargs) -> RetrievalTower:
+        from transformers import AutoTokenizer
+
+        hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
+               "revision": revision, "local_files_only": local_files_only}
+        folder = Path(cls.load_dir_path(model_name_or_path, **hub))
+        config = json.loads((folder / cls.config_file_name).read_text())
+        tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
+        tower = rebuild_tower(config["spec"], folder)
+        module = cls(tower, tokenizer, config["sides"], config["default_task"],
+                     config["similarity"], config["spec"])
+        cls.load_torch_weights(model_name_or_path, model=module, **hub)
+        return module.eval()
+
+
+def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
+    """The tower of ``spec`` with placeholder weights (the caller loads the real ones)."""
+    from ..config import plain
+    from ..encoders import build_token_embedder, build_token_encoder, build_tower, tower_defaults
+    from ..registry import locate
+
+    if spec["kind"] == "builder":  # e.g. the VAE's towers: rebuilt as rqa encode does
+        towers = locate(spec["builder"])(spec["towers"])
+        return towers.question_tower if spec["side"] == "question" else towers.answer_tower
+    towers_cfg = plain(spec["towers"])
+    enc = {**tower_defaults()["encoder"], **plain(towers_cfg.get("encoder") or {}),
+           "gradient_checkpointing": False}
+    if enc["type"] == "pretrained":
+        from transformers import AutoConfig, AutoModel
+
+        model = AutoModel.from_config(AutoConfig.from_pretrained(folder / "encoder"))
+        token_encoder = build_token_encoder(enc, model=model)
+    elif enc["vocab_size"] is None:  # pretrained word embeddings: a table of their shape
+        vocab, dim = spec["embedding_shape"]
+        embedder = build_token_embedder(enc, weight=torch.zeros(vocab, dim))
+        token_encoder = build_token_encoder(enc, token_embedder=embedder)
+    else:
+        token_encoder = build_token_encoder(enc)
+    return build_tower({**towers_cfg, "encoder": enc}, token_encoder=token_encoder,
+                       projection_required=spec.get("sharing") == "ade_spl")
+
+
+def _spec(towers: nn.Module, side: str, meta: dict) -> dict:
+    from ..encoders import DualTowers, PretrainedTokenEncoder, TokenEmbedder, Tower
+    from ..models.inference import DEFAULT_BUILDER
+
+    tower = towers.question_tower if side == "question" else towers.answer_tower
+    builder = meta.get("builder", DEFAULT_BUILDER)
+    towers_cfg = meta["towers"]
+    spec = {"side": side, "sharing": getattr(towers, "sharing", None), "towers": towers_cfg,
+            "builder": builder}
+    plain_towers = (type(towers) is DualTowers and type(tower) is Tower
+                    and (builder in TOWER_BUILDERS or (
+                        builder.endswith("towers_from_config") and towers_cfg.get("type") != "vae")))
+    if not plain_towers:
+        return {**spec, "kind": "builder"}
+    encoder = tower.token_encoder
+    spec.update(kind="tower", encoder_type="pretrained"
+                if isinstance(encoder, PretrainedTokenEncoder) else "embedder")
+    embedder = getattr(encoder, "token_embedder", None)
+    if isinstance(embedder, TokenEmbedder):
+        spec["embedding_shape"] = list(embedder.embedding.weight.shape)
+    return spec
+
+
+def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
+    """The sentence-transformers modules of a loaded :class:`DualEncoderInference` and a
+    description of what was built."""
+    towers = getattr(inference, "towers", None)
+    if towers is None or not hasattr(towers, "question_tower"):
+        raise ValueError(f"{type(inference).__name__} has no question / answer towers: only "
+                         "dual-encoder exports convert to sentence-transformers")
+    meta = inference.meta
+    tokenizer = inference.tokenizer
+    if not hasattr(tokenizer, "save_pretrained"):
+        raise ValueError("this model reads frozen features, not text: nothing to export")
+    similarity = meta["similarity"]
+    query = {"max_length": meta["max_question_length"], "with_context": False}
+    document = {"max_length": meta["max_answer_length"],
+                "with_context": bool(meta.get("answer_with_context"))}
+    towers.eval()
+    if towers.answer_tower is towers.question_tower:
+        module = RetrievalTower(towers.question_tower, tokenizer,
+                                {"query": query, "document": document}, DEFAULT_TASK,
+                                similarity, _spec(towers, "question", meta))
+        return [module], {"layout": "one RetrievalTower module (one tower for both sides)"}
+    q = RetrievalTower(towers.question_tower, tokenizer, {"query": query}, "query", similarity,
+                       _spec(towers, "question", meta))
+    d = RetrievalTower(towers.answer_tower, tokenizer, {"document": document}, "document",
+                       similarity, _spec(towers, "answer", meta))
+    router = Router.for_query_document(query_modules=[q], document_modules=[d],
+                                       default_route=DEFAULT_TASK)
+    return [router], {"layout": "Router: query -> question tower, document (default) -> "
+                                "answer tower"}
+
+
+def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
+                                 model_card: bool = True) -> dict:
+    """Convert the exported model folder ``checkpoint`` (what ``rqa train`` / ``rqa export``
+    wrote) into a sentence-transformers folder ``output``; returns a summary."""
+    import sentence_transformers
+    from sentence_transformers import SentenceTransformer
+
+    from ..models.artifact import load_artifact
+
+    inference = load_artifact(checkpoint)
+    modules, built = sentence_transformer_modules(inference)
+    meta = inference.meta
+    similarity = "cosine" if meta["similarity"] == "cosine" else "dot"
+    model = SentenceTransformer(modules=modules, similarity_fn_name=similarity, device="cpu")
+    output = Path(output)
+    model.save(str(output), create_model_card=model_card)
+    provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
+                  "similarity_fn_name": similarity,
+                  "sentence_transformers": sentence_transformers.__version__,
+                  "load": f"SentenceTransformer({str(output)!r}, trust_remote_code=True)"}
+    (output / "rqa_export.json").write_text(json.dumps(provenance, indent=2))
+    return {"format": "sentence-transformers", "output": str(output),
+            "checkpoint": str(checkpoint), **built, "similarity_fn_name": similarity,
+            "sharing": getattr(inference.towers, "sharing", None),
+            "embedding_dim": int(inference.towers.output_dim),
+            "load": provenance["load"]}

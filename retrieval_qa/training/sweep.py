@@ -1,0 +1,520 @@
+"""`rqa sweep FILE`: run a wandb sweep file (``conf/sweeps/``) here, without a wandb server.
+
+A sweep file is in wandb's own format and is given unchanged to ``wandb sweep FILE`` when
+online. Here the same file is run by a local controller built from wandb's own pieces:
+
+- the file is checked with the checks of wandb's local controller
+  (``wandb sweep --controller``: ``sweeps.schema_violations_from_proposed_config``, the
+  ``sweeps`` engine of ``wandb[sweeps]``), plus what this runner needs (the command calls
+  ``rqa train`` with ``${args_no_hyphens}``);
+- the runs are proposed by that engine (``sweeps.next_run``): a grid in wandb's order, a
+  random search sampled with a seed (so a rerun proposes the same settings); ``bayes`` needs the
+  metrics a server collects and is refused (``--method random`` samples the same space);
+- each run's command line is built as ``wandb agent`` builds it
+  (``create_sweep_command_args``: ``${args_no_hyphens}`` becomes ``key=value`` for every
+  parameter, ``str(value)``), so a parameter is an ``rqa train`` override: ``seed``,
+  ``experiment`` or any config key (``model.gam.detach_cross``); a dict value sets several keys
+  of one node at once (``model.cross_loss: {similarity: dot, scale: 1.0}``);
+- then the runner adds its own overrides: ``logger=wandb``, offline, grouped by the sweep's name,
+  and ``output_dir`` = ``<output-dir>/<sweep>/<setting>`` (the setting: the swept values other
+  than the seed), so every run has its usual run folder,
+  ``<output-dir>/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/``, with ``sweep.json``
+  (its parameters and commands) beside ``result.json`` and the offline wandb files.
+
+A run whose ``result.json`` exists is not run again; an interrupted run resumes from its last
+checkpoint (``rqa train``'s own resume). Each run is ``rqa train`` in a subprocess, or with
+``--in-process`` in the runner's process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+from ..config import conf_dirs
+
+DEFAULT_OUTPUT_DIR = "runs/sweeps"
+ARGS_MACRO = "${args_no_hyphens}"
+# `wandb agent` fills these; the runner knows what each gives (see agent_command)
+_DROPPED_MACROS = ("${env}",)
+_PROGRAM = ("rqa", "train")
+
+
+def _sweeps_engine():
+    """The ``sweeps`` module exactly as wandb's local controller imports it (``wandb[sweeps]``;
+    its pydantic-v1 style models warn under pydantic 2, harmlessly)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from wandb import wandb_controller
+
+    return wandb_controller.sweeps
+
+
+# ----------------------------------------------------------------------------- the file
+
+
+def find_sweep_file(name_or_path: str | Path) -> Path:
+    """A path, or a name of ``conf/sweeps/NAME.yaml`` (also in ``$RQA_CONF_PATH`` folders)."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    for d in conf_dirs():
+        for candidate in (d / "sweeps" / f"{name_or_path}.yaml", d / "sweeps" / str(name_or_path)):
+            if candidate.is_file():
+                return candidate
+    names = sorted({f.stem for d in conf_dirs() for f in (d / "sweeps").glob("*.yaml")})
+    raise FileNotFoundError(f"sweep file {name_or_path!r} not found (a path, or one of "
+                            f"conf/sweeps/: {names})")
+
+
+def load_sweep(path: str | Path) -> dict:
+    """The sweep file as wandb reads it (``yaml.safe_load``)."""
+    with open(path, encoding="utf-8") as f:
+        sweep = yaml.safe_load(f)
+    if not isinstance(sweep, dict) or not sweep:
+        raise ValueError(f"{path}: not a sweep file (expected a YAML mapping)")
+    return sweep
+
+
+def wandb_violations(sweep: dict) -> list[str]:
+    """wandb's own checks of a sweep config: the JSON-schema violations that
+    ``wandb sweep --controller`` reports (``_WandbController._validate``) and that the server
+    returns as warnings; empty when wandb accepts the file."""
+    return list(_sweeps_engine().schema_violations_from_proposed_config(sweep))
+
+
+def local_problems(sweep: dict) -> list[str]:
+    """What this runner needs beyond wandb's schema: a ``command`` that calls ``rqa train``
+    with ``${args_no_hyphens}`` (the parameters as ``key=value`` overrides), and a method it
+    can run without a server."""
+    problems = []
+    command = sweep.get("command")
+    if not isinstance(command, list) or not command:
+        problems.append("no `command`: give [rqa, train, ..., ${args_no_hyphens}] (wandb's "
+                        "default command runs `python PROGRAM --key=value`, which rqa does not "
+                        "take)")
+        return problems
+    words = [str(c) for c in command if str(c) not in _DROPPED_MACROS]
+    if tuple(words[:2]) != _PROGRAM:
+        problems.append(f"`command` must start with `rqa train` (after ${{env}}), got {words[:2]}")
+    if words.count(ARGS_MACRO) != 1:
+        problems.append(f"`command` must hold {ARGS_MACRO} once (the parameters as key=value "
+                        "overrides)")
+    other = [w for w in words if w.startswith("${") and w != ARGS_MACRO]
+    if other:
+        problems.append(f"`command` macros {other}: only {ARGS_MACRO} (and ${{env}}) can be "
+                        "run by `rqa train`")
+    strings = sorted({v for spec in (sweep.get("parameters") or {}).values()
+                      for v in _leaves(spec) if isinstance(v, str) and _NUMBER.fullmatch(v)})
+    if strings:
+        problems.append(f"values {strings} are strings (YAML reads 1e4 as text): write them as "
+                        "numbers with a dot and a signed exponent (1.0e+4) or in full (10000.0)")
+    return problems
+
+
+# 1e4, 1.0e4: numbers to YAML 1.2 and OmegaConf, text to PyYAML (wandb's reader), so a sweep
+# value written so reaches wandb (and inside a dict value, `rqa train`) as a string
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _leaves(node):
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _leaves(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v)
+    else:
+        yield node
+
+
+def check_sweep(sweep: dict, where: str = "sweep") -> None:
+    """Raise ValueError naming every problem (wandb's and this runner's)."""
+    problems = wandb_violations(sweep) + local_problems(sweep)
+    if problems:
+        raise ValueError(f"{where}: " + "; ".join(problems))
+
+
+def sweep_name(sweep: dict, path: str | Path) -> str:
+    return str(sweep.get("name") or Path(path).stem)
+
+
+# ----------------------------------------------------------------------------- the runs
+
+
+def propose(sweep: dict, *, method: str | None = None, count: int | None = None,
+            seed: int = 0) -> list[dict[str, Any]]:
+    """The runs of the sweep as ``{parameter: value}``, in the order wandb's engine proposes
+    them: every grid point (``count`` is then a limit applied later), or the first ``count``
+    random samples drawn with ``seed`` (the same list on every call: a prefix of a longer
+    one)."""
+    engine = _sweeps_engine()
+    method = method or sweep["method"]
+    config = {**sweep, "method": method}
+    if method == "grid":
+        runs: list = []
+        while (run := engine.next_run(config, runs, validate=False)) is not None:
+            run.state = engine.RunState.finished
+            runs.append(run)
+        return [_values(r.config) for r in runs]
+    if method == "random":
+        if not count:
+            raise ValueError("a random sweep needs --count N (how many settings to sample)")
+        py_state = random.getstate()
+        random.seed(seed)
+        try:
+            import numpy as np
+
+            np_state = np.random.get_state()
+            np.random.seed(seed)
+            try:
+                runs = [engine.next_run(config, [], validate=False) for _ in range(count)]
+            finally:
+                np.random.set_state(np_state)
+        finally:
+            random.setstate(py_state)
+        return [_values(r.config) for r in runs]
+    if method == "bayes":
+        raise ValueError("method: bayes proposes each run from the metrics of the earlier ones, "
+                         "which a wandb server collects: run it with `wandb sweep FILE` and "
+                         "`wandb agent`, or sample the same space here with --method random "
+                         "--count N")
+    raise ValueError(f"method {method!r}: the local runner runs grid and random sweeps")
+
+
+def _values(config: dict) -> dict[str, Any]:
+    return {k: _plain(v["value"]) for k, v in config.items()}
+
+
+def _plain(value):
+    """numpy scalars (random samples) as Python numbers, so JSON and ``str()`` are clean."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        return value.item()
+    return value
+
+
+def agent_command(sweep: dict, params: dict[str, Any]) -> list[str]:
+    """The command line ``wandb agent`` runs for these parameter values: the file's
+    ``command`` with each macro filled as the agent fills it (wandb's
+    ``create_sweep_command_args``; ``${env}`` dropped)."""
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command, create_sweep_command_args
+
+    macros = create_sweep_command_args({"args": {k: {"value": v} for k, v in params.items()}})
+    out: list[str] = []
+    for chunk in create_sweep_command(sweep["command"]):
+        chunk = str(chunk)
+        if chunk in _DROPPED_MACROS:
+            continue
+        if chunk.startswith("${") and chunk.endswith("}"):
+            out += [str(v) for v in macros.get(chunk[2:-1]) or []]
+        else:
+            out.append(chunk)
+    return out
+
+
+def varying(sweep: dict) -> list[str]:
+    """The swept parameters (more than one value, or a distribution), less ``seed``."""
+    out = []
+    for key, spec in (sweep.get("parameters") or {}).items():
+        if key == "seed" or not isinstance(spec, dict) or "value" in spec:
+            continue
+        if "values" in spec and len(spec["values"]) < 2:
+            continue
+        out.append(key)
+    return out
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return "+".join(f"{k}-{_fmt(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "+".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def setting_label(setting: dict[str, Any]) -> str:
+    """A folder name for a setting: ``key=value`` of each swept parameter (the last part of a
+    dotted key unless two share it), ``default`` for none; long ones shortened with a hash."""
+    if not setting:
+        return "default"
+    tails = [k.rsplit(".", 1)[-1] for k in setting]
+    parts = []
+    for key, tail in zip(setting, tails, strict=True):
+        short = tail if tails.count(tail) == 1 else key
+        parts.append(f"{short}={_fmt(setting[key])}")
+    label = ",".join(parts).replace("/", "_").replace(" ", "")
+    if len(label) > 120:
+        digest = hashlib.sha1(json.dumps(setting, sort_keys=True, default=str).encode())
+        label = f"{label[:100]}-{digest.hexdigest()[:8]}"
+    return label
+
+
+@dataclass
+class PlannedRun:
+    index: int
+    params: dict[str, Any]
+    setting: dict[str, Any]
+    label: str
+    command: list[str]            # what `wandb agent` runs
+    overrides: list[str]          # what this runner gives `rqa train`
+    run_dir: str
+    status: str = "planned"       # planned | existing | finished | failed | interrupted | not run
+    metric: float | None = None
+    seconds: float | None = None
+    returncode: int | None = None
+    config: Any = field(default=None, repr=False)  # the composed config (its seed aside)
+
+
+def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | None = None,
+              count: int | None = None, seed: int = 0,
+              threads: str | None = None) -> list[PlannedRun]:
+    """Every run of the sweep with its ``rqa train`` overrides and run folder (each composed
+    now, so a misspelt key fails before anything runs)."""
+    from .compose import compose
+
+    keys = varying(sweep)
+    sweep_dir = Path(output_dir) / name
+    planned, labels, composed = [], {}, {}
+    for i, params in enumerate(propose(sweep, method=method, count=count, seed=seed)):
+        setting = {k: params[k] for k in keys if k in params}
+        label = setting_label(setting)
+        key = json.dumps(setting, sort_keys=True, default=str)
+        if labels.setdefault(label, key) != key:  # two settings, one folder name: add a hash
+            label = f"{label}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+        command = agent_command(sweep, params)
+        words = command[len(_PROGRAM):]
+        own = ["logger=wandb", "logger.name=wandb", "logger.mode=offline", f"logger.group={name}",
+               f"output_dir={sweep_dir / label}"]
+        if threads and not any(w.startswith("threads=") for w in words):
+            own.append(f"threads={threads}")
+        overrides = [*words, *own]
+        # the seed changes no key: one composition per setting (composing takes ~0.2 s)
+        seeds = [w for w in overrides if w.startswith("seed=")]
+        key = tuple(w for w in overrides if not w.startswith("seed="))
+        if key not in composed:
+            try:
+                composed[key] = compose(overrides)
+            except (KeyError, ValueError, FileNotFoundError) as e:
+                raise ValueError(f"sweep {name}, run {i + 1} ({params}): {e}") from e
+        cfg = composed[key]
+        seed_value = OmegaConf.from_dotlist(seeds[-1:]).get("seed", cfg.seed)
+        run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{seed_value}"
+        planned.append(PlannedRun(i + 1, params, setting, label, command, overrides,
+                                  str(run_dir), config=cfg))
+    return planned
+
+
+def metric_value(report: dict, name: str | None) -> float | None:
+    """The sweep metric of a finished run's report: ``test/X`` the test pool's metric X;
+    ``val/X`` the best validation score when X is the monitored one (model selection), else
+    the last validation value."""
+    if not name:
+        return None
+    stage, _, key = name.partition("/")
+    if stage == "test":
+        return (report.get("test") or {}).get("metrics", {}).get(key)
+    if stage == "val":
+        if report.get("monitor") == name and report.get("best_val_score") is not None:
+            return report["best_val_score"]
+        return (report.get("last_val") or {}).get(name)
+    return None
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _elapsed(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _progress(name: str, runs: list[PlannedRun], start: float, message: str) -> None:
+    done = sum(r.status in ("existing", "finished") for r in runs)
+    running = sum(r.status == "running" for r in runs)
+    failed = sum(r.status == "failed" for r in runs)
+    left = len(runs) - done - running - failed
+    print(f"rqa sweep {name}: {message} [{done} done, {running} running, {left} left"
+          + (f", {failed} failed" if failed else "") + f"; elapsed {_elapsed(time.perf_counter() - start)}]",
+          file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _forward_signals(proc: subprocess.Popen, received: list[int]):
+    """SIGINT/SIGTERM to the runner go to the run (its own session: a terminal's Ctrl-C
+    reaches it once, through here), which saves its checkpoint and exits; the sweep stops."""
+    def handler(signum, frame):
+        received.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _train(run: PlannedRun) -> tuple[int, int | None]:
+    """``rqa train`` with the run's overrides in a subprocess (offline wandb); returns its exit
+    status and the signal that stopped the sweep, if one did."""
+    # the runs import this package from where the runner did (not another checkout's install)
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "WANDB_MODE": "offline",
+           "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    received: list[int] = []
+    proc = subprocess.Popen([sys.executable, "-m", "retrieval_qa.cli", "train", *run.overrides],
+                            env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    with _forward_signals(proc, received):
+        rc = proc.wait()
+    return rc, (received[0] if received else None)
+
+
+def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
+    """``rqa train`` in this process (no interpreter start-up and imports per run, about 25 s
+    on a busy 2-core machine: for sweeps of tiny runs); wandb offline as in :func:`_train`. A
+    signal stops the run as ``rqa train`` stops (checkpoint saved, exit 128+N)."""
+    import io
+    import traceback
+
+    from ..cli import main
+
+    before = os.environ.get("WANDB_MODE")
+    os.environ["WANDB_MODE"] = "offline"
+    try:
+        rc = main(["train", *run.overrides], stdout=io.StringIO())
+    except Exception:  # a crash of one run fails that run, as in a subprocess
+        traceback.print_exc(file=sys.stderr)
+        rc = 1
+    finally:
+        if before is None:
+            os.environ.pop("WANDB_MODE", None)
+        else:
+            os.environ["WANDB_MODE"] = before
+    return rc, (rc - 128 if rc in (130, 143) else None)
+
+
+def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = False,
+              output_dir: str | Path = DEFAULT_OUTPUT_DIR, method: str | None = None,
+              seed: int = 0, threads: str | None = None, in_process: bool = False) -> dict:
+    """Run (or with ``dry_run`` only plan) a sweep file; returns the summary: every run with
+    its parameters, folder, status and metric, and the comparison table's files. Each run is
+    ``rqa train`` in a subprocess (as ``wandb agent`` runs it), or with ``in_process`` in this
+    process."""
+    start = time.perf_counter()
+    path = find_sweep_file(file)
+    sweep = load_sweep(path)
+    check_sweep(sweep, str(path))
+    name = sweep_name(sweep, path)
+    metric = (sweep.get("metric") or {}).get("name")
+    runs = plan_runs(sweep, name, output_dir, method=method, count=count, seed=seed,
+                     threads=threads)
+    for r in runs:
+        result = Path(r.run_dir) / "result.json"
+        if result.is_file():
+            r.status = "existing"
+            r.metric = metric_value(json.loads(result.read_text(encoding="utf-8")), metric)
+    method = method or sweep["method"]
+    todo = [r for r in runs if r.status == "planned"]
+    if count is not None and method == "grid":
+        for r in todo[count:]:
+            r.status = "not run"
+        todo = todo[:count]
+    sweep_dir = Path(output_dir) / name
+    stopped_by = None
+    if not dry_run:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / "sweep.yaml").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+        _progress(name, runs, start, f"{len(runs)} runs ({method}), {len(todo)} to run, "
+                                     f"into {sweep_dir}")
+        for r in todo:
+            r.status = "running"
+            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
+            (Path(r.run_dir) / "sweep.json").write_text(json.dumps(
+                {"sweep": name, "file": str(path), "method": method, "metric": metric,
+                 "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index,
+                 "params": r.params, "setting": r.setting, "label": r.label,
+                 "agent_command": r.command, "overrides": r.overrides},
+                indent=2, default=str) + "\n", encoding="utf-8")
+            _progress(name, runs, start, f"run {r.index}/{len(runs)} starting: "
+                      + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
+            t0 = time.perf_counter()
+            r.returncode, stopped_by = (_train_in_process if in_process else _train)(r)
+            r.seconds = round(time.perf_counter() - t0, 1)
+            result = Path(r.run_dir) / "result.json"
+            if r.returncode == 0 and result.is_file():
+                r.status = "finished"
+                r.metric = metric_value(json.loads(result.read_text(encoding="utf-8")), metric)
+            else:
+                r.status = "interrupted" if stopped_by or r.returncode in (130, 143) else "failed"
+            _progress(name, runs, start, f"run {r.index}/{len(runs)} {r.status} in "
+                      f"{r.seconds:.0f} s" + (f" ({metric} {r.metric})" if r.metric is not None
+                                              else f" (exit {r.returncode})"
+                                              if r.status != "finished" else ""))
+            if r.status == "interrupted":
+                stopped_by = stopped_by or r.returncode - 128
+                break
+        for r in runs:
+            if r.status == "planned":
+                r.status = "not run"
+    else:
+        for r in runs:
+            print(f"rqa sweep {name}: run {r.index}/{len(runs)} {r.status}: "
+                  + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items())
+                  + f" -> {r.run_dir}", file=sys.stderr, flush=True)
+    summary = _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
+    if not dry_run and any(r.status in ("existing", "finished") for r in runs):
+        from ..analysis.sweeps import sweep_table
+
+        summary["table"] = sweep_table(sweep_dir, output_dir=sweep_dir)["files"]
+    if stopped_by:
+        summary.update(interrupted=True, signal=stopped_by, exit_code=128 + stopped_by,
+                       resume="run the same command again")
+    elif summary["counts"].get("failed"):
+        summary["exit_code"] = 1
+    if not dry_run:
+        (sweep_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
+                                                encoding="utf-8")
+    return summary
+
+
+def _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start) -> dict:
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    by_setting: dict[str, list[float]] = {}
+    for r in runs:
+        if r.metric is not None:
+            by_setting.setdefault(r.label, []).append(float(r.metric))
+    best = None
+    if by_setting and metric:
+        sign = -1 if (sweep.get("metric") or {}).get("goal") == "minimize" else 1
+        label = max(by_setting, key=lambda k: sign * sum(by_setting[k]) / len(by_setting[k]))
+        vals = by_setting[label]
+        best = {"setting": label, "metric": metric, "mean": round(sum(vals) / len(vals), 4),
+                "runs": len(vals)}
+    keep = ("index", "params", "label", "run_dir", "status", "metric", "seconds", "returncode")
+    return {"sweep": name, "file": str(path), "method": method, "metric": sweep.get("metric"),
+            "dry_run": dry_run, "output_dir": str(sweep_dir), "swept": varying(sweep),
+            "runs": [{k: getattr(r, k) for k in keep}
+                     | ({"command": r.command, "overrides": r.overrides} if dry_run else {})
+                     for r in runs],
+            "counts": counts, "best": best, "seconds": round(time.perf_counter() - start, 1)}

@@ -1,0 +1,100 @@
+"""Every notebook of notebooks/ executes (papermill, the `notebooks` extra) on tiny models made
+here, with parameters pointing at them, so a broken API breaks a test; each shows figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+papermill = pytest.importorskip("papermill")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+
+
+@pytest.fixture(scope="module")
+def kernel_env(tmp_path_factory):
+    """The kernel inherits the environment: this checkout first, offline, one thread."""
+    cache = tmp_path_factory.mktemp("nb-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join(
+            [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("OMP_NUM_THREADS", "1")
+        mp.setenv("MPLCONFIGDIR", str(cache / "matplotlib"))
+        mp.setenv("RQA_CACHE_DIR", str(cache / "rqa"))
+        yield
+
+
+def run(name: str, out_dir: Path, **parameters) -> dict:
+    out = out_dir / name
+    papermill.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=parameters,
+                               cwd=str(NOTEBOOKS), kernel_name="python3", progress_bar=False,
+                               execution_timeout=120)
+    nb = json.loads(out.read_text())
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    return {"images": sum("image/png" in o.get("data", {}) for o in outputs),
+            "text": "".join(o.get("text", "") if isinstance(o.get("text"), str)
+                            else "".join(o.get("text", [])) for o in outputs)}
+
+
+def tiny_exports(root: Path, tokenizer_dir: Path) -> dict[str, str]:
+    import torch
+    from transformers import AutoTokenizer
+
+    from retrieval_qa.encoders import build_dual_towers
+    from retrieval_qa.models.inference import DualEncoderInference
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    vocab = max(tok.get_vocab().values()) + 1
+    models = {}
+    for name, sharing, dim in (("SDE", "sde", None), ("ADE", "ade", None),
+                               ("ADE-SPL", "ade_spl", 6)):
+        cfg = {"encoder": {"type": "gru", "vocab_size": vocab, "embedding_dim": 8,
+                           "hidden_size": 8, "dropout": 0.0},
+               "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 4},
+               "projection": {"dim": dim}, "sharing": sharing}
+        torch.manual_seed(0)
+        meta = {"max_question_length": 16, "max_answer_length": 24,
+                "answer_with_context": False, "builder": "retrieval_qa.encoders.build_dual_towers",
+                "towers": cfg, "similarity": "cosine"}
+        models[name] = str(DualEncoderInference(build_dual_towers(cfg), tok, meta)
+                           .save(root / sharing))
+    return models
+
+
+def test_every_notebook_is_executed_here():
+    assert {p.name for p in NOTEBOOKS.glob("*.ipynb")} == {
+        "tower_tsne.ipynb", "endx_similarity.ipynb", "results_overview.ipynb"}
+
+
+def test_tower_tsne_runs_on_tiny_exports(env, tmp_path, kernel_env):
+    models = tiny_exports(tmp_path / "models", env.root / "tokenizer")
+    out = run("tower_tsne.ipynb", tmp_path, MODELS=models, LABEL="tiny random",
+              DATA_DIR=str(env.data), SAMPLE=20)
+    assert out["images"] == 1 and "20 QA pairs" in out["text"]
+
+
+def test_endx_similarity_runs_on_tiny_runs(env, tmp_path, kernel_env):
+    out = run("endx_similarity.ipynb", tmp_path, ENDX_RUN=str(env.endx_run),
+              DUAL_MODEL=env.dual["checkpoint"], DATA_DIR=str(env.data), LABEL="tiny",
+              MAX_QUESTIONS=5, TSNE_QUESTIONS=4, OUTPUT_DIR=str(tmp_path / "figures"))
+    assert out["images"] == 2
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
+        "figure3_tiny.json", "figure3_tiny.png", "figure4_tiny.json", "figure4_tiny.png"]
+
+
+def test_results_overview_runs_on_a_results_folder(env, tmp_path, kernel_env):
+    results = tmp_path / "results"
+    (results / "endx").mkdir(parents=True)
+    shutil.copy2(REPO / "results" / "endx" / "side_by_side.json", results / "endx")
+    (results / "tiny").mkdir()
+    (results / "tiny" / "result.json").write_text(json.dumps(env.dual))
+    out = run("results_overview.ipynb", tmp_path, RESULTS_DIR=str(results))
+    assert out["images"] == 1 and "1 tables" in out["text"]

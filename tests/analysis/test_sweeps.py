@@ -1,0 +1,68 @@
+"""The comparison table of an `rqa sweep` folder (plain files; no model is run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval_qa.analysis.sweeps import load_sweep_runs, sweep_table
+from retrieval_qa.cli import main
+
+
+def _run(root, index, setting, seed, mrr=None, label=None):
+    label = label or ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in setting.items())
+    run_dir = root / label / "endx_gru" / f"cpu-seed{seed}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "sweep.json").write_text(json.dumps({
+        "sweep": "confounds", "metric": "test/mrr", "goal": "maximize", "index": index,
+        "params": {**setting, "seed": seed}, "setting": setting, "label": label}))
+    if mrr is not None:
+        (run_dir / "result.json").write_text(json.dumps({
+            "experiment": "endx_gru", "seed": seed, "monitor": "val/r@1",
+            "best_val_score": mrr / 2, "train_seconds": 600 + seed,
+            "test": {"dataset": "reqa_squad", "pool": "dev",
+                     "metrics": {"mrr": mrr, "r@1": mrr - 10, "r@5": mrr + 10, "p@1": mrr - 10}}}))
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    root = tmp_path / "confounds"
+    a = {"model.gam.detach_cross": True, "model.gam.final": {"qq": 1.0, "aa": 1.0}}
+    b = {"model.gam.detach_cross": False, "model.gam.final": {"qq": 1.0, "aa": 1.0}}
+    for i, (seed, mrr) in enumerate([(1, 20.0), (2, 24.0), (3, 22.0)]):
+        _run(root, i + 1, a, seed, mrr)
+    _run(root, 4, b, 1, 30.0)
+    _run(root, 5, b, 2)  # planned (sweep.json written) but not finished
+    return root
+
+
+def test_one_row_per_setting_mean_and_sample_std_over_seeds(sweep_dir, tmp_path):
+    out = sweep_table(sweep_dir, output_dir=tmp_path / "tables")
+    data = json.loads((tmp_path / "tables" / "sweep_table.json").read_text())
+    first, second = data["rows"]
+    assert first["seeds"] == [1, 2, 3] and first["mrr"]["mean"] == 22.0
+    assert first["mrr"]["std"] == 2.0 and first["runs"] == 3 and first["planned"] == 3
+    assert second["runs"] == 1 and second["planned"] == 2 and second["mrr"]["std"] == 0.0
+    assert data["swept"] == ["model.gam.detach_cross", "model.gam.final"]
+    assert out["best"] == second["label"] and data["best"] == second["label"]
+    md = (tmp_path / "tables" / "sweep_table.md").read_text()
+    assert "| model.gam.detach_cross | model.gam.final | MRR | R@1 | R@5 | best val |" in md
+    assert "| True | qq=1, aa=1 | 22.00 ± 2.00 | 12.00 ± 2.00 | 32.00 ± 2.00 | 11.00 ± 1.00 |" in md
+    assert "| 1/2 best | 1 |" in md and "Test pool: reqa_squad/dev" in md
+
+
+def test_side_by_side_sweep_command_writes_into_the_sweep_folder(sweep_dir, capsys):
+    assert main(["analyze", "side-by-side", "--sweep", str(sweep_dir), "--metrics", "p@1,mrr"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["sweep"] == "confounds" and result["metric"] == "test/mrr"
+    assert set(next(iter(result["rows"].values()))) == {"p@1", "mrr"}
+    md = (sweep_dir / "sweep_table.md").read_text()
+    assert "| P@1 | MRR |" in md and "test/mrr |" not in md  # the sweep's metric is a column
+
+
+def test_side_by_side_needs_reports_or_a_sweep(tmp_path, capsys):
+    assert main(["analyze", "side-by-side"]) == 2
+    assert "--report NAME=RUN (repeated) or --sweep DIR" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="rqa sweep"):
+        load_sweep_runs(tmp_path / "nothing")

@@ -1,0 +1,74 @@
+"""`make -n reproduce-<paper>` lists each paper's steps (nothing runs), and PROFILE=gpu picks
+Table 2's GPU rows with mixed precision."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_n(*args: str) -> str:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    venv = Path(sys.prefix)
+    proc = subprocess.run(["make", "-n", "-o", str(venv / ".installed-stamp"), f"VENV={venv}",
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("reproduce-table2", ["experiments/reproduce_table2.py --profile cpu", '--rows "quick"',
+                          '--out "runs/table2"']),
+    ("reproduce-endx", ["experiments/endx_analyses.py --profile cpu", "--seeds 42,43,44",
+                        "--results-dir runs/endx"]),
+    ("reproduce-vaes", ["experiments/vae_study.py --profile cpu"]),
+    ("reproduce-mining", ["retrieval_qa.cli mine profile=cpu"]),
+    ("reproduce-sde-ade", ["retrieval_qa.cli sweep sde_ade", "side-by-side --sweep runs/sweeps/sde_ade",
+                           "--dataset multireqa_squad --pool test"]),
+    ("reproduce-residual", ["experiments/residual_tables.py --profile cpu"]),
+    ("notebooks", ["retrieval_qa.cli export --output runs/notebooks/untrained/",
+                   "papermill --cwd . --no-progress-bar tower_tsne.ipynb",
+                   "endx_similarity.ipynb", "results_overview.ipynb"]),
+])
+def test_make_n_lists_the_steps(target, expected):
+    out = make_n(target)
+    for text in expected:
+        assert text in out, out
+
+
+def test_profile_gpu_runs_the_gpu_rows_with_mixed_precision():
+    out = make_n("reproduce-table2", "PROFILE=gpu")
+    assert "--profile gpu" in out and '--rows "all"' in out and '--out "runs/table2-gpu"' in out
+    assert '--train-overrides "trainer.precision=bf16-mixed"' in out
+    out = make_n("reproduce-table2", "PROFILE=gpu", "GPU_PRECISION=32", "ROWS=Dual-GRUs",
+                 "TRAIN_OVERRIDES=trainer.max_steps=5")
+    assert '--train-overrides "trainer.precision=32 trainer.max_steps=5"' in out
+    assert "precision" not in make_n("reproduce-table2")
+
+
+def test_profile_gpu_selects_the_rows_that_have_one():
+    import importlib.util
+
+    from retrieval_qa.config import load_yaml
+
+    spec = importlib.util.spec_from_file_location(
+        "reproduce_table2", REPO / "experiments" / "reproduce_table2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = load_yaml("tables/endx_table2.yaml")
+    wanted, selection = module.select_rows(table, "all", "gpu")
+    trained = {r.name for r in table.rows if r.kind == "train"} & wanted
+    assert trained == {"Dual-GRUs", "ENDX-GRUs", "Dual-BERTs", "ENDX-BERTs"}
+    assert "BM25" in wanted and "gpu profile" in selection
+    reduced = module.reductions(table, wanted, "gpu")
+    assert set(reduced) == trained and all("GPU profile (REDUCED)" in d for d in reduced.values())
+    with pytest.raises(SystemExit, match="no `gpu` profile"):
+        module.select_rows(table, "Dual-RNNs", "gpu")
+    assert module.select_rows(table, "all", "cpu")[0] >= trained | {"Dual-RNNs"}

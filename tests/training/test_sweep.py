@@ -1,0 +1,247 @@
+"""`rqa sweep`: every file of conf/sweeps passes wandb's own sweep-config checks and composes
+at every grid point; a 2-run grid of tiny models runs end to end (offline wandb files in the
+run folders, the comparison table), and a second invocation runs nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import tiny_overrides  # setup_dirs: tests/training/conftest.py
+from omegaconf import OmegaConf
+
+from retrieval_qa.cli import main
+from retrieval_qa.training import sweep as sweep_mod
+from retrieval_qa.training.compose import compose
+from retrieval_qa.training.sweep import (
+    agent_command,
+    check_sweep,
+    find_sweep_file,
+    load_sweep,
+    local_problems,
+    metric_value,
+    plan_runs,
+    propose,
+    run_sweep,
+    setting_label,
+    wandb_violations,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP_FILES = sorted((REPO / "conf" / "sweeps").glob("*.yaml"))
+
+
+def test_there_are_sweep_files():
+    names = {p.stem for p in SWEEP_FILES}
+    assert {"sde_ade", "endx_confounds", "dual_vs_endx", "vaes"} <= names
+
+
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
+def test_every_sweep_file_passes_wandbs_checks(path):
+    sweep = load_sweep(path)
+    assert wandb_violations(sweep) == []  # wandb's local-controller (jsonschema) check
+    assert local_problems(sweep) == []
+    assert sweep["name"] == path.stem and sweep["metric"]["name"] in ("test/mrr", "val/r@1")
+    # `wandb agent` runs `rqa train ... key=value` unchanged (online), the runner offline
+    assert sweep["command"][:2] == ["rqa", "train"] and "${args_no_hyphens}" in sweep["command"]
+    # online, one folder per wandb run: the agent sets WANDB_RUN_ID for the run's process
+    folder = f"output_dir=runs/sweeps/{path.stem}/${{oc.env:WANDB_RUN_ID,no-agent}}"
+    assert folder in sweep["command"]
+
+
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
+def test_every_run_of_every_sweep_composes_with_its_values(path, tmp_path):
+    sweep = load_sweep(path)
+    runs = plan_runs(sweep, path.stem, tmp_path)  # composes each run: a bad key raises
+    assert len({r.run_dir for r in runs}) == len(runs)  # one folder per run
+    for r in runs:
+        cfg = r.config  # composed from r.overrides (once per setting: the seed changes no key)
+        for name, value in r.params.items():
+            if name == "seed":
+                assert r.run_dir.endswith(f"-seed{value}")
+            elif name == "experiment":
+                assert cfg.experiment == value
+            elif isinstance(value, dict):  # a dict value sets those keys of the node
+                node = OmegaConf.to_container(OmegaConf.select(cfg, name), resolve=True)
+                assert {k: node[k] for k in value} == value, (name, node)
+            else:
+                assert OmegaConf.select(cfg, name) == value, name
+        assert cfg.logger.name == "wandb" and cfg.logger.mode == "offline"
+        assert cfg.logger.group == sweep["name"]
+
+
+def test_under_wandb_agent_each_run_has_its_own_folder(monkeypatch):
+    sweep = load_sweep(find_sweep_file("endx_confounds"))
+    params = propose(sweep)[0]
+    words = agent_command(sweep, params)[2:]  # what `wandb agent` runs after `rqa train`
+    monkeypatch.setenv("WANDB_RUN_ID", "abc123")
+    assert compose(words).output_dir == "runs/sweeps/endx_confounds/abc123"
+
+
+def test_wandbs_check_rejects_a_broken_file():
+    broken = {"method": "grd", "parameters": {"seed": {"valus": [1, 2]}},
+              "metric": {"name": "test/mrr", "goal": "up"}, "command": ["python", "x.py"]}
+    violations = wandb_violations(broken)
+    assert any("grd" in v for v in violations) and any("up" in v for v in violations)
+    assert local_problems(broken)  # not `rqa train ... ${args_no_hyphens}`
+    with pytest.raises(ValueError, match="grd"):
+        check_sweep(broken)
+    typo = {"method": "grid", "parameters": {"seed": {"value": 1}},
+            "command": ["rqa", "train", "${args}"]}
+    assert wandb_violations(typo) == [] and any("${args}" in p for p in local_problems(typo))
+    as_string = {"method": "grid", "command": ["rqa", "train", "${args_no_hyphens}"],
+                 "parameters": {"model.gam.final.qq": {"values": ["1e4", 1.0]}}}
+    assert any("1e4" in p for p in local_problems(as_string))  # YAML reads 1e4 as a string
+
+
+def test_agent_command_is_what_wandb_agent_runs():
+    sweep = {"command": ["${env}", "rqa", "train", "profile=cpu", "${args_no_hyphens}"]}
+    params = {"model.gam.detach_cross": False, "model.gam.final": {"qq": 1.0, "aa": 1.0},
+              "seed": 2}
+    assert agent_command(sweep, params) == [
+        "rqa", "train", "profile=cpu", "model.gam.detach_cross=False",
+        "model.gam.final={'qq': 1.0, 'aa': 1.0}", "seed=2"]
+
+
+def test_grid_random_and_bayes_proposals():
+    grid = {"method": "grid", "parameters": {"a": {"values": [1, 2]}, "seed": {"values": [1, 2]},
+                                             "c": {"value": "x"}}}
+    assert propose(grid) == [{"a": 1, "c": "x", "seed": 1}, {"a": 1, "c": "x", "seed": 2},
+                             {"a": 2, "c": "x", "seed": 1}, {"a": 2, "c": "x", "seed": 2}]
+    rand = {"method": "random", "parameters": {
+        "lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-2},
+        "b": {"values": ["p", "q", "r"]}}}
+    first = propose(rand, count=5, seed=3)
+    assert first == propose(rand, count=5, seed=3)  # seeded: a rerun proposes the same runs
+    assert propose(rand, count=8, seed=3)[:5] == first  # and a longer one extends it
+    assert first != propose(rand, count=5, seed=4)
+    assert all(1e-4 <= r["lr"] <= 1e-2 and isinstance(r["lr"], float) for r in first)
+    with pytest.raises(ValueError, match="--count"):
+        propose(rand)
+    bayes = {**rand, "method": "bayes", "metric": {"name": "test/mrr", "goal": "maximize"}}
+    with pytest.raises(ValueError, match="wandb agent"):
+        propose(bayes, count=2)
+    assert len(propose(bayes, method="random", count=2)) == 2
+
+
+def test_setting_labels_and_metric_values():
+    assert setting_label({}) == "default"
+    assert setting_label({"model.gam.final": {"qq": 1.0, "aa": 1.0},
+                          "model.gam.detach_cross": True}) == "final=qq-1+aa-1,detach_cross=True"
+    assert setting_label({"a.x": 1, "b.x": 2}) == "a.x=1,b.x=2"  # same tail: full keys
+    assert len(setting_label({f"k{i}": "v" * 20 for i in range(10)})) <= 120
+    report = {"test": {"metrics": {"mrr": 30.0}}, "monitor": "val/r@1", "best_val_score": 25.0,
+              "last_val": {"val/r@1": 20.0, "val/mrr": 31.0}}
+    assert metric_value(report, "test/mrr") == 30.0
+    assert metric_value(report, "val/r@1") == 25.0  # the monitored one: best, as selected
+    assert metric_value(report, "val/mrr") == 31.0 and metric_value(report, None) is None
+
+
+def test_sweep_names_resolve_to_conf_sweeps():
+    assert find_sweep_file("vaes") == REPO / "conf" / "sweeps" / "vaes.yaml"
+    with pytest.raises(FileNotFoundError, match="sde_ade"):
+        find_sweep_file("no_such_sweep")
+
+
+def _tiny_sweep(setup_dirs, tmp_path) -> Path:
+    """A 2-run grid (two pooler hop counts, one seed) of tiny GRU towers, one epoch each."""
+    words = [o for o in tiny_overrides(setup_dirs, tmp_path / "unused", "trainer.max_epochs=1")
+             if not o.startswith(("logger.", "output_dir=", "model.towers.pooler.hops="))]
+    sweep = {"name": "tiny", "program": "rqa", "method": "grid",
+             "metric": {"name": "test/mrr", "goal": "maximize"},
+             "command": ["rqa", "train", *words, "logger=wandb", "logger.mode=online",
+                         "${args_no_hyphens}"],
+             "parameters": {"model.towers.pooler.hops": {"values": [1, 2]},
+                            "seed": {"values": [7]}}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    return path
+
+
+def test_rqa_sweep_runs_a_grid_end_to_end_and_resumes(setup_dirs, tmp_path, monkeypatch,
+                                                      capsys):
+    monkeypatch.setenv("RQA_THREADS", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    assert main(["sweep", str(path), "--output-dir", str(out), "--in-process"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
+    assert summary["counts"] == {"finished": 2} and summary["swept"] == ["model.towers.pooler.hops"]
+    assert "run 1/2 starting" in captured.err and "[1 done, 0 running, 1 left" in captured.err
+    for run, hops in zip(summary["runs"], (1, 2), strict=True):
+        run_dir = Path(run["run_dir"])
+        assert run_dir == out / "tiny" / f"hops={hops}" / "dual_gru" / "cpu-seed7"
+        result = json.loads((run_dir / "result.json").read_text())
+        assert run["metric"] == result["test"]["metrics"]["mrr"]
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["model"]["towers"][
+            "pooler"]["hops"] == hops
+        offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+        assert offline, f"no offline wandb run under {run_dir}"
+        info = json.loads((run_dir / "sweep.json").read_text())
+        assert info["params"] == {"model.towers.pooler.hops": hops, "seed": 7}
+        assert f"model.towers.pooler.hops={hops}" in info["agent_command"]
+    table = (out / "tiny" / "sweep_table.md").read_text()
+    assert "| model.towers.pooler.hops | MRR |" in table and "| 1/1" in table
+    assert summary["table"] and summary["best"]["setting"] in ("hops=1", "hops=2")
+
+    # again: both runs have their result.json, nothing is trained
+    for runner in ("_train", "_train_in_process"):
+        monkeypatch.setattr(sweep_mod, runner, lambda run: pytest.fail("a finished run ran again"))
+    again = run_sweep(path, output_dir=out)
+    assert again["counts"] == {"existing": 2}
+    assert [r["metric"] for r in again["runs"]] == [r["metric"] for r in summary["runs"]]
+
+    assert main(["analyze", "side-by-side", "--sweep", str(out / "tiny"), "--metrics",
+                 "p@1,mrr", "--output-dir", str(tmp_path / "tables")]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert set(rows) == {"hops=1", "hops=2"} and set(rows["hops=1"]) == {"p@1", "mrr"}
+    assert (tmp_path / "tables" / "sweep_table.json").is_file()
+
+
+def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch):
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    plan = run_sweep(path, output_dir=out, dry_run=True)
+    assert plan["counts"] == {"planned": 2} and not out.exists()
+    assert plan["runs"][0]["overrides"][-1] == f"output_dir={out / 'tiny' / 'hops=1'}"
+
+    calls = []
+
+    def fail(run):
+        calls.append(run.index)
+        return 1, None
+
+    monkeypatch.setattr(sweep_mod, "_train", fail)
+    summary = run_sweep(path, output_dir=out, count=1)
+    assert calls == [1] and summary["counts"] == {"failed": 1, "not run": 1}
+    assert summary["exit_code"] == 1
+
+    monkeypatch.setattr(sweep_mod, "_train", lambda run: (calls.append(run.index), (130, None))[1])
+    summary = run_sweep(path, output_dir=out)
+    assert calls == [1, 1] and summary["interrupted"] and summary["exit_code"] == 130
+    assert summary["counts"] == {"interrupted": 1, "not run": 1}
+
+
+def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
+    monkeypatch.setenv("RQA_THREADS", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    out = tmp_path / "sweeps"
+    summary = run_sweep(_tiny_sweep(setup_dirs, tmp_path), output_dir=out, count=1)
+    assert summary["counts"] == {"finished": 1, "not run": 1}
+    run_dir = Path(summary["runs"][0]["run_dir"])
+    assert (run_dir / "result.json").is_file() and list((run_dir / "wandb").glob("offline-run-*"))
+
+
+def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
+    from retrieval_qa.training.run import build_logger
+
+    overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
+    cfg = compose([*overrides, "logger=wandb", "logger.group=my_sweep"])
+    logger = build_logger(cfg, tmp_path)  # the wandb run starts only when first used
+    assert logger._wandb_init["group"] == "my_sweep"
+    assert compose(overrides).logger.group is None  # csv logger: the key exists, unused
