@@ -133,7 +133,8 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
 
 
 @pytest.mark.parametrize("name", [e for e in EXPERIMENTS if not e.endswith(("bert", "sde"))
-                                  and not e.startswith("ade") and e not in RESIDUAL | VAE])
+                                  and not e.startswith(("ade", "mining"))
+                                  and e not in RESIDUAL | VAE])
 def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
     embeddings are replaced by a tiny random table so nothing is loaded."""
