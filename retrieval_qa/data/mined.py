@@ -58,8 +58,9 @@ class MinedPairsDataModule(ReQADataModule):
         if mined is None:
             return
         pairs, weights, summary = read_mined(mined)
-        if (summary.get("dataset"), summary.get("pool")) != (self.train_dataset,
-                                                             self.train_pool_name):
+        # a miner run on a sample of paragraphs names its pool "train[N documents, seed S]"
+        mined_pool = str(summary.get("pool", "")).split("[", 1)[0]
+        if (summary.get("dataset"), mined_pool) != (self.train_dataset, self.train_pool_name):
             raise ValueError(f"data.mined={mined} was mined on {summary.get('dataset')}/"
                              f"{summary.get('pool')} but this run trains on "
                              f"{self.train_dataset}/{self.train_pool_name}")
@@ -70,6 +71,7 @@ class MinedPairsDataModule(ReQADataModule):
             "folder": str(mined), "weighting": mined_weighting,
             "weights": "p^2 from the classifier, gold pairs 1" if mined_weighting == "weighted"
             else "1 for every pair (plain softmax on augmented data)",
+            "mined_on": f"{summary.get('dataset')}/{summary.get('pool')}",
             "mined_pairs": len(pairs), "gold_pairs_of_pool": summary.get("gold_pairs"),
             "mined_over_gold_percent": summary.get("mined_over_gold_percent"),
             "retriever": summary.get("retriever"), "scorer": summary.get("scorer")}

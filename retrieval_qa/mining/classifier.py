@@ -181,19 +181,27 @@ class MiningClassifier(CrossAttentionClassifier):
     def probabilities(self, questions: Sequence[str], answers: Sequence[str],
                       contexts: Sequence[str] | None = None, batch_size: int | None = None
                       ) -> torch.Tensor:
-        """P(answer answers question) of matched triples, ``batch_size`` (default
-        ``score_batch_size``) per forward pass; ``[N]`` float32 on the CPU. Call ``eval()``
-        first (dropout)."""
+        """P(answer answers question) of matched triples: ``[N]`` float32 on the CPU, in the
+        order given. The triples are tokenised at once, then run longest first in batches of
+        ``batch_size`` (default ``score_batch_size``), each cut to its own longest row (little
+        padding, as the dual encoders' encoding does). Call ``eval()`` first (dropout)."""
         if self.with_context and contexts is None:
             raise ValueError("this classifier reads the context: pass contexts")
+        if not len(questions):
+            return torch.empty(0)
         size = int(batch_size or self.score_batch_size)
-        parts = []
-        for lo in range(0, len(questions), size):
-            ctx = contexts[lo:lo + size] if contexts is not None else None
-            logits = self(**self.encode_triples(questions[lo:lo + size],
-                                                answers[lo:lo + size], ctx))
-            parts.append(torch.sigmoid(logits.float()).cpu())
-        return torch.cat(parts) if parts else torch.empty(0)
+        enc = encode_triples(self.tokenizer, questions, answers,
+                             contexts if self.with_context else None, self.max_length,
+                             self.max_question_length, self.context_segment)
+        lengths = enc["attention_mask"].sum(dim=1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        out = torch.empty(len(questions))
+        for lo in range(0, len(order), size):
+            rows = order[lo:lo + size]
+            width = int(lengths[rows].max())
+            batch = {k: v[rows, :width].to(self.device) for k, v in enc.items()}
+            out[rows] = torch.sigmoid(self(**batch).float()).cpu()
+        return out
 
 
 def load_classifier(path: str | Path, map_location: str = "cpu") -> MiningClassifier:
