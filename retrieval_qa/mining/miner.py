@@ -24,6 +24,7 @@ Output folder::
                     with probability, retriever rank and score, question and candidate ids
     scored/         datasets table: every scored neighbour with its status (mined,
                     below_threshold, duplicate) - what the classifier said about all of them
+                    (paragraphs by doc_id / candidate_index into the pool, not repeated)
     mined.jsonl     the mined pairs as `data.extra_pairs` lines ({question, answer, context,
                     weight, probability, ...})
     summary.json    counts: gold pairs, mined pairs and their share of gold (the paper: +12 %
@@ -179,7 +180,8 @@ class Miner:
                 for lo in range(0, len(records), step):
                     chunk = records[lo:lo + step]
                     p = self.scorer([r["question"] for r in chunk], [r["answer"] for r in chunk],
-                                    [r["context"] for r in chunk])
+                                    [self.pool.candidates[r["candidate_index"]].context
+                                     for r in chunk])
                     if len(p) != len(chunk):
                         raise ValueError(f"the scorer gave {len(p)} probabilities for "
                                          f"{len(chunk)} pairs")
@@ -200,7 +202,7 @@ class Miner:
                 cand = pool.candidates[c]
                 out.append({"question_index": i, "question_id": keys[i],
                             "question": pool.questions[i], "candidate_index": c,
-                            "answer_id": cand.id, "answer": cand.text, "context": cand.context,
+                            "answer_id": cand.id, "answer": cand.text,
                             "doc_id": cand.doc_id, "retriever_rank": rank,
                             "retriever_score": float(score)})
         return out
@@ -227,7 +229,7 @@ class Miner:
             else:
                 seen.add(pair)
                 r["status"], r["weight"] = "mined", float(r["probability"]) ** st.weight_power
-                mined.append(r)
+                mined.append({**r, "context": self.pool.candidates[r["candidate_index"]].context})
         provenance = {"manifest": self.manifest(), "output": str(self.output)}
         self._save_tables(rows, mined, provenance)
         with open(self.output / "mined.jsonl.partial", "w", encoding="utf-8") as f:
@@ -281,7 +283,7 @@ class Miner:
             info=datasets.DatasetInfo(description=info, features=features))
         scored_features = datasets.Features({
             **{k: datasets.Value("string") for k in ("question_id", "question", "answer_id",
-                                                      "answer", "context", "doc_id", "status")},
+                                                      "answer", "doc_id", "status")},
             "question_index": datasets.Value("int64"), "candidate_index": datasets.Value("int64"),
             "retriever_rank": datasets.Value("int32"), "retriever_score": datasets.Value("float64"),
             "probability": datasets.Value("float64"), "weight": datasets.Value("float64")})
