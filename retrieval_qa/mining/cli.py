@@ -53,9 +53,10 @@ def cmd_mine(args) -> dict:
     scorer = ClassifierScorer.from_path(args.classifier, int(cfg["score_batch_size"]), device)
     settings = MiningSettings(**{k: cfg[k] for k in ("top_k", "threshold", "weight_power",
                                                      "shard_questions", "chunk_pairs")})
-    retriever_id = {"path": str(args.retriever), "digest": artifact_digest(args.retriever),
+    retriever_id = {"digest": artifact_digest(args.retriever),
                     "label": (getattr(retriever, "meta", {}) or {}).get("pretrained")}
     miner = Miner(pool, retriever, scorer, args.output, settings, retriever_id, notes,
-                  progress=not args.quiet)
+                  progress=not args.quiet,
+                  paths={"classifier": str(args.classifier), "retriever": str(args.retriever)})
     return {"command": "mine", **miner.run(), "device": device,
             "max_documents": cfg["max_documents"]}

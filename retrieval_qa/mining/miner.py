@@ -105,24 +105,28 @@ class Miner:
     """``retriever``: ``encode_questions(texts, progress=...)`` / ``encode_answers(candidates,
     progress=...)`` (an exported dual encoder, :func:`~retrieval_qa.models.artifact.
     load_artifact`); ``scorer``: a :class:`~.scorer.PairScorer`; ``retriever_id``: what
-    identifies the retriever in the manifest (e.g. a digest of its files)."""
+    identifies the retriever in the manifest (e.g. a digest of its files, not its path: the
+    same job resumes from another working directory); ``paths``: where the models were read
+    from, reported in the summary only."""
 
     def __init__(self, pool: RetrievalPool, retriever, scorer: PairScorer, output: str | Path,
                  settings: MiningSettings, retriever_id: dict | None = None,
-                 pool_notes: dict | None = None, progress: bool = True) -> None:
+                 pool_notes: dict | None = None, progress: bool = True,
+                 paths: dict | None = None) -> None:
         self.pool, self.retriever, self.scorer = pool, retriever, scorer
         self.output = Path(output)
         self.settings = settings
         self.retriever_id = retriever_id or {"retriever": type(retriever).__name__}
         self.pool_notes = pool_notes or {}
         self.progress = progress
+        self.paths = paths or {}
         self.shard_dir = self.output / "shards"
 
     # ---- the job ------------------------------------------------------------------------
     def manifest(self) -> dict:
         p = self.pool
         return {"version": MINER_VERSION, "settings": asdict(self.settings),
-                "pool": {"dataset": p.dataset, "pool": p.pool, "source": p.source,
+                "pool": {"dataset": p.dataset, "pool": p.pool,
                          "question_unit": p.question_unit, "questions": len(p.questions),
                          "candidates": len(p.candidates), "digest": pool_digest(p)},
                 "retriever": self.retriever_id, "scorer": self.scorer.describe()}
@@ -256,7 +260,8 @@ class Miner:
             "mean_probability_mined": round(sum(r["probability"] for r in mined) / len(mined), 4)
             if mined else None,
             "threshold": st.threshold, "weight": f"p^{st.weight_power:g} (gold pairs: 1)",
-            "top_k": st.top_k, "retriever": self.retriever_id, "scorer": self.scorer.describe()}
+            "top_k": st.top_k, "retriever": self.retriever_id, "scorer": self.scorer.describe(),
+            "paths": self.paths}
 
     def _save_tables(self, rows: list[dict], mined: list[dict], provenance: dict) -> None:
         import datasets
@@ -289,9 +294,16 @@ class Miner:
             "probability": datasets.Value("float64"), "weight": datasets.Value("float64")})
         scored = datasets.Dataset.from_list(
             rows, info=datasets.DatasetInfo(description=info, features=scored_features))
-        for name, table in (("pairs", pairs), ("scored", scored)):
-            tmp = self.output / f".{name}.partial"
-            shutil.rmtree(tmp, ignore_errors=True)
-            table.save_to_disk(str(tmp))
-            shutil.rmtree(self.output / name, ignore_errors=True)
-            os.replace(tmp, self.output / name)
+        bars = datasets.is_progress_bar_enabled()
+        if not self.progress:
+            datasets.disable_progress_bars()
+        try:
+            for name, table in (("pairs", pairs), ("scored", scored)):
+                tmp = self.output / f".{name}.partial"
+                shutil.rmtree(tmp, ignore_errors=True)
+                table.save_to_disk(str(tmp))
+                shutil.rmtree(self.output / name, ignore_errors=True)
+                os.replace(tmp, self.output / name)
+        finally:
+            if bars:
+                datasets.enable_progress_bars()

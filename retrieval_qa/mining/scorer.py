@@ -24,17 +24,26 @@ class PairScorer(Protocol):
     def describe(self) -> dict: ...
 
 
+def _digest(path: Path) -> str:
+    from .classifier_data import artifact_digest, file_digest
+
+    return artifact_digest(path) if path.is_dir() else file_digest(path)
+
+
 class ClassifierScorer:
     """The classifier of ``rqa train experiment=mining_classifier`` as a :class:`PairScorer`:
     its probabilities in batches of ``batch_size`` triples, in eval mode, on ``device``."""
 
     def __init__(self, classifier, batch_size: int = 64, source: str | Path | None = None,
                  device: str | None = None) -> None:
+        """``source``: the file or folder the classifier was read from (its digest identifies
+        the classifier in the mining manifest)."""
         self.classifier = classifier.eval()
         if device:
             self.classifier.to(device)
         self.batch_size = int(batch_size)
         self.source = str(source) if source is not None else None
+        self.digest = _digest(Path(source)) if source is not None else None
 
     @classmethod
     def from_path(cls, path: str | Path, batch_size: int = 64, device: str | None = None
@@ -49,7 +58,7 @@ class ClassifierScorer:
 
     def describe(self) -> dict:
         c = self.classifier
-        return {"scorer": "cross-attention classifier", "path": self.source,
+        return {"scorer": "cross-attention classifier", "digest": self.digest,
                 "pretrained": c.pretrained_label, "with_context": c.with_context,
                 "max_length": c.max_length, "max_question_length": c.max_question_length,
                 "context_segment": c.context_segment}

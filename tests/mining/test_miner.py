@@ -136,6 +136,9 @@ def test_rqa_mine_command(mining_dirs, tmp_path):
     assert first["rebuilt"] and first["mined_pairs"] > 0 and first["threshold"] == 0.0
     assert (tmp_path / "mined" / "encodings").is_dir()  # resumable encodings
     assert first["scorer"]["pretrained"].startswith("local directory")
+    manifest = (tmp_path / "mined" / "manifest.json").read_text()
+    assert str(tmp_path) not in manifest  # contents, not paths: resumes from anywhere
+    assert first["paths"]["classifier"] == str(export)
     shutil.rmtree(tmp_path / "mined" / "pairs")
     (tmp_path / "mined" / "shards" / "shard-00001.jsonl").unlink()  # as if it crashed there
     out = io.StringIO()
