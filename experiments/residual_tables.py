@@ -39,9 +39,21 @@ PAPER = {row["name"]: {"r": [row["recall"][k] for k in PARAGRAPH_KS], "ap": row[
          for row in paper_table_rows("residual_frozen")}
 PAPER_T2 = paper_table("residual_table2")
 PAPER_T9 = {name: (v["r@1"], v["avg_recall"]) for name, v in paper_table("residual_table9").items()}
-TRAINED = {"fcrr": ("FCRR", []), "convrr": ("ConvRR", []), "fcrr_convrr": ("FCRR + ConvRR", []),
-           "fcrr_convrr_both": ("FCRR + ConvRR + fine-tuned paragraph embed.",
-                                ["model.sides=both"])}
+# row name -> (label, experiment, overrides). Paragraph-side rows (Table 10) are selected on
+# the validation pairs' paragraph -> question recall@1; the others on question -> paragraph.
+P2Q = ["trainer.monitor=val/p2q_r@1"]
+TRAINED = {
+    "fcrr": ("FCRR", "fcrr", []),
+    "convrr": ("ConvRR", "convrr", []),
+    "fcrr_convrr": ("FCRR + ConvRR", "fcrr_convrr", []),
+    "fcrr_convrr_both": ("FCRR + ConvRR + fine-tuned paragraph embed.", "fcrr_convrr",
+                         ["model.sides=both"]),
+    "fcrr_paragraph": ("FCRR (paragraph side)", "fcrr", ["model.sides=paragraph", *P2Q]),
+    "fcrr_convrr_paragraph": ("FCRR + ConvRR (paragraph side)", "fcrr_convrr",
+                              ["model.sides=paragraph", *P2Q]),
+    "fcrr_quadratic": ("FCRR, quadratic regression conditional loss", "fcrr",
+                       ["model.loss.name=quadratic_conditional"]),
+}
 
 
 def log(msg: str) -> None:
@@ -143,8 +155,7 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
 
     out: dict = {}
     for name in names:
-        label, extra = TRAINED[name]
-        experiment = "fcrr_convrr" if name == "fcrr_convrr_both" else name
+        label, experiment, extra = TRAINED[name]
         for seed in seeds:
             path = rows / f"{name}_{profile}_seed{seed}.json"
             if not path.is_file():

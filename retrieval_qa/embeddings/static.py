@@ -133,11 +133,24 @@ def read_key2row(path: Path) -> dict[int, int]:
 
 
 class SpacyVocab:
-    """word -> row as spaCy looks it up: the word's hash key in ``key2row`` (exact, cased)."""
+    """word -> row as spaCy looks it up: the word's hash key in ``key2row`` (exact, cased).
+    ``key2row`` is a dict or the path of the file, read at the first lookup (~3 s for
+    en_core_web_md's 684,830 keys), so a cache hit never reads it."""
 
-    def __init__(self, key2row: dict[int, int]) -> None:
-        self.key2row = key2row
+    def __init__(self, key2row: dict[int, int] | Path, rows: int | None = None) -> None:
+        self._key2row = key2row
+        self._rows = rows
         self._memo: dict[str, int | None] = {}
+
+    @property
+    def key2row(self) -> dict[int, int]:
+        if not isinstance(self._key2row, dict):
+            path, self._key2row = self._key2row, read_key2row(self._key2row)
+            top = max(self._key2row.values(), default=-1)
+            if self._rows is not None and top >= self._rows:
+                raise ValueError(f"{path}: rows up to {top} for {self._rows} vectors; "
+                                 "not the same model")
+        return self._key2row
 
     def get(self, word: str, default=None):
         if word not in self._memo:
@@ -161,11 +174,7 @@ class SpacyVocab:
 def read_spacy_vectors(name: str, vectors_path: Path, key2row_path: Path) -> StaticVectors:
     """A spaCy vocab folder's ``vectors`` (``.npy`` bytes, [rows, D]) and ``key2row``."""
     matrix = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-    key2row = read_key2row(key2row_path)
-    if key2row and max(key2row.values()) >= matrix.shape[0]:
-        raise ValueError(f"{key2row_path}: rows up to {max(key2row.values())} for a "
-                         f"{matrix.shape[0]}-row {vectors_path}; not the same model")
-    return StaticVectors(name, SpacyVocab(key2row), matrix,
+    return StaticVectors(name, SpacyVocab(Path(key2row_path), int(matrix.shape[0])), matrix,
                          (Path(vectors_path), Path(key2row_path)))
 
 

@@ -76,6 +76,11 @@ def test_bad_key2row_says_so(tmp_path):
     (tmp_path / "k").write_bytes(b"\x92\x01\x02")    # a msgpack array, not a map
     with pytest.raises(ValueError, match="not a msgpack map"):
         read_key2row(tmp_path / "k")
+    vectors_path, key2row_path, _ = _spacy_folder(tmp_path)
+    key2row_path.write_bytes(_msgpack_map({murmurhash64a(b"paris"): 99}))   # 99 >= rows
+    v = read_spacy_vectors("tiny", vectors_path, key2row_path)    # read at the first lookup
+    with pytest.raises(ValueError, match="not the same model"):
+        v.vocab.get("paris")
 
 
 def test_spacy_vectors_cached_with_their_files(tmp_path):
