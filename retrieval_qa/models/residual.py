@@ -8,8 +8,9 @@ paragraph for every question (recall@k; AP on test), and every question for ever
 Triplet anchors (``anchor``): ``question`` (a question's hardest positive and negative
 paragraphs in the batch, Table 9), ``paragraph`` (a paragraph's hardest positive and negative
 questions, Table 10: "the closest question embedding would be the true pair for the
-corresponding paragraph embedding"), ``both`` (the mean of the two), or ``auto``: the side
-that is refined (``both`` for ``sides=both``)."""
+corresponding paragraph embedding"), ``both`` (the mean of the two, each side's refiner
+trained against the other side's vectors as fixed targets), or ``auto``: the side that is
+refined (``both`` for ``sides=both``)."""
 
 from __future__ import annotations
 
@@ -111,8 +112,11 @@ class ResidualRefinementModule(pl.LightningModule):
                 return batch_hard_triplet_loss(rq, rp, labels, labels, m, sq)
             if self.anchor == "paragraph":
                 return batch_hard_triplet_loss(rp, rq, labels, labels, m, sq)
-            return 0.5 * (batch_hard_triplet_loss(rq, rp, labels, labels, m, sq)
-                          + batch_hard_triplet_loss(rp, rq, labels, labels, m, sq))
+            # both: each side's refiner learns against the other side's current vectors as
+            # fixed targets (stop-gradient), a one-step stand-in for the paper's sequence
+            # (refine questions, refine paragraphs, fine-tune questions on top of them)
+            return 0.5 * (batch_hard_triplet_loss(rq, rp.detach(), labels, labels, m, sq)
+                          + batch_hard_triplet_loss(rp, rq.detach(), labels, labels, m, sq))
         return quadratic_conditional_loss(rq, rp, self.loss_cfg["margin"],
                                           self.loss_cfg["squared"])
 

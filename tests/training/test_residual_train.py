@@ -82,6 +82,17 @@ def test_triplet_anchor_follows_the_refined_side():
     got, rq, rp = loss(sides="both")
     assert torch.allclose(got, 0.5 * (batch_hard_triplet_loss(rq, rp, labels, labels)
                                       + batch_hard_triplet_loss(rp, rq, labels, labels)))
+    m = ResidualRefinementModule(dim=8, sides="both").train()
+    torch.manual_seed(1)
+    m.compute_loss(q, p, labels).backward()
+    # the question refiner gets the question-anchored term's gradient only (targets detached)
+    grads = [x.grad.clone() for x in m.question_refiner.parameters()]
+    m.zero_grad()
+    torch.manual_seed(1)
+    rq, rp = m.refine_questions(q), m.refine_paragraphs(p)
+    (0.5 * batch_hard_triplet_loss(rq, rp.detach(), labels, labels)).backward()
+    for g, x in zip(grads, m.question_refiner.parameters(), strict=True):
+        assert torch.allclose(g, x.grad, atol=1e-6)
     got, rq, rp = loss(sides="paragraph", anchor="question")
     assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
     with pytest.raises(ValueError, match="model.anchor"):
