@@ -3,7 +3,8 @@
 1. encoding + caching the SQuAD dev paragraph task (10,570 questions, 2,067 paragraphs) with
    each static base embedding (GloVe 6B 50d, spaCy md 300d), with and without IDF: a cold run
    (cache miss: read the vectors, tokenise, pool, write the cache), then a warm run (cache
-   hit: read the cached tensors, the word vectors are not read);
+   hit: read the cached tensors; GloVe still reads its 400k-word index first, the spaCy
+   key2row map is read only on a miss);
 2. one FCRR epoch (``--refiners fcrr convrr`` adds a ConvRR epoch) over the cached train-file
    vectors (GloVe 6B 50d w/ IDF; 82,599 pairs, batch 512, batch-hard triplet loss, Adam),
    timed without validation, after the train task was embedded and cached (its time is
@@ -74,7 +75,7 @@ def one_epoch(refiner: str, split: VectorSplit) -> dict:
     return {"refiner": refiner, "steps": steps, "pairs": int(dm.train_index.numel()),
             "epoch_s": round(seconds, 2), "ms_per_step": round(1000 * seconds / steps, 2),
             "parameters": sum(x.numel() for x in module.parameters()),
-            "last_loss": round(float(loss), 4), "under_a_minute": seconds < 60}
+            "last_loss": round(float(loss.detach()), 4), "under_a_minute": seconds < 60}
 
 
 def main() -> None:
