@@ -16,7 +16,7 @@ from ..data.paragraphs import ParagraphTask
 from .cache import cached, source_sha256
 from .idf import IDF, word_tokens
 from .pooling import mean_pool
-from .static import StaticVectors, load_static
+from .static import StaticVectors, load_static, static_package
 
 IDF_CORPORA = ("paragraphs", "paragraphs+questions")
 
@@ -29,7 +29,7 @@ def parse_model(model: str) -> tuple[str, str]:
     if not name or kind not in ("static", "contextual") or \
             (kind == "contextual" and name not in CONTEXTUAL_MODELS):
         raise ValueError(f"embedding model {model!r}; expected static:<name>, e.g. "
-                         f"static:glove50, or contextual:minilm")
+                         f"static:glove50 or static:spacy_md, or contextual:minilm")
     return kind, name
 
 
@@ -107,9 +107,10 @@ def task_embeddings(task: ParagraphTask, model: str = "static:glove50", idf: boo
     settings = {"model": model, "idf": idf, "idf_corpus": idf_corpus if idf else None,
                 "pool": task.pool, "questions": len(task.questions),
                 "paragraphs": len(task.paragraphs)}
-    tensors, meta = cached(settings, sources,
-                           lambda: embed_texts(task.questions, task.paragraphs, vectors, idf,
-                                               idf_corpus),
-                           cache_dir, use_cache)
+    def compute():
+        tensors, notes = embed_texts(task.questions, task.paragraphs, vectors, idf, idf_corpus)
+        return tensors, {**notes, "package": static_package(name), "dim": vectors.dim}
+
+    tensors, meta = cached(settings, sources, compute, cache_dir, use_cache)
     meta["source_files"] = {"task": task.source, "vectors": [str(p) for p in vectors.files]}
     return tensors["questions"], tensors["paragraphs"], meta

@@ -1,4 +1,4 @@
-"""`rqa evaluate --model static:glove50 [--idf] --dataset squad_paragraphs|reqa_squad`:
+"""`rqa evaluate --model static:glove50|static:spacy_md [--idf] --dataset squad_paragraphs|reqa_squad`:
 frozen base embeddings on the paragraph task (recall@1/2/5/10/20/50, AP, optionally the P-R
 curve as a PNG) or on ReQA SQuAD sentence retrieval (the shared ReQA evaluator; IDF on the
 candidate sentences, the corpus being indexed there)."""
@@ -11,7 +11,7 @@ import time
 from ..data.paragraphs import DATASET as PARAGRAPHS
 from .base import IDF_CORPORA, embed_texts, parse_model, task_embeddings
 from .cache import cached, source_sha256
-from .static import STATIC_MODELS, load_static
+from .static import STATIC_MODELS, load_static, static_package
 
 EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
 
@@ -80,9 +80,11 @@ def evaluate_reqa(args, eval_cfg) -> dict:
                 "dataset": pool.dataset, "pool": pool.pool, "questions": len(pool.questions),
                 "candidates": len(pool.candidates)}
     texts = [c.text for c in pool.candidates]
-    tensors, meta = cached(settings, sources,
-                           lambda: embed_texts(pool.questions, texts, vectors, args.idf),
-                           use_cache=not args.no_cache)
+    def compute():
+        tensors, notes = embed_texts(pool.questions, texts, vectors, args.idf)
+        return tensors, {**notes, "package": static_package(name), "dim": vectors.dim}
+
+    tensors, meta = cached(settings, sources, compute, use_cache=not args.no_cache)
     embed = time.perf_counter() - start
     scorer = DenseScorer(tensors["questions"], tensors["paragraphs"])
     result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
@@ -91,7 +93,8 @@ def evaluate_reqa(args, eval_cfg) -> dict:
     return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
             "model": args.model, "idf": args.idf,
             "idf_corpus": "candidate sentences" if args.idf else None,
-            "embedding": {k: meta[k] for k in ("cache", "cache_folder", "sources")},
+            "embedding": {k: meta.get(k) for k in ("cache", "cache_folder", "sources", "package",
+                                                   "dim", "questions", "paragraphs")},
             "embed_seconds": round(embed, 3), "seconds": round(time.perf_counter() - start, 3),
             "skipped_records": notes.get("skipped_records")}
 

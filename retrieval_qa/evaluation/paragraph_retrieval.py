@@ -7,6 +7,12 @@ question against every paragraph, scored by the dot product of l2-normalised emb
 - average precision and the precision-recall curve over all question-paragraph pairs sorted
   by score (a pair is positive when the paragraph is the question's): the paper's Figures
   4-7 and Table 7; computed with torchmetrics' exact (unbinned) binary metrics.
+- the other direction, retrieving questions from paragraphs (Table 10, "the closest question
+  embedding would be the true pair for the corresponding paragraph embedding"): every
+  (question, paragraph) pair is a query, its paragraph ranking all the pool's questions, and
+  recall@k counts the pairs whose question ranks within the top k (the paragraph's other
+  questions compete: a paragraph with n questions puts at most one at rank 1). Also per
+  paragraph: the rank of its best-ranked question (``any``), the ReQA rule.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from torchmetrics.functional.classification import (
     binary_precision_recall_curve,
 )
 
-from .ranking import rank_of_score
+from .ranking import gold_ranks, rank_of_score
 
 PARAGRAPH_KS = (1, 2, 5, 10, 20, 50)
 MAX_PAIRS = 60_000_000   # AP/P-R over all pairs holds ~4 x 8 bytes per pair
@@ -38,6 +44,36 @@ def paragraph_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torc
         g = gold[lo:lo + block]
         out.append(rank_of_score(s, s.gather(1, g[:, None])))
     return torch.cat(out)
+
+
+def question_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torch.Tensor,
+                   block: int = 2048) -> torch.Tensor:
+    """[Q] rank of question i among all questions for its paragraph ``p[gold[i]]``."""
+    gold = torch.as_tensor(gold, dtype=torch.long)
+    return paragraph_ranks(p[gold], q, torch.arange(q.shape[0]), block)
+
+
+def first_question_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torch.Tensor,
+                         block: int = 512) -> torch.Tensor:
+    """[P'] per paragraph with at least one question: the rank of its best-ranked question."""
+    gold = torch.as_tensor(gold, dtype=torch.long)
+    have = torch.unique(gold)
+    out = []
+    for lo in range(0, have.numel(), block):
+        ids = have[lo:lo + block]
+        s = p[ids].float() @ q.float().T
+        out.append(gold_ranks(s, gold[None, :] == ids[:, None]))
+    return torch.cat(out)
+
+
+def evaluate_questions_from_paragraphs(q, p, gold, ks: Sequence[int] = PARAGRAPH_KS) -> dict:
+    """Table 10's direction: recall@k over the (question, paragraph) pairs (``pairs`` is
+    their number, ``r@k`` their recall), and per paragraph its best question (``any``)."""
+    out = recall_at_k(question_ranks(q, p, gold), ks)
+    out["pairs"] = out.pop("questions")
+    out["any"] = recall_at_k(first_question_ranks(q, p, gold), ks)
+    out["any"]["paragraphs"] = out["any"].pop("questions")
+    return out
 
 
 def recall_at_k(ranks: torch.Tensor, ks: Sequence[int] = PARAGRAPH_KS) -> dict:

@@ -2,7 +2,15 @@
 LightningModule: a refiner (FCRR, ConvRR or both) on the question side, the paragraph side,
 or both (``sides``), trained with the batch-hard triplet loss (or the quadratic regression
 conditional loss) on (question, its paragraph) vectors; validation and test rank every
-paragraph for every question (recall@k; AP on test)."""
+paragraph for every question (recall@k; AP on test), and every question for every paragraph
+(Table 10's direction: ``val/p2q_*``, ``test["p2q"]``).
+
+Triplet anchors (``anchor``): ``question`` (a question's hardest positive and negative
+paragraphs in the batch, Table 9), ``paragraph`` (a paragraph's hardest positive and negative
+questions, Table 10: "the closest question embedding would be the true pair for the
+corresponding paragraph embedding"), ``both`` (the mean of the two, each side's refiner
+trained against the other side's vectors as fixed targets), or ``auto``: the side that is
+refined (``both`` for ``sides=both``)."""
 
 from __future__ import annotations
 
@@ -15,7 +23,13 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 
 from ..encoders.residual import build_refiner
-from ..evaluation.paragraph_retrieval import PARAGRAPH_KS, evaluate_paragraphs, recall_at_k
+from ..evaluation.paragraph_retrieval import (
+    PARAGRAPH_KS,
+    evaluate_paragraphs,
+    evaluate_questions_from_paragraphs,
+    question_ranks,
+    recall_at_k,
+)
 from ..evaluation.ranking import rank_of_score
 from ..losses.quadratic_conditional import quadratic_conditional_loss
 from ..losses.triplet import batch_hard_triplet_loss
@@ -23,6 +37,7 @@ from ..registry import instantiate
 from .method import Built
 
 SIDES = ("question", "paragraph", "both")
+ANCHORS = ("auto", "question", "paragraph", "both")
 LOSSES = ("triplet", "quadratic_conditional")
 
 
@@ -31,7 +46,7 @@ class ResidualRefinementModule(pl.LightningModule):
                  sf: float = 1.0, dropout: float = 0.1, fc_hidden: int | None = None,
                  conv_filters: int = 1024, conv_window: int = 5, conv_stride: int = 2,
                  loss: dict | None = None, optimizer: dict | None = None,
-                 test_ap: bool = True) -> None:
+                 test_ap: bool = True, anchor: str = "auto") -> None:
         super().__init__()
         self.save_hyperparameters()
         if sides not in SIDES:
@@ -39,6 +54,9 @@ class ResidualRefinementModule(pl.LightningModule):
         loss = {"name": "triplet", "margin": 0.2, "squared": False, **(loss or {})}
         if loss["name"] not in LOSSES:
             raise ValueError(f"model.loss.name={loss['name']!r}; expected one of {list(LOSSES)}")
+        if anchor not in ANCHORS:
+            raise ValueError(f"model.anchor={anchor!r}; expected one of {list(ANCHORS)}")
+        self.anchor = sides if anchor == "auto" else anchor
         self.loss_cfg = loss
         self.optimizer_cfg = {"lr": 1e-3, "weight_decay": 1e-3, **(optimizer or {})}
         make = lambda: build_refiner(refiner, dim, sf, dropout, fc_hidden,  # noqa: E731
@@ -47,6 +65,7 @@ class ResidualRefinementModule(pl.LightningModule):
         self.paragraph_refiner = make() if sides in ("paragraph", "both") else None
         self.test_ap = test_ap
         self._ranks: list[torch.Tensor] = []
+        self._val_q: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._test: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._index: torch.Tensor | None = None
         self.base_embedding: dict = {}
@@ -88,8 +107,16 @@ class ResidualRefinementModule(pl.LightningModule):
     def compute_loss(self, q, p, labels) -> torch.Tensor:
         rq, rp = self.refine_questions(q), self.refine_paragraphs(p)
         if self.loss_cfg["name"] == "triplet":
-            return batch_hard_triplet_loss(rq, rp, labels, labels, self.loss_cfg["margin"],
-                                           self.loss_cfg["squared"])
+            m, sq = self.loss_cfg["margin"], self.loss_cfg["squared"]
+            if self.anchor == "question":
+                return batch_hard_triplet_loss(rq, rp, labels, labels, m, sq)
+            if self.anchor == "paragraph":
+                return batch_hard_triplet_loss(rp, rq, labels, labels, m, sq)
+            # both: each side's refiner learns against the other side's current vectors as
+            # fixed targets (stop-gradient), a one-step stand-in for the paper's sequence
+            # (refine questions, refine paragraphs, fine-tune questions on top of them)
+            return 0.5 * (batch_hard_triplet_loss(rq, rp.detach(), labels, labels, m, sq)
+                          + batch_hard_triplet_loss(rp, rq.detach(), labels, labels, m, sq))
         return quadratic_conditional_loss(rq, rp, self.loss_cfg["margin"],
                                           self.loss_cfg["squared"])
 
@@ -116,19 +143,27 @@ class ResidualRefinementModule(pl.LightningModule):
                               for c in p.split(8192)])
 
     def on_validation_epoch_start(self):
-        self._index, self._ranks = self._paragraph_index("val"), []
+        self._index, self._ranks, self._val_q = self._paragraph_index("val"), [], []
 
     def validation_step(self, batch, batch_idx):
         q, gold = batch
-        s = self.refine_questions(q) @ self._index.T
+        rq = self.refine_questions(q)
+        s = rq @ self._index.T
         self._ranks.append(rank_of_score(s, s.gather(1, gold[:, None])).cpu())
+        self._val_q.append((rq.cpu(), gold.cpu()))
 
     def on_validation_epoch_end(self):
         r = recall_at_k(torch.cat(self._ranks), PARAGRAPH_KS)
         for k in PARAGRAPH_KS:
             self.log(f"val/r@{k}", r[f"r@{k}"], prog_bar=k == 1)
         self.log("val/avg_recall", r["avg_recall"])
-        self._index, self._ranks = None, []
+        # Table 10's direction: each held-out pair's paragraph ranks the held-out questions
+        q = torch.cat([t[0] for t in self._val_q])
+        gold = torch.cat([t[1] for t in self._val_q])
+        r = recall_at_k(question_ranks(q, self._index.cpu(), gold), PARAGRAPH_KS)
+        self.log("val/p2q_r@1", r["r@1"])
+        self.log("val/p2q_avg_recall", r["avg_recall"])
+        self._index, self._ranks, self._val_q = None, [], []
 
     def on_test_epoch_start(self):
         self._index, self._test = self._paragraph_index("test"), []
@@ -140,7 +175,9 @@ class ResidualRefinementModule(pl.LightningModule):
     def on_test_epoch_end(self):
         q = torch.cat([t[0] for t in self._test])
         gold = torch.cat([t[1] for t in self._test])
-        self.test_results = evaluate_paragraphs(q, self._index.cpu(), gold, with_ap=self.test_ap)
+        p = self._index.cpu()
+        self.test_results = evaluate_paragraphs(q, p, gold, with_ap=self.test_ap)
+        self.test_results["p2q"] = evaluate_questions_from_paragraphs(q, p, gold)
         self._index, self._test = None, []
 
 

@@ -31,3 +31,10 @@ def test_table5_removes_each_gam_relation_once():
     assert sorted(GAM_TERMS) == sorted(RELATION_NAMES)
     assert [v["name"] for v in ablation_variants()] == list(paper_table("endx_table5"))[2:]
     assert TERM_LABELS["qa"] == "L_q|a"
+
+
+def test_residual_tables_9_and_10():
+    t9, t10 = paper_table("residual_table9"), paper_table("residual_table10")
+    assert t9["FCRR"] == {"r@1": 40.5, "avg_recall": 64.3}
+    assert t10["Only ELMo"] == {"r@1": 6.7, "avg_recall": 22.5}
+    assert t10["FCRR + ConvRR + fine-tuned question embed."]["r@1"] == 14.65

@@ -50,7 +50,53 @@ def test_train_prints_test_r1_and_ap_last(data_dir, tmp_path, capsys, experiment
     assert report["test"]["questions"] == 5 and report["test"]["paragraphs"] == 2
     assert {"r@1", "r@50", "ap", "avg_recall"} <= set(report["test"])
     assert report["data"]["train_pairs"] == 40 * 4 + 8 * 2 + 1 - 20
-    assert "val/r@1" in report["last_val"]
+    assert "val/r@1" in report["last_val"] and "val/p2q_r@1" in report["last_val"]
+    p2q = report["test"]["p2q"]             # Table 10's direction: paragraphs -> questions
+    assert p2q["pairs"] == 5 and p2q["any"]["paragraphs"] == 2 and 0 <= p2q["r@1"] <= 100
+
+
+def test_paragraph_and_both_sides_train_with_their_anchors(data_dir, tmp_path, capsys):
+    over = _overrides(data_dir, tmp_path / "runs", "fcrr")
+    assert main(["train", *over, "model.sides=both", "trainer.monitor=val/p2q_r@1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["model"]["sides"] == "both" and report["monitor"] == "val/p2q_r@1"
+    assert report["best_val_score"] is not None and "p2q" in report["test"]
+
+
+def test_triplet_anchor_follows_the_refined_side():
+    torch.manual_seed(0)
+    q, p = torch.randn(6, 8), torch.randn(6, 8)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    from retrieval_qa.losses.triplet import batch_hard_triplet_loss
+
+    def loss(**kw):
+        m = ResidualRefinementModule(dim=8, **kw).eval()
+        with torch.no_grad():
+            rq, rp = m.refine_questions(q), m.refine_paragraphs(p)
+            return m.compute_loss(q, p, labels), rq, rp
+
+    got, rq, rp = loss(sides="question")
+    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
+    got, rq, rp = loss(sides="paragraph")
+    assert torch.allclose(got, batch_hard_triplet_loss(rp, rq, labels, labels))
+    got, rq, rp = loss(sides="both")
+    assert torch.allclose(got, 0.5 * (batch_hard_triplet_loss(rq, rp, labels, labels)
+                                      + batch_hard_triplet_loss(rp, rq, labels, labels)))
+    m = ResidualRefinementModule(dim=8, sides="both").train()
+    torch.manual_seed(1)
+    m.compute_loss(q, p, labels).backward()
+    # the question refiner gets the question-anchored term's gradient only (targets detached)
+    grads = [x.grad.clone() for x in m.question_refiner.parameters()]
+    m.zero_grad()
+    torch.manual_seed(1)
+    rq, rp = m.refine_questions(q), m.refine_paragraphs(p)
+    (0.5 * batch_hard_triplet_loss(rq, rp.detach(), labels, labels)).backward()
+    for g, x in zip(grads, m.question_refiner.parameters(), strict=True):
+        assert torch.allclose(g, x.grad, atol=1e-6)
+    got, rq, rp = loss(sides="paragraph", anchor="question")
+    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
+    with pytest.raises(ValueError, match="model.anchor"):
+        ResidualRefinementModule(dim=8, anchor="answer")
 
 
 def test_compose_uses_the_paper_settings():
