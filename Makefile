@@ -82,12 +82,29 @@ reproduce-vaes: $(STAMP)
 		"checkout yet: the VAE study lands with its script"; exit 1; }
 	$(BIN)/python experiments/vae_study.py --profile $(PROFILE) $(VAES_ARGS)
 
-# Supervised mining paper (`rqa mine`: mine training pairs with a trained retriever, then
-# retrain on them; landing with the method).
+# Supervised mining paper (results/mining/README.md, "To run"): the off-the-shelf retriever
+# (untrained MiniLM), the classifier (Table 2), mining a sample of the training pool (drop
+# MINE_ARGS' --max-documents on a GPU), the three dual-encoder rows over SEEDS_MINING (Table 3)
+# and the BM25 / untrained baselines on MultiReQA SQuAD test. Every step resumes.
+MINING_OUT ?= runs/mining$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
+MINE_ARGS ?= --max-documents 2000
+SEEDS_MINING ?= 1 2 3
 reproduce-mining: $(STAMP)
-	@$(RQA) mine --help >/dev/null 2>&1 || { echo "\`rqa mine\` is not in this checkout" \
-		"yet: it lands with the mining method"; exit 1; }
-	$(RQA) mine profile=$(PROFILE) $(MINING_ARGS)
+	test -f $(MINING_OUT)/retriever_untrained/model.json || $(RQA) export \
+		--output $(MINING_OUT)/retriever_untrained experiment=mining_dual profile=$(PROFILE)
+	$(RQA) train experiment=mining_classifier profile=$(PROFILE) output_dir=$(MINING_OUT) \
+		data.dense_retriever=$(MINING_OUT)/retriever_untrained
+	$(RQA) mine --classifier $(MINING_OUT)/mining_classifier/$(PROFILE)-seed42/model \
+		--retriever $(MINING_OUT)/retriever_untrained --output $(MINING_OUT)/mined $(MINE_ARGS)
+	for s in $(SEEDS_MINING); do \
+		$(RQA) train experiment=mining_dual profile=$(PROFILE) seed=$$s output_dir=$(MINING_OUT) && \
+		$(RQA) train experiment=mining_dual_augmented profile=$(PROFILE) seed=$$s \
+			data.mined=$(MINING_OUT)/mined output_dir=$(MINING_OUT) && \
+		$(RQA) train experiment=mining_dual_unweighted profile=$(PROFILE) seed=$$s \
+			data.mined=$(MINING_OUT)/mined output_dir=$(MINING_OUT) || exit 1; done
+	$(RQA) evaluate --model bm25 --dataset multireqa_squad --pool test
+	$(RQA) evaluate --checkpoint $(MINING_OUT)/retriever_untrained --dataset multireqa_squad \
+		--pool test
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),

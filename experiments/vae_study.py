@@ -82,18 +82,23 @@ def main() -> None:
     for k, (row, exp, seed) in enumerate(plan, 1):
         folder = runs / exp / f"{args.profile}-seed{seed}"
         train_cmd = [*RQA, "train", f"experiment={exp}", f"profile={args.profile}",
-                     f"seed={seed}", f"output_dir={runs}", "threads=1", *extra]
-        eval_cmd = [*RQA, "evaluate", "--checkpoint", str(folder / "model"), "--dataset",
-                    "reqa_squad", "--pool", "dev", "--min-questions-per-answer",
-                    str(args.min_questions_per_answer), "--quiet"]
+                     f"seed={seed}", f"output_dir={runs}", "threads=1", "test_after_fit=false",
+                     *extra]
+        # the dev pool, then its subset: the candidates' shards (the same sentences) are
+        # encoded once, in the work folder of the run
+        full_cmd = [*RQA, "evaluate", "--checkpoint", str(folder / "model"), "--dataset",
+                    "reqa_squad", "--pool", "dev", "--quiet", "--work-dir",
+                    str(folder / "encodings")]
+        eval_cmd = [*full_cmd, "--min-questions-per-answer", str(args.min_questions_per_answer)]
         print(f"[{k}/{len(plan)}] {row} seed {seed} ({time.perf_counter() - start:.0f} s elapsed)",
               file=sys.stderr, flush=True)
         if args.dry_run:
-            print(" ".join(train_cmd) + "\n" + " ".join(eval_cmd))
+            print("\n".join(" ".join(c) for c in (train_cmd, full_cmd, eval_cmd)))
             continue
         report = run(train_cmd, folder / "study_train.json")
+        full = run(full_cmd, folder / "study_dev.json")
         subset = run(eval_cmd, folder / "study_subset.json")
-        collected[row].append({"seed": seed, "report": report, "subset": subset})
+        collected[row].append({"seed": seed, "report": report, "full": full, "subset": subset})
     if args.dry_run:
         return
     table = {"profile": args.profile, "train_overrides": extra, "seeds": seeds,
@@ -113,7 +118,7 @@ def main() -> None:
         values = {m: [] for m in METRICS}
         secs, per_pair = [], []
         for it in items:
-            test, sub = it["report"]["test"]["metrics"], it["subset"]
+            test, sub = it["full"]["metrics"], it["subset"]
             for m in ("mrr", "r@1", "r@5"):
                 values[m].append(test[m])
                 values[f"sub_{m}"].append(sub["metrics"][m])
