@@ -30,8 +30,9 @@ SHARD_BATCHES = 16
 class DualEncoderInference:
     """``work_dir`` (optional): a folder where long encoding jobs keep finished shards
     (``SHARD_BATCHES`` batches each, in the longest-first order), so a job that crashed
-    resumes without encoding them again. Each shard records a digest of its texts and of the
-    model's settings; a folder of another job is an error, never silently reused."""
+    resumes without encoding them again. Shards are named by a digest of the side's whole
+    text list and of the model's settings, and each records the digest of its own texts,
+    checked when read back: a shard of other texts is never silently reused."""
 
     def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None
                  ) -> None:
@@ -83,12 +84,15 @@ class DualEncoderInference:
         out = torch.empty(len(texts), self.towers.output_dim)
         if self.work_dir is not None:
             self.work_dir.mkdir(parents=True, exist_ok=True)
+            # one job = one side's whole text list: another list (e.g. a subset of the
+            # questions) gets its own shards, the same list (the candidates again) reuses them
+            job = self._digest(side, order, texts, contexts)[:12]
         with tqdm(total=len(texts), desc=f"encode {side}s", unit="text", disable=not progress,
                   leave=False) as bar:
             for k, lo in enumerate(range(0, len(order), shard)):
                 idx = order[lo:lo + shard]
                 digest = self._digest(side, idx, texts, contexts)
-                path = self.work_dir / f"{side}-{k:05d}.pt" if self.work_dir else None
+                path = self.work_dir / f"{side}-{job}-{k:05d}.pt" if self.work_dir else None
                 if path is not None and path.is_file():
                     saved = torch.load(path, weights_only=True)
                     if saved["digest"] != digest:
