@@ -201,7 +201,8 @@ def run(args) -> dict:
                              "(no Trainer loop)"},
         "rows": rows,
         "goal": f"ratio_to_dual_gru <= {GOAL} for the CPU-profile VAEs",
-        "goal_met": all(rows[n]["ratio_to_dual_gru"] <= GOAL for n in vaes),
+        # None: no CPU-profile VAE was timed (the GRU-decoder variant is not the profile)
+        "goal_met": all(rows[n]["ratio_to_dual_gru"] <= GOAL for n in vaes) if vaes else None,
     }
     out["machine"]["load_avg_end"] = os.getloadavg()
     out["wall_s"] = time.perf_counter() - wall
@@ -234,7 +235,8 @@ def main(argv=None) -> None:
         med = r["median_phase_s"]
         print(f"{name:<24}{1000 * r['seconds_per_pair']:>9.2f}{r['ratio_to_dual_gru']:>8.2f}"
               + "".join(f"{med[ph]:>11.3f}" for ph in PHASES))
-    print(f"goal: {out['goal']}: {'met' if out['goal_met'] else 'NOT met'}; "
+    verdict = {True: "met", False: "NOT met", None: "no CPU-profile VAE timed"}[out["goal_met"]]
+    print(f"goal: {out['goal']}: {verdict}; "
           f"{out['settings']['timed_steps']} steps of {out['settings']['batch_size']}, wall "
           f"{out['wall_s']:.0f} s -> {args.out}")
 

@@ -1,151 +1,367 @@
-"""Dual-GRUs vs Dual-VAEs vs Cross-VAEs side by side (issue 11): the same data, steps and
-seeds for the three rows, each run `rqa train` under one profile, then its export evaluated on
-the ReQA SQuAD dev pool's one-to-many subset (answers with more than 8 questions: MRR, R@1,
-R@5 and SSE, Cross-VAEs Table 3). Resumable: a finished run or evaluation is read back, not
-redone. Writes ``table.md`` and ``table.json`` (mean and sample std over seeds per row,
-beside the paper's numbers) into ``--results-dir``.
+"""Dual-GRUs vs Dual-VAEs vs Cross-VAEs side by side (issue 11; Cross-VAEs paper, Tables 2
+and 3): the same data, profile, steps and seeds for the three rows, on the ReQA SQuAD dev pool
+and its one-to-many subset (answers with more than 8 questions: ``--min-questions-per-answer
+9``), with MRR, R@1, R@5 and the SSE of the subset's question embeddings.
 
-Usage: python experiments/vae_study.py [--profile cpu] [--seeds 1,2,3]
-       [--train-overrides "trainer.max_steps=150"] [--runs-dir runs/vaes]
-       [--results-dir results/vaes] [--dry-run]
+Plan (each step is skipped when finished, so an interrupted study resumes with the same
+command):
+
+1. ``rqa train experiment=E profile=P seed=S output_dir=RUNS threads=T [overrides]`` for every
+   row and seed; finished when ``RUNS/E/P-seedS/result.json`` exists (a run stopped half-way
+   resumes from its ``last.ckpt``: ``resume=auto``). Each run tests its best checkpoint on the
+   dev pool (the profile's ``test_after_fit``).
+2. ``rqa evaluate --checkpoint <its export> --dataset reqa_squad --pool dev
+   --min-questions-per-answer 9 --quiet``; finished when ``RUNS/E/P-seedS/subset.json``
+   exists.
+3. ``table.json`` and ``table.md`` in ``--results-dir`` (default ``results/vaes``): mean and
+   sample standard deviation over seeds per row, the paper's numbers beside them, every command
+   with its wall time, the machine, and the profile's description (its reductions).
+
+A finished run whose settings differ from the ones asked for (another ``trainer.max_steps``,
+say) is an error, never silently reused: delete its folder or pass another ``--runs``.
+
+    python experiments/vae_study.py [--seeds 1,2,3] [--profile cpu] [--threads 1]
+        [--overrides "trainer.max_steps=120"] [--runs runs/vaes] [--results-dir results/vaes]
+        [--dry-run]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = {"Dual-GRUs": "dual_gru", "Dual-VAEs": "dual_vae", "Cross-VAEs": "cross_vae"}
-# Cross-VAEs paper: Table 2 (SQuAD, MRR / R@1 / R@5) and Table 3 (answers with > 8 questions:
-# MRR / R@1 / R@5 / SSE); its Dual-GRUs row is not in Table 3
-PAPER = {"Dual-GRUs": {"mrr": 55.24, "r@1": 44.39, "r@5": 68.00},
-         "Dual-VAEs": {"mrr": 61.48, "r@1": 55.01, "r@5": 68.49},
-         "Cross-VAEs": {"mrr": 62.29, "r@1": 55.60, "r@5": 70.05, "sub_mrr": 48.52,
-                        "sub_r@1": 44.55, "sub_r@5": 53.52, "sse": 0.09}}
-METRICS = ("mrr", "r@1", "r@5", "sub_mrr", "sub_r@1", "sub_r@5", "sse")
-RQA = [sys.executable, "-m", "retrieval_qa.cli"]
+ROWS = (  # (display name, experiment)
+    ("Dual-GRUs", "dual_gru"),
+    ("Dual-VAEs", "dual_vae"),
+    ("Cross-VAEs", "cross_vae"),
+)
+MIN_QUESTIONS = 9  # "answers with more than 8 questions" (Cross-VAEs Table 3)
+FULL = ("mrr", "r@1", "r@5")
+SUBSET = ("mrr", "r@1", "r@5", "sse")
+# Cross-VAEs paper: Table 2 (SQuAD, MRR / R@1 / R@5) and Table 3 (answers with more than 8
+# questions, MRR / R@1 / R@5 / SSE; only Cross-VAEs among these rows). ENDX paper, Table 2:
+# its own Dual-GRUs (the project's dual_gru experiment follows the ENDX settings).
+PAPER = {
+    "Dual-GRUs": {"table2": {"mrr": 61.06, "r@1": 54.70, "r@5": 68.25},
+                  "table3": None,
+                  "endx_table2": {"mrr": 55.24, "r@1": 44.39, "r@5": 68.00}},
+    "Dual-VAEs": {"table2": {"mrr": 61.48, "r@1": 55.01, "r@5": 68.49}, "table3": None},
+    "Cross-VAEs": {"table2": {"mrr": 62.29, "r@1": 55.60, "r@5": 70.05},
+                   "table3": {"mrr": 48.52, "r@1": 44.55, "r@5": 53.52, "sse": 0.09}},
+}
+
+Runner = Callable[[list[str]], dict]
 
 
-def run(cmd: list[str], out: Path) -> dict:
-    """``cmd`` (an `rqa` command) unless ``out`` holds its JSON already; progress on stderr."""
-    if out.is_file():
-        return json.loads(out.read_text())
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    return result
+def rqa_subprocess(args: list[str]) -> dict:
+    """``rqa ARGS`` in a subprocess from the repository root; its JSON (last stdout line)."""
+    cmd = [sys.executable, "-m", "retrieval_qa.cli", *args]
+    print("$ rqa " + " ".join(shlex.quote(a) for a in args), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0:
+        detail = f": {lines[-1]}" if lines else ""
+        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
+                           f"{detail}")
+    return json.loads(lines[-1])
 
 
-def spread(values: list[float]) -> dict:
-    values = [v for v in values if v is not None]
-    if not values:
-        return {"mean": None, "std": None, "n": 0}
-    return {"mean": round(statistics.fmean(values), 4),
-            "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
-            "n": len(values)}
+def machine(threads: int) -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover
+        torch_version = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
+            "torch": torch_version, "python": platform.python_version(),
+            "platform": platform.platform()}
 
 
-def cell(s: dict, digits: int = 2) -> str:
-    if s["mean"] is None:
-        return "-"
-    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}" if s["n"] > 1 else f"{s['mean']:.{digits}f}"
+def stats(values: list[float]) -> dict:
+    """Mean, sample std (0 for one value), min, max, n."""
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return {"mean": None, "std": None, "min": None, "max": None, "n": 0}
+    return {"mean": round(statistics.fmean(vals), 4),
+            "std": round(statistics.stdev(vals), 4) if len(vals) > 1 else 0.0,
+            "min": round(min(vals), 4), "max": round(max(vals), 4), "n": len(vals)}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--profile", default="cpu")
-    p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--train-overrides", default="")
-    p.add_argument("--runs-dir", default="runs/vaes")
-    p.add_argument("--results-dir", default="results/vaes")
-    p.add_argument("--min-questions-per-answer", type=int, default=9)
-    p.add_argument("--dry-run", action="store_true")
-    args = p.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    runs = Path(args.runs_dir)
-    extra = args.train_overrides.split()
-    plan = [(row, exp, seed) for row, exp in ROWS.items() for seed in seeds]
-    start = time.perf_counter()
-    collected: dict[str, list[dict]] = {row: [] for row in ROWS}
-    for k, (row, exp, seed) in enumerate(plan, 1):
-        folder = runs / exp / f"{args.profile}-seed{seed}"
-        train_cmd = [*RQA, "train", f"experiment={exp}", f"profile={args.profile}",
-                     f"seed={seed}", f"output_dir={runs}", "threads=1", "test_after_fit=false",
-                     *extra]
-        # the dev pool, then its subset: the candidates' shards (the same sentences) are
-        # encoded once, in the work folder of the run
-        full_cmd = [*RQA, "evaluate", "--checkpoint", str(folder / "model"), "--dataset",
-                    "reqa_squad", "--pool", "dev", "--quiet", "--work-dir",
-                    str(folder / "encodings")]
-        eval_cmd = [*full_cmd, "--min-questions-per-answer", str(args.min_questions_per_answer)]
-        print(f"[{k}/{len(plan)}] {row} seed {seed} ({time.perf_counter() - start:.0f} s elapsed)",
-              file=sys.stderr, flush=True)
-        if args.dry_run:
-            print("\n".join(" ".join(c) for c in (train_cmd, full_cmd, eval_cmd)))
-            continue
-        report = run(train_cmd, folder / "study_train.json")
-        full = run(full_cmd, folder / "study_dev.json")
-        subset = run(eval_cmd, folder / "study_subset.json")
-        collected[row].append({"seed": seed, "report": report, "full": full, "subset": subset})
+def _override_value(overrides: list[str], key: str):
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k == key:
+            return v
+    return None
+
+
+def check_matches(result: dict, overrides: list[str], path: Path) -> None:
+    """A finished run must have the settings asked for (the ones result.json records)."""
+    steps = _override_value(overrides, "trainer.max_steps")
+    want = int(steps) if steps is not None else -1
+    have = int((result.get("trainer") or {}).get("max_steps", -1))
+    if have != want:
+        raise SystemExit(f"{path} is a finished run with trainer.max_steps={have}, but "
+                         f"{want} was asked for; delete its folder or use another --runs")
+
+
+class Study:
+    def __init__(self, args, rqa: Runner) -> None:
+        self.args, self.rqa = args, rqa
+        self.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        self.overrides = shlex.split(args.overrides)
+        self.runs = Path(args.runs)
+        self.results = Path(args.results_dir)
+        self.commands: list[dict] = []
+
+    def run_dir(self, experiment: str, seed: int) -> Path:
+        return self.runs / experiment / f"{self.args.profile}-seed{seed}"
+
+    def train_args(self, experiment: str, seed: int) -> list[str]:
+        return ["train", f"experiment={experiment}", f"profile={self.args.profile}",
+                f"seed={seed}", f"output_dir={self.runs}", f"threads={self.args.threads}",
+                "test_after_fit=true", *self.overrides]
+
+    @staticmethod
+    def subset_args(checkpoint: str) -> list[str]:
+        return ["evaluate", "--checkpoint", checkpoint, "--dataset", "reqa_squad", "--pool",
+                "dev", "--min-questions-per-answer", str(MIN_QUESTIONS), "--quiet"]
+
+    def _call(self, key: str, args: list[str], output: Path) -> dict:
+        t0 = time.time()
+        out = self.rqa(args)
+        seconds = round(time.time() - t0, 1)
+        self.commands.append({"key": key, "command": "rqa " + " ".join(
+            shlex.quote(a) for a in args), "seconds": seconds, "status": "computed",
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+        if not output.is_file():  # `rqa train` writes result.json itself
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(out, indent=2))
+        return json.loads(output.read_text())
+
+    def one(self, name: str, experiment: str, seed: int) -> dict:
+        folder = self.run_dir(experiment, seed)
+        result_path, subset_path = folder / "result.json", folder / "subset.json"
+        key = f"{experiment}/seed{seed}"
+        if result_path.is_file():
+            result = json.loads(result_path.read_text())
+            check_matches(result, self.overrides, result_path)
+            self.commands.append({"key": key, "command": "rqa " + " ".join(
+                shlex.quote(a) for a in self.train_args(experiment, seed)),
+                "seconds": result.get("seconds"), "status": "finished earlier"})
+        else:
+            result = self._call(key, self.train_args(experiment, seed), result_path)
+        if "test" not in result:
+            raise SystemExit(f"{result_path} has no test metrics (test_after_fit was off)")
+        checkpoint = result["checkpoint"]
+        if subset_path.is_file():
+            subset = json.loads(subset_path.read_text())
+            self.commands.append({"key": f"{key}/subset", "command": "rqa " + " ".join(
+                self.subset_args(checkpoint)), "seconds": subset.get("seconds"),
+                "status": "finished earlier"})
+        else:
+            subset = self._call(f"{key}/subset", self.subset_args(checkpoint), subset_path)
+        return {"name": name, "experiment": experiment, "seed": seed,
+                "folder": str(folder), "checkpoint": checkpoint,
+                "test": {m: result["test"]["metrics"][m] for m in FULL},
+                "test_questions": result["test"].get("questions"),
+                "subset": {**{m: subset["metrics"][m] for m in FULL}, "sse": subset.get("sse")},
+                "subset_questions": subset.get("questions"),
+                "sse_pairs": subset.get("sse_pairs"), "sse_answers": subset.get("sse_answers"),
+                "best_val": result.get("best_val_score"),
+                "train_seconds": result.get("seconds"), "subset_seconds": subset.get("seconds"),
+                "steps": result.get("global_steps"),
+                "train_pairs": ((result.get("data") or {}).get("train") or {}).get("pairs"),
+                "description": result.get("description"),
+                "pretrained": result.get("pretrained")}
+
+    def plan(self) -> list[tuple[str, str, int]]:
+        return [(name, exp, seed) for seed in self.seeds for name, exp in ROWS]
+
+    def dry_run(self) -> None:
+        for name, exp, seed in self.plan():
+            folder = self.run_dir(exp, seed)
+            state = ("finished" if (folder / "result.json").is_file() else "to run")
+            sub = "finished" if (folder / "subset.json").is_file() else "to run"
+            print(f"{name:<11} seed {seed}: train {state:<8} subset {sub:<8} $ rqa "
+                  + " ".join(self.train_args(exp, seed)))
+
+    def run(self) -> dict:
+        start = time.time()
+        runs = [self.one(*step) for step in self.plan()]
+        table = self.aggregate(runs)
+        table["wall_seconds_this_invocation"] = round(time.time() - start, 1)
+        self.results.mkdir(parents=True, exist_ok=True)
+        (self.results / "table.json").write_text(json.dumps(table, indent=2) + "\n")
+        (self.results / "table.md").write_text(render(table))
+        return table
+
+    def aggregate(self, runs: list[dict]) -> dict:
+        rows = []
+        for name, exp in ROWS:
+            mine = [r for r in runs if r["experiment"] == exp]
+            rows.append({
+                "name": name, "experiment": exp, "seeds": [r["seed"] for r in mine],
+                "test": {m: stats([r["test"][m] for r in mine]) for m in FULL},
+                "subset": {m: stats([r["subset"][m] for r in mine]) for m in SUBSET},
+                "best_val": stats([r["best_val"] for r in mine]),
+                "train_seconds": stats([r["train_seconds"] for r in mine]),
+                "subset_seconds": stats([r["subset_seconds"] for r in mine]),
+                "steps": sorted({r["steps"] for r in mine}),
+                "train_pairs": sorted({r["train_pairs"] for r in mine if r["train_pairs"]}),
+                "test_questions": sorted({r["test_questions"] for r in mine}),
+                "subset_questions": sorted({r["subset_questions"] for r in mine}),
+                "sse_pairs": sorted({r["sse_pairs"] for r in mine if r["sse_pairs"]}),
+                "description": mine[0]["description"] if mine else None,
+                "pretrained": mine[0]["pretrained"] if mine else None,
+                "paper": PAPER[name]})
+        by = {r["name"]: r for r in rows}
+        diff = {}
+        if by["Cross-VAEs"]["test"]["mrr"]["n"] and by["Dual-VAEs"]["test"]["mrr"]["n"]:
+            per_seed = {r["seed"]: r for r in runs if r["experiment"] == "dual_vae"}
+            paired = [r["test"]["mrr"] - per_seed[r["seed"]]["test"]["mrr"]
+                      for r in runs if r["experiment"] == "cross_vae" and r["seed"] in per_seed]
+            paired_sub = [r["subset"]["mrr"] - per_seed[r["seed"]]["subset"]["mrr"]
+                          for r in runs if r["experiment"] == "cross_vae"
+                          and r["seed"] in per_seed]
+            diff = {"cross_minus_dual_vae_mrr": stats(paired),
+                    "cross_minus_dual_vae_subset_mrr": stats(paired_sub),
+                    "pairing": "by seed (same seed: same training order and subset)"}
+        return {
+            "title": "Dual-GRUs vs Dual-VAEs vs Cross-VAEs (issue 11)",
+            "profile": self.args.profile, "overrides": self.overrides,
+            "seeds": self.seeds, "threads": self.args.threads,
+            "test_pool": "reqa_squad/dev",
+            "subset": f"reqa_squad/dev, questions whose answer sentence has at least "
+                      f"{MIN_QUESTIONS} questions (the paper's 'more than 8'); the candidate "
+                      "pool is unchanged",
+            "sse_definition": "mean over question pairs sharing an answer of "
+                              "||q_i/|q_i| - q_j/|q_j|||^2 (retrieval_qa/evaluation/sse.py)",
+            "machine": machine(self.args.threads),
+            "rows": rows, "comparison": diff, "runs": runs, "commands": self.commands,
+            "command": "python experiments/vae_study.py " + " ".join(
+                shlex.quote(a) for a in (self.args.argv or [])),
+            "written": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+
+
+def _cell(s: dict, digits: int = 2) -> str:
+    if not s or s.get("mean") is None:
+        return "–"
+    return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
+
+
+def _paper(p: dict | None, keys) -> str:
+    if not p:
+        return "–"
+    return " / ".join(f"{p[k]:.2f}" for k in keys)
+
+
+def render(table: dict) -> str:
+    over = " ".join(table["overrides"]) or "none"
+    lines = [f"# {table['title']}", "",
+             f"Profile `{table['profile']}` (overrides for every row: `{over}`), seeds "
+             f"{', '.join(map(str, table['seeds']))}, {table['threads']} torch thread(s). "
+             "Cells: mean ± sample std over the seeds, percentages (SSE: squared distance). "
+             f"Full pool: {table['test_pool']} (each run's post-training test, 10,539 "
+             f"questions, 10,250 candidates). Subset: {table['subset']}. SSE: "
+             f"{table['sse_definition']}. The paper columns are the Cross-VAEs paper's "
+             "(Table 2 full SQuAD, Table 3 the subset), trained at full scale: our rows are a "
+             "reduced profile, see the settings below.", "",
+             "| method | MRR | R@1 | R@5 | subset MRR | subset R@1 | subset R@5 | subset SSE "
+             "| best val R@1 | train s | paper Table 2 | paper Table 3 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in table["rows"]:
+        t, s = r["test"], r["subset"]
+        lines.append(
+            f"| {r['name']} | {_cell(t['mrr'])} | {_cell(t['r@1'])} | {_cell(t['r@5'])} "
+            f"| {_cell(s['mrr'])} | {_cell(s['r@1'])} | {_cell(s['r@5'])} "
+            f"| {_cell(s['sse'], 3)} | {_cell(r['best_val'])} | {_cell(r['train_seconds'], 0)} "
+            f"| {_paper(r['paper']['table2'], FULL)} | {_paper(r['paper']['table3'], SUBSET)} |")
+    comp = table.get("comparison") or {}
+    if comp:
+        d, ds = comp["cross_minus_dual_vae_mrr"], comp["cross_minus_dual_vae_subset_mrr"]
+        lines += ["", f"Cross-VAEs minus Dual-VAEs, paired by seed: MRR {_cell(d)} (full pool), "
+                  f"{_cell(ds)} (subset); per seed: "
+                  + ", ".join(f"{v:+.2f}" for v in _paired(table, "test")) + " (full), "
+                  + ", ".join(f"{v:+.2f}" for v in _paired(table, "subset")) + " (subset)."]
+    gru = next(r for r in table["rows"] if r["name"] == "Dual-GRUs")
+    lines += ["", "Paper numbers: Cross-VAEs paper Table 2 (Dual-GRUs 61.06 / 54.70 / 68.25 "
+              "there; the ENDX paper's Dual-GRUs, whose settings our dual_gru follows, "
+              f"{_paper(gru['paper']['endx_table2'], FULL)}); Table 3 gives the subset only "
+              "for Cross-VAEs (48.52 / 44.55 / 53.52, SSE 0.09; USE-QA 47.06 / 40.90 / 53.44 / "
+              "0.14, BERTQA 37.90 / 30.81 / 45.24 / 0.23).", "", "Settings:", ""]
+    for r in table["rows"]:
+        lines.append(f"- {r['name']} (`{r['experiment']}`): {r['description']}. Encoder: "
+                     f"{r['pretrained']}. Steps {', '.join(map(str, r['steps']))}; training "
+                     f"pairs {', '.join(map(str, r['train_pairs']))}; subset questions "
+                     f"{', '.join(map(str, r['subset_questions']))}, SSE pairs "
+                     f"{', '.join(map(str, r['sse_pairs']))}.")
+    m = table["machine"]
+    lines += ["", f"Machine: {m['cpu']}, {m['cores']} cores (shared with other jobs), "
+              f"{m['torch_threads']} torch thread(s), torch {m['torch']}, Python {m['python']}. "
+              "Times are wall seconds of `rqa train` (training, validation, export and the "
+              "dev-pool test) and depend on the load of the shared machine.", "",
+              f"Reproduce: `{table['command']}` (resumable: finished runs are skipped).", "",
+              "| run | command | s | status |", "|---|---|---|---|"]
+    for c in table["commands"]:
+        sec = f"{c['seconds']:.0f}" if isinstance(c.get("seconds"), (int, float)) else "–"
+        lines.append(f"| {c['key']} | `{c['command']}` | {sec} | {c['status']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _paired(table: dict, part: str) -> list[float]:
+    runs = table["runs"]
+    dual = {r["seed"]: r for r in runs if r["experiment"] == "dual_vae"}
+    return [r[part]["mrr"] - dual[r["seed"]][part]["mrr"] for r in runs
+            if r["experiment"] == "cross_vae" and r["seed"] in dual]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads per run (default 1: the shared 2-core machine)")
+    ap.add_argument("--overrides", default="",
+                    help="`rqa train` overrides for every row, e.g. trainer.max_steps=120")
+    ap.add_argument("--runs", default="runs/vaes", help="output_dir of the runs (git-ignored)")
+    ap.add_argument("--results-dir", default="results/vaes")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    return args
+
+
+def main(argv=None, rqa: Runner | None = None) -> int:
+    args = parse_args(argv)
+    study = Study(args, rqa or rqa_subprocess)
     if args.dry_run:
-        return
-    table = {"profile": args.profile, "train_overrides": extra, "seeds": seeds,
-             "machine": f"{platform.machine()}, {os.cpu_count()} cores, 1 torch thread",
-             "commands": {"study": "python experiments/vae_study.py " + " ".join(sys.argv[1:])},
-             "rows": {}}
-    lines = [f"# Dual-GRUs vs Dual-VAEs vs Cross-VAEs (profile {args.profile}"
-             f"{', ' + ' '.join(extra) if extra else ''})", "",
-             f"ReQA SQuAD dev pool (10,539 questions) and its subset of answers with at least "
-             f"{args.min_questions_per_answer} questions (`sub_`, SSE). Mean ± sample std over "
-             f"seeds {args.seeds}; paper numbers in brackets (Cross-VAEs paper, Tables 2 and 3, "
-             "BERT token embeddings and 100 epochs; here MiniLM's and the reductions of the "
-             "profile).", "",
-             "| row | " + " | ".join(METRICS) + " | train s / run | s per 1k pairs |",
-             "|---|" + "---|" * (len(METRICS) + 2)]
-    for row, items in collected.items():
-        values = {m: [] for m in METRICS}
-        secs, per_pair = [], []
-        for it in items:
-            test, sub = it["full"]["metrics"], it["subset"]
-            for m in ("mrr", "r@1", "r@5"):
-                values[m].append(test[m])
-                values[f"sub_{m}"].append(sub["metrics"][m])
-            values["sse"].append(sub.get("sse"))
-            secs.append(it["report"]["train_seconds"])
-            pairs = it["report"]["global_steps"] * it["report"]["data"]["batch_size"]
-            per_pair.append(1000 * it["report"]["train_seconds"] / max(pairs, 1))
-        stats = {m: spread(values[m]) for m in METRICS}
-        table["rows"][row] = {"experiment": ROWS[row], "metrics": stats,
-                              "paper": PAPER.get(row, {}),
-                              "train_seconds": spread(secs), "seconds_per_1k_pairs": spread(per_pair),
-                              "description": items[0]["report"]["description"] if items else None,
-                              "runs": [str(runs / ROWS[row] / f"{args.profile}-seed{it['seed']}")
-                                       for it in items]}
-        paper = PAPER.get(row, {})
-        cells = [cell(stats[m], 3 if m == "sse" else 2)
-                 + (f" [{paper[m]}]" if m in paper else "") for m in METRICS]
-        lines.append(f"| {row} | " + " | ".join(cells)
-                     + f" | {cell(spread(secs), 0)} | {cell(spread(per_pair), 1)} |")
-    out = Path(args.results_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table.json").write_text(json.dumps(table, indent=2) + "\n")
-    (out / "table.md").write_text("\n".join(lines) + "\n")
-    print(json.dumps({"results": str(out / "table.md"),
-                      "rows": {r: {m: v["metrics"][m]["mean"] for m in ("mrr", "sse")}
-                               for r, v in table["rows"].items()}}))
+        study.dry_run()
+        return 0
+    table = study.run()
+    print(render(table))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

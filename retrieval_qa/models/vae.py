@@ -18,7 +18,11 @@ with the reconstruction NLL of :mod:`~retrieval_qa.losses.reconstruction` (per t
 over its tokens), the Gaussian KL of eq. 5 (:mod:`~retrieval_qa.losses.gaussian_kl`), the
 matching BCE of eq. 6 over the in-batch pairs (:mod:`~retrieval_qa.losses.matching`) and
 beta annealed by 2/epochs per epoch up to 1 (:mod:`retrieval_qa.vae_schedule`). The paper
-gives no values for alpha and gamma (defaults 1).
+gives no values for alpha and gamma (defaults 1). The CPU profiles of ``dual_vae`` and
+``cross_vae`` average the reconstruction NLL per target token (``loss.reconstruction:
+token``, in effect alpha of about 1 / text length): with the summed NLL (hundreds of nats
+per text against a matching BCE of about 0.7) their short runs stayed at chance
+(results/vaes/README.md).
 
 The decoders always read the sampled latents (the reparameterised ``z``). The matching term
 reads ``loss.match_on``: ``mean`` (default) the posterior means, i.e. the very embeddings that

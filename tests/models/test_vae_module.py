@@ -66,6 +66,17 @@ def test_paper_defaults_of_the_model_config():
     assert cpu.model.towers.encoder.hidden_size == 256 and cpu.model.decoder.type == "mlp"
 
 
+@pytest.mark.parametrize("experiment", ["dual_vae", "cross_vae"])
+def test_cpu_profile_reconstruction_is_a_per_token_mean_and_says_so(experiment):
+    """The paper profile keeps the summed NLL (the ELBO); the CPU profile averages it per
+    token (the summed NLL kept short runs at chance) and its description says so."""
+    assert compose([f"experiment={experiment}"]).model.loss.reconstruction == "sequence"
+    cpu = compose([f"experiment={experiment}", "profile=cpu"])
+    assert cpu.model.loss.reconstruction == "token"
+    assert (cpu.model.loss.alpha, cpu.model.loss.gamma) == (1.0, 1.0)
+    assert "CHANGED" in cpu.description and "loss.reconstruction=token" in cpu.description
+
+
 @pytest.mark.parametrize("mode", ["dual", "cross"])
 def test_which_latent_reaches_which_decoder(mode):
     module = make(mode)
