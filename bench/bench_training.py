@@ -52,19 +52,23 @@ LOSS = {"similarity": "cosine", "scale": SCALE, "symmetric": False,
 OPTIMIZER = {"name": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "schedule": "constant"}
 
 
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
 def machine(threads: int) -> dict:
     import pytorch_lightning
     import sentence_transformers
     import transformers
 
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
             "torch": torch.__version__, "transformers": transformers.__version__,
             "sentence_transformers": sentence_transformers.__version__,

@@ -40,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
+from bench_training import batches, cpu_name  # noqa: E402  (same folder: the sampler batches and CPU name of the training bench)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -56,34 +57,10 @@ PHASES = ("tokenize", "forward", "backward", "optimizer")
 
 
 def machine(threads: int) -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
             "torch": torch.__version__, "python": platform.python_version(),
             "load_avg_start": os.getloadavg()}
-
-
-def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int) -> list[list[int]]:
-    """The first ``count`` batches of our training sampler (no duplicates, length buckets)."""
-    from retrieval_qa.data.datamodule import estimated_tokens
-    from retrieval_qa.data.sampler import NoDuplicatesBatchSampler
-
-    lengths = [estimated_tokens(p.question, max_q) + estimated_tokens(p.answer, max_a)
-               for p in pairs]
-    sampler = NoDuplicatesBatchSampler(pairs, batch_size, seed=0, drop_last=True,
-                                       bucket_by_length=True, lengths=lengths)
-    out = []
-    for b in sampler:
-        out.append(b)
-        if len(out) == count:
-            return out
-    raise SystemExit(f"only {len(out)} batches of {batch_size} in the pool; need {count}")
 
 
 class Side:

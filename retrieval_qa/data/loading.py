@@ -118,11 +118,16 @@ def _rebuilt_multireqa_train(dirs: list[Path], missing: DataFileNotFoundError,
                                                            source=source)
     notes["skipped_records"] = [breport.summary(), sreport.summary()]
     if use_cache:
-        try:
-            save_pool(built, notes, folder)
-        except OSError as e:
-            log.warning("could not write the pool cache at %s: %s", folder, e)
+        _save_quietly(built, notes, folder)
     return built, notes
+
+
+def _save_quietly(built: RetrievalPool, notes: dict, folder: Path) -> None:
+    """Write the pool cache; a cache that cannot be written is a warning, not an error."""
+    try:
+        save_pool(built, notes, folder)
+    except OSError as e:
+        log.warning("could not write the pool cache at %s: %s", folder, e)
 
 
 def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None = None,
@@ -161,8 +166,5 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
                                                  str(files.paths[0]), strict, source)
         notes["skipped_records"] = [breport.summary(), mreport.summary()]
     if use_cache:
-        try:
-            save_pool(built, notes, folder)
-        except OSError as e:
-            log.warning("could not write the pool cache at %s: %s", folder, e)
+        _save_quietly(built, notes, folder)
     return built, notes
