@@ -60,3 +60,18 @@ def test_conv_branch_max_then_relu_equals_relu_then_max():
     x = torch.randn(3, 20)
     h = torch.relu(b.conv(x.unsqueeze(1))).amax(-1)
     torch.testing.assert_close(b(x), b.out(h))
+
+
+@pytest.mark.parametrize("dim,window,stride", [(50, 5, 2), (20, 3, 1), (9, 5, 4)])
+def test_max_conv_equals_conv1d_then_max_with_gradients(dim, window, stride):
+    torch.manual_seed(0)
+    b = ConvBranch(dim, filters=24, window=window, stride=stride, dropout=0.0).double()
+    x = torch.randn(70, dim, dtype=torch.double, requires_grad=True)   # > one 32-row chunk
+    g = torch.randn(70, 24, dtype=torch.double)
+    slow = b.conv(x.unsqueeze(1)).amax(-1)
+    fast = b.max_conv(x)
+    torch.testing.assert_close(fast, slow)
+    params = [x, b.conv.weight, b.conv.bias]
+    for a, c in zip(torch.autograd.grad((slow * g).sum(), params),
+                    torch.autograd.grad((fast * g).sum(), params)):
+        torch.testing.assert_close(a, c)
