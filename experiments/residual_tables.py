@@ -15,6 +15,7 @@ of seeds, and ``--rows`` / ``--seeds`` say which rows to train when missing.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -62,6 +63,12 @@ TRAINED = {
     "fcrr_quadratic": ("FCRR, quadratic regression conditional loss", "fcrr",
                        ["model.loss.name=quadratic_conditional"]),
 }
+
+
+PROFILES = ("paper", "cpu")   # the tables show the rows of both, paper first
+PROFILE_NOTE = ("Profile `paper`: the paper's settings with its shortest training (50 "
+                "epochs of the paper's 50-200 iterations); `cpu`: REDUCED to 10 epochs (FCRR "
+                "rows) or 3 (rows with ConvRR). The epochs column says which.")
 
 
 def log(msg: str) -> None:
@@ -199,8 +206,9 @@ def contextual_rows(rows: Path) -> dict:
 
 
 def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
-    """Every trained row in rows/ ({name: [report per seed]}); the rows of ``names`` are
-    trained first for the ``seeds`` they lack."""
+    """Every trained row in rows/, of every profile ({(name, profile): [report per seed]},
+    the paper profile first); the rows of ``names`` are trained first, in ``profile``, for
+    the ``seeds`` they lack."""
     from retrieval_qa.training.compose import compose
     from retrieval_qa.training.run import train
 
@@ -218,10 +226,11 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
                 path.write_text(json.dumps(report, indent=1))
     out: dict = {}
     for name in TRAINED:
-        found = sorted(rows.glob(f"{name}_{profile}_seed*.json"),
-                       key=lambda f: int(f.stem.rsplit("seed", 1)[1]))
-        if found:
-            out[name] = [json.loads(f.read_text()) for f in found]
+        for kind in PROFILES:
+            found = sorted(rows.glob(f"{name}_{kind}_seed*.json"),
+                           key=lambda f: int(f.stem.rsplit("seed", 1)[1]))
+            if found:
+                out[name, kind] = [json.loads(f.read_text()) for f in found]
     return out
 
 
@@ -261,7 +270,7 @@ def _label(key: str, idf: bool) -> str:
     return f"{STATIC[key]}{' w/ IDF' if idf else ''}"
 
 
-def write_tables(frozen, p2q, reqa, trained, profile, contextual=None) -> str:
+def write_tables(frozen, p2q, reqa, trained, contextual=None) -> str:
     keys = [k for k in STATIC if (k, False) in frozen]
     L = ["# Residual refinement of frozen embeddings (issue 12) — SQuAD paragraph retrieval",
          "", "Dev file: 10,570 questions against its 2,067 paragraphs (the paper's Table 1). "
@@ -329,7 +338,7 @@ def write_tables(frozen, p2q, reqa, trained, profile, contextual=None) -> str:
               f"{PAPER['ELMo']['ap']} | {PAPER['ELMo w/ IDF']['ap']} |",
               "", f"Weights: plain {a['row']}; w/ IDF {b['row']}."]
     if trained:
-        L += _table9(frozen, trained, profile) + _table10(p2q, trained, profile)
+        L += _table9(frozen, trained) + _table10(p2q, trained)
     L += ["", "## Same frozen embeddings on ReQA SQuAD sentence retrieval (dev pool)", "",
           "Questions against the candidate sentences of the dev file (the suite's ReQA "
           "evaluator); IDF on the candidate sentences.", "",
@@ -342,37 +351,41 @@ def write_tables(frozen, p2q, reqa, trained, profile, contextual=None) -> str:
     return "\n".join(L) + "\n"
 
 
-def _trained_line(label, reports, metrics, paper) -> str:
+def _trained_line(label, profile, reports, metrics, paper) -> str:
     ms = [metrics(r) for r in reports]
     ap = [m["ap"] for m in ms if "ap" in m]
-    return (f"| {label} | {fmt_ms([m['r@1'] for m in ms])} | "
+    return (f"| {label} | {profile} | {fmt_ms([m['r@1'] for m in ms])} | "
             f"{fmt_ms([m['avg_recall'] for m in ms])} | "
             f"{f'{statistics.mean(ap):.4f}' if ap else '-'} | {paper} | {len(reports)} | "
             f"{reports[0]['epochs']} | {statistics.mean(r['seconds'] for r in reports):.0f} |")
 
 
-def _table9(frozen, trained, profile) -> list[str]:
+def _table9(frozen, trained) -> list[str]:
     base = ("glove50", True)
-    L = ["", f"## Table 9 layout: question embedding (retrieving paragraphs; profile "
-         f"`{profile}`, mean ± sd over the seeds)", "",
+    L = ["", "## Table 9 layout: question embedding (retrieving paragraphs; mean ± sd over "
+         "the seeds)", "",
          "Base embedding of every trained row: GloVe 6B 50d w/ IDF (the paper: ELMo w/ IDF, "
          "1024-d). Trained on the train file (5,000 questions held out for model selection), "
          "tested on the dev file. recall@1 and avg recalls (mean of recall@1/2/5/10/20/50) "
          "in %; AP over all dev pairs.", "",
-         "| model | r@1 | avg recalls | AP | paper r@1 | paper avg recalls | seeds | epochs | "
-         "s/run |", "|---|---|---|---|---|---|---|---|---|"]
+         PROFILE_NOTE, "",
+         "| model | profile | r@1 | avg recalls | AP | paper r@1 | paper avg recalls | seeds | "
+         "epochs | s/run |", "|---|---|---|---|---|---|---|---|---|---|"]
     for key, idf, paper in (("glove50", False, "Only ELMo"), ("glove50", True, "ELMo w/ IDF")):
         m = frozen[key, idf]["metrics"]
-        L.append(f"| {_label(key, idf)} (frozen) | {m['r@1']:.2f} | {m['avg_recall']:.2f} | "
-                 f"{m['ap']:.4f} | {_paper(PAPER_T9, paper, tag=True)} | - | - | - |")
+        L.append(f"| {_label(key, idf)} (frozen) | - | {m['r@1']:.2f} | "
+                 f"{m['avg_recall']:.2f} | {m['ap']:.4f} | {_paper(PAPER_T9, paper, tag=True)} "
+                 "| - | - | - |")
     rows9 = [("fcrr", "FCRR"), ("convrr", None), ("fcrr_convrr", "FCRR + ConvRR"),
              ("fcrr_convrr_both", "FCRR + ConvRR + fine-tuned paragraph embed."),
              ("fcrr_both", "FCRR + ConvRR + fine-tuned paragraph embed."),
              ("fcrr_quadratic", None)]
     for name, paper in rows9:
-        if name in trained:
-            L.append(_trained_line(TRAINED[name][0], trained[name], lambda r: r["test"],
-                                   _paper(PAPER_T9, paper) if paper else "- | -"))
+        for profile in PROFILES:
+            if (name, profile) in trained:
+                L.append(_trained_line(TRAINED[name][0], profile, trained[name, profile],
+                                       lambda r: r["test"],
+                                       _paper(PAPER_T9, paper) if paper else "- | -"))
     L += ["", f"Frozen base for the improvements: r@1 {frozen[base]['metrics']['r@1']:.2f}. "
           "The paper evaluated Table 9 on a merged dev+train pool with 5K held-out questions; "
           "ours is the dev file alone, so only the differences between rows compare. "
@@ -389,9 +402,9 @@ def _table9(frozen, trained, profile) -> list[str]:
     return L
 
 
-def _table10(p2q, trained, profile) -> list[str]:
-    L = ["", f"## Table 10 layout: paragraph embedding (retrieving questions from paragraphs; "
-         f"profile `{profile}`)", "",
+def _table10(p2q, trained) -> list[str]:
+    L = ["", "## Table 10 layout: paragraph embedding (retrieving questions from paragraphs)",
+         "",
          "Every dev (question, paragraph) pair is a query: the paragraph ranks all 10,570 dev "
          "questions and recall@k counts the pairs whose question is within the top k (the "
          "paragraph's other questions compete, so a paragraph with n questions has at most "
@@ -399,27 +412,27 @@ def _table10(p2q, trained, profile) -> list[str]:
          "the true pair\"). \"any\": per paragraph, its best-ranked question (2,067 "
          "paragraphs). Paragraph-side rows: a refiner on the paragraphs only, triplets "
          "anchored on paragraphs (hardest positive and negative question in the batch), "
-         "selected on the held-out pairs' paragraph -> question r@1.", "",
-         "| model | r@1 | avg recalls | any r@1 | any avg recalls | paper r@1 | "
+         "selected on the held-out pairs' paragraph -> question r@1. " + PROFILE_NOTE, "",
+         "| model | profile | r@1 | avg recalls | any r@1 | any avg recalls | paper r@1 | "
          "paper avg recalls | seeds | epochs | s/run |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (key, idf), m in p2q.items():
         paper = ("ELMo w/ IDF" if idf else "Only ELMo") if key == "glove50" else None
-        L.append(f"| {_label(key, idf)} (frozen) | {m['r@1']:.2f} | {m['avg_recall']:.2f} | "
-                 f"{m['any']['r@1']:.2f} | {m['any']['avg_recall']:.2f} | "
+        L.append(f"| {_label(key, idf)} (frozen) | - | {m['r@1']:.2f} | "
+                 f"{m['avg_recall']:.2f} | {m['any']['r@1']:.2f} | {m['any']['avg_recall']:.2f} | "
                  f"{_paper(PAPER_T10, paper, tag=True) if paper else '- | -'} | - | - | - |")
     rows10 = [("fcrr_paragraph", "FCRR"), ("fcrr_convrr_paragraph", "FCRR + ConvRR"),
               ("fcrr_convrr_both", "FCRR + ConvRR + fine-tuned question embed."),
               ("fcrr_both", "FCRR + ConvRR + fine-tuned question embed."),
               ("fcrr", None), ("fcrr_quadratic", None)]
-    for name, paper in rows10:
-        reports = [r for r in trained.get(name, []) if "p2q" in r["test"]]
+    for (name, paper), profile in itertools.product(rows10, PROFILES):
+        reports = [r for r in trained.get((name, profile), []) if "p2q" in r["test"]]
         if not reports:
             continue
         ms = [r["test"]["p2q"] for r in reports]
         label = TRAINED[name][0] + (" (question side)" if name in ("fcrr", "fcrr_quadratic")
                                     else "")
-        L.append(f"| {label} | {fmt_ms([m['r@1'] for m in ms])} | "
+        L.append(f"| {label} | {profile} | {fmt_ms([m['r@1'] for m in ms])} | "
                  f"{fmt_ms([m['avg_recall'] for m in ms])} | "
                  f"{fmt_ms([m['any']['r@1'] for m in ms])} | "
                  f"{fmt_ms([m['any']['avg_recall'] for m in ms])} | "
@@ -448,8 +461,7 @@ def main() -> None:
     trained = trained_rows(rows, args.rows, args.seeds, args.profile, Path(args.runs_dir))
     contextual = contextual_rows(rows) if args.contextual or \
         (rows / "minilm_layers.json").is_file() else None
-    (OUT / "tables.md").write_text(write_tables(frozen, p2q, reqa, trained, args.profile,
-                                                contextual))
+    (OUT / "tables.md").write_text(write_tables(frozen, p2q, reqa, trained, contextual))
     log("P-R curves")
     task = load_paragraph_task("dev")
     curves = {}
@@ -461,11 +473,13 @@ def main() -> None:
         for side, label in (("plain", "MiniLM"), ("idf", "MiniLM w/ IDF")):
             best = contextual["best"][side]
             curves[f"{label} ({best['row']})"] = (*best["pr"], best["metrics"]["ap"])
-    for name, reports in trained.items():
+    for (name, profile), reports in trained.items():   # one curve per row, paper profile first
         first = reports[0]
-        if first.get("best_training_checkpoint") and \
+        label = TRAINED[name][0]
+        if not any(c.startswith(label + " (") for c in curves) and \
+                first.get("best_training_checkpoint") and \
                 Path(first["best_training_checkpoint"]).is_file():
-            curves[f"{TRAINED[name][0]} (seed {first['seed']})"] = (
+            curves[f"{label} ({profile}, seed {first['seed']})"] = (
                 *refined_curve(first), first["test"]["ap"])
     plot_pr_curves(curves, OUT / "pr_curves.png", "SQuAD dev paragraph retrieval")
     log(f"wrote {OUT / 'tables.md'} and {OUT / 'pr_curves.png'}")
