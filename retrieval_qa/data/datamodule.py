@@ -46,6 +46,7 @@ from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
 from .types import QAPair, RetrievalPool
 
+BUCKET_UNITS = ("tokens", "chars")
 CHARS_PER_TOKEN = 4  # rough WordPiece rate on English prose; only orders pairs for bucketing
 
 
@@ -169,7 +170,8 @@ class ReQADataModule(pl.LightningDataModule):
                  max_val_questions: int | None = None, max_question_length: int = 64,
                  max_answer_length: int = 96, answer_with_context: bool = False,
                  batch_size: int = 32, eval_batch_size: int = 128,
-                 bucket_by_length: bool = True, num_workers: int = 0,
+                 bucket_by_length: bool = True, bucket_unit: str = "tokens",
+                 num_workers: int = 0,
                  sampler_seed: int = 0, extra_pairs: Sequence[dict] | None = None,
                  features: str | Path | FeatureTable | None = None) -> None:
         super().__init__()
@@ -186,6 +188,9 @@ class ReQADataModule(pl.LightningDataModule):
         self.answer_with_context = answer_with_context
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.bucket_by_length = bucket_by_length
+        if bucket_unit not in BUCKET_UNITS:
+            raise ValueError(f"data.bucket_unit={bucket_unit!r}; expected one of {BUCKET_UNITS}")
+        self.bucket_unit = bucket_unit
         self.num_workers = num_workers
         self.sampler_seed = sampler_seed
         self.train_weights: list[float] | None = None
@@ -317,8 +322,16 @@ class ReQADataModule(pl.LightningDataModule):
         return int(trainer.world_size), int(trainer.global_rank)
 
     def pair_lengths(self, pairs: Sequence[QAPair]) -> list[int]:
-        """Estimated question + answer(+context) tokens of each pair, each side capped at its
-        maximum length (what the padded batch will hold)."""
+        """Question + answer(+context) tokens of each pair, each side capped at its maximum
+        length (what the padded batch will hold): the tokenizer's counts
+        (``bucket_unit: tokens``) or characters / 4 (``chars``)."""
+        if self.bucket_unit == "tokens":
+            contexts = [p.context for p in pairs] if self.answer_with_context else None
+            q = token_lengths(self.tokenizer, [p.question for p in pairs],
+                              self.max_question_length)
+            a = token_lengths(self.tokenizer, [p.answer for p in pairs],
+                              self.max_answer_length, contexts)
+            return [x + y for x, y in zip(q, a, strict=True)]
         out = []
         for p in pairs:
             answer = p.answer + " " + p.context if self.answer_with_context else p.answer
@@ -401,6 +414,7 @@ class ReQADataModule(pl.LightningDataModule):
             "split": {"val_fraction": self.val_fraction, "seed": self.split_seed},
             "batch_size": self.batch_size, "global_batch_size": self.batch_size * world,
             "eval_batch_size": self.eval_batch_size, "bucket_by_length": self.bucket_by_length,
+            "bucket_unit": self.bucket_unit,
             "sampler": "no duplicate question or answer text in a (global) batch",
             "sampler_seed": self.sampler_seed, "weighted": self.train_weights is not None,
             "max_question_length": self.max_question_length,

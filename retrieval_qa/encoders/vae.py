@@ -193,6 +193,9 @@ def vae_config(cfg: Any = None) -> dict[str, Any]:
     towers = tower_defaults()
     encoder = {**towers["encoder"], **defaults["encoder"], **plain(given.get("encoder"))}
     pooler = {**towers["pooler"], **defaults["pooler"], **plain(given.get("pooler"))}
+    if encoder.get("chunk_rows") is not None:
+        raise ValueError("encoder.chunk_rows is a dual-encoder tower setting; VAE towers "
+                         "encode whole batches: leave it null")
     return {**full, "encoder": encoder, "pooler": pooler,
             "sharing": check_sharing(full["sharing"]), "latent_dim": int(full["latent_dim"])}
 

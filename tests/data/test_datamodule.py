@@ -175,6 +175,22 @@ def test_from_config(tokenizer, data_dir):
         ReQADataModule.from_config(cfg, tokenizer, batch_sise=3)
 
 
+def test_bucket_lengths_are_token_counts_or_characters(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir)
+    dm.setup("fit")
+    pairs = dm.train_pairs[:20]
+    q = tokenizer([p.question for p in pairs], truncation=True, max_length=16)["input_ids"]
+    a = tokenizer([p.answer for p in pairs], truncation=True, max_length=24)["input_ids"]
+    assert dm.bucket_unit == "tokens"       # the default
+    assert dm.pair_lengths(pairs) == [len(x) + len(y) for x, y in zip(q, a, strict=True)]
+    chars = make(tokenizer, data_dir, bucket_unit="chars")
+    assert chars.pair_lengths(pairs) == [min(16, len(p.question) // 4 + 1)
+                                         + min(24, len(p.answer) // 4 + 1) for p in pairs]
+    assert dm.describe()["bucket_unit"] == "tokens"
+    with pytest.raises(ValueError, match="bucket_unit='words'"):
+        make(tokenizer, data_dir, bucket_unit="words")
+
+
 class BagOfWords(pl.LightningModule):
     """Just enough of a retrieval module to drive Lightning's loops over the loaders."""
 
