@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -53,6 +52,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
 import torch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from retrieval_qa.runtime import machine_info  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 LR, WEIGHT_DECAY, SCALE = 5e-5, 0.01, 20.0
 TOWERS = {"encoder": {"type": "pretrained", "pretrained": "minilm"},
@@ -62,40 +64,26 @@ LOSS = {"similarity": "cosine", "scale": SCALE, "symmetric": False,
 OPTIMIZER = {"name": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "schedule": "constant"}
 
 
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo ("unknown" elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def machine(threads: int) -> dict:
-    import pytorch_lightning
-    import sentence_transformers
-    import transformers
-
-    cpu = cpu_name()
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__,
-            "pytorch_lightning": pytorch_lightning.__version__,
-            "python": platform.python_version(), "load_avg_start": os.getloadavg()}
+    return machine_info(threads, ("transformers", "sentence_transformers", "pytorch_lightning"))
 
 
 def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int,
-            tokenizer) -> list[list[int]]:
-    """The first ``count`` batches of our training sampler as training draws them (no
-    duplicates, length buckets by token count: ``data.bucket_unit: tokens``)."""
+            tokenizer=None) -> list[list[int]]:
+    """The first ``count`` batches of our training sampler as training draws them: no
+    duplicates, length buckets by the tokenizer's counts (``data.bucket_unit: tokens``), or
+    by characters / 4 without a tokenizer (``chars``, the CPU profiles)."""
     from retrieval_qa.data.collate import token_lengths
+    from retrieval_qa.data.datamodule import estimated_tokens
     from retrieval_qa.data.sampler import NoDuplicatesBatchSampler
 
-    lengths = [q + a for q, a in zip(token_lengths(tokenizer, [p.question for p in pairs], max_q),
-                                     token_lengths(tokenizer, [p.answer for p in pairs], max_a),
-                                     strict=True)]
+    if tokenizer is None:
+        lengths = [estimated_tokens(p.question, max_q) + estimated_tokens(p.answer, max_a)
+                   for p in pairs]
+    else:
+        lengths = [q + a for q, a in zip(
+            token_lengths(tokenizer, [p.question for p in pairs], max_q),
+            token_lengths(tokenizer, [p.answer for p in pairs], max_a), strict=True)]
     sampler = NoDuplicatesBatchSampler(pairs, batch_size, seed=0, drop_last=True,
                                        bucket_by_length=True, lengths=lengths)
     return _first(sampler, count, batch_size)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -40,7 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from bench_training import batches, cpu_name  # noqa: E402  (same folder: the sampler batches and CPU name of the training bench)
+from bench_training import batches, machine_info  # noqa: E402  (same folder: the training bench's sampler batches)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,13 +53,6 @@ VARIANTS = {
 BASELINE = "dual_gru"
 GOAL = 3.0  # the issue: the VAE is no slower per pair than 3x the Dual-GRUs
 PHASES = ("tokenize", "forward", "backward", "optimizer")
-
-
-def machine(threads: int) -> dict:
-    cpu = cpu_name()
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
-            "torch": torch.__version__, "python": platform.python_version(),
-            "load_avg_start": os.getloadavg()}
 
 
 class Side:
@@ -128,7 +120,7 @@ def run(args) -> dict:
     if BASELINE not in names:
         names.insert(0, BASELINE)
     wall = time.perf_counter()
-    info = machine(torch.get_num_threads())
+    info = machine_info(torch.get_num_threads())
     tokenizer = load_tokenizer(args.tokenizer)
     sides = [Side(n, *VARIANTS[n], args.profile, tokenizer) for n in names]
     sizes = {s.batch_size for s in sides}

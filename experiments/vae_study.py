@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -41,6 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from retrieval_qa.runtime import machine_info  # noqa: E402
+
 ROWS = (  # (display name, experiment)
     ("Dual-GRUs", "dual_gru"),
     ("Dual-VAEs", "dual_vae"),
@@ -75,26 +76,6 @@ def rqa_subprocess(args: list[str]) -> dict:
         raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
                            f"{detail}")
     return json.loads(lines[-1])
-
-
-def machine(threads: int) -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import torch
-
-        torch_version = torch.__version__
-    except ImportError:  # pragma: no cover
-        torch_version = None
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
-            "torch": torch_version, "python": platform.python_version(),
-            "platform": platform.platform()}
 
 
 def stats(values: list[float]) -> dict:
@@ -257,7 +238,7 @@ class Study:
                       "pool is unchanged",
             "sse_definition": "mean over question pairs sharing an answer of "
                               "||q_i/|q_i| - q_j/|q_j|||^2 (retrieval_qa/evaluation/sse.py)",
-            "machine": machine(self.args.threads),
+            "machine": machine_info(self.args.threads),
             "rows": rows, "comparison": diff, "runs": runs, "commands": self.commands,
             "command": "python experiments/vae_study.py " + " ".join(
                 shlex.quote(a) for a in (self.args.argv or [])),

@@ -54,3 +54,26 @@ def apply_threads(value: int | str | None = None) -> int:
     except RuntimeError:  # already set, or parallel work has started: intra-op is what matters
         pass
     return n
+
+
+def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
+    """What a benchmark or study ran on, for its JSON: the CPU model (from /proc/cpuinfo,
+    "unknown" elsewhere), cores, torch threads, the torch and Python versions, each of
+    ``packages``' ``__version__`` (module names) and the load average at the start."""
+    import importlib
+    import platform
+
+    import torch
+
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
+            "torch": torch.__version__}
+    info.update({name: importlib.import_module(name).__version__ for name in packages})
+    return {**info, "python": platform.python_version(), "platform": platform.platform(),
+            "load_avg_start": os.getloadavg()}
