@@ -123,12 +123,22 @@ def frozen_p2q(rows: Path, frozen: dict) -> dict:
     return {(key, idf): done[f"{key}{'_idf' if idf else ''}"] for key, idf in frozen}
 
 
-def reqa_rows(rows: Path) -> dict:
+def _rqa_json(args: list[str]) -> dict:
+    """``rqa ARGS`` in this process; its JSON (last stdout line) with the command added."""
     import contextlib
     import io
 
     from retrieval_qa.cli import main
 
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        if main(args) != 0:
+            raise RuntimeError(f"rqa {' '.join(args)} failed")
+    return {**json.loads(buf.getvalue().strip().splitlines()[-1]),
+            "command": "rqa " + " ".join(args)}
+
+
+def reqa_rows(rows: Path) -> dict:
     out = {}
     for key in STATIC:
         for idf in (False, True):
@@ -137,13 +147,9 @@ def reqa_rows(rows: Path) -> dict:
                 if not _have(key):
                     break
                 log(f"ReQA SQuAD dev, {key} idf={idf}")
-                args = ["evaluate", "--model", f"static:{key}", *(["--idf"] if idf else []),
-                        "--dataset", "reqa_squad", "--pool", "dev", "--quiet"]
-                buf = io.StringIO()
-                with contextlib.redirect_stdout(buf):
-                    main(args)
-                r = json.loads(buf.getvalue().strip().splitlines()[-1])
-                r["command"] = "rqa " + " ".join(args)
+                r = _rqa_json(["evaluate", "--model", f"static:{key}",
+                               *(["--idf"] if idf else []), "--dataset", "reqa_squad",
+                               "--pool", "dev", "--quiet"])
                 path.write_text(json.dumps(r, indent=1))
             out[key, idf] = json.loads(path.read_text())
     return out
@@ -234,6 +240,30 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
     return out
 
 
+def reqa_refined_rows(rows: Path, trained: dict) -> dict:
+    """ReQA SQuAD dev sentence retrieval through each trained row's exported refiners
+    (questions by the question side, candidate sentences by the paragraph side), one file per
+    seed, computed where the run's model folder is still on disk."""
+    out: dict = {}
+    for (name, profile), reports in trained.items():
+        found = []
+        for report in reports:
+            path = rows / f"reqa_{name}_{profile}_seed{report['seed']}.json"
+            folder = REPO / report["checkpoint"]
+            if not path.is_file() and (folder / "refiners.pt").is_file():
+                data = report["data"]
+                log(f"ReQA SQuAD dev through {name} ({profile}, seed {report['seed']})")
+                path.write_text(json.dumps(_rqa_json(
+                    ["evaluate", "--model", data["embedding"],
+                     *(["--idf"] if data["idf"] else []), "--dataset", "reqa_squad",
+                     "--pool", "dev", "--refiner", str(folder), "--quiet"]), indent=1))
+            if path.is_file():
+                found.append(json.loads(path.read_text()))
+        if found:
+            out[name, profile] = found
+    return out
+
+
 def refined_curve(report: dict):
     """P-R points of a trained row's refined dev vectors (its best checkpoint)."""
     from retrieval_qa.models.residual import ResidualRefinementModule
@@ -270,7 +300,7 @@ def _label(key: str, idf: bool) -> str:
     return f"{STATIC[key]}{' w/ IDF' if idf else ''}"
 
 
-def write_tables(frozen, p2q, reqa, trained, contextual=None) -> str:
+def write_tables(frozen, p2q, reqa, trained, contextual=None, reqa_refined=None) -> str:
     keys = [k for k in STATIC if (k, False) in frozen]
     L = ["# Residual refinement of frozen embeddings (issue 12) — SQuAD paragraph retrieval",
          "", "Dev file: 10,570 questions against its 2,067 paragraphs (the paper's Table 1). "
@@ -339,15 +369,25 @@ def write_tables(frozen, p2q, reqa, trained, contextual=None) -> str:
               "", f"Weights: plain {a['row']}; w/ IDF {b['row']}."]
     if trained:
         L += _table9(frozen, trained) + _table10(p2q, trained)
-    L += ["", "## Same frozen embeddings on ReQA SQuAD sentence retrieval (dev pool)", "",
+    L += ["", "## Same embeddings on ReQA SQuAD sentence retrieval (dev pool)", "",
           "Questions against the candidate sentences of the dev file (the suite's ReQA "
-          "evaluator); IDF on the candidate sentences.", "",
-          "| model | MRR | R@1 | R@5 | R@10 | questions | candidates |",
-          "|---|---|---|---|---|---|---|"]
+          "evaluator); IDF on the candidate sentences. Refined rows: the refiners trained "
+          "for paragraph retrieval above, applied as they are (questions through the "
+          "question side, candidate sentences through the paragraph side; `rqa evaluate "
+          "--refiner`), mean ± sd over the seeds.", "",
+          "| model | profile | MRR | R@1 | R@5 | R@10 | seeds | questions | candidates |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for (key, idf), r in reqa.items():
         m = r["metrics"]
-        L.append(f"| {_label(key, idf)} | {m['mrr']:.2f} | {m['r@1']:.2f} | {m['r@5']:.2f} | "
-                 f"{m['r@10']:.2f} | {r['questions']} | {r['candidates']} |")
+        L.append(f"| {_label(key, idf)} | - | {m['mrr']:.2f} | {m['r@1']:.2f} | "
+                 f"{m['r@5']:.2f} | {m['r@10']:.2f} | 1 | {r['questions']} | "
+                 f"{r['candidates']} |")
+    for (name, profile), rs in (reqa_refined or {}).items():
+        base = rs[0]["refiner"]["base_embedding"]
+        label = f"{TRAINED[name][0]} over {_label(base['embedding'].split(':')[1], base['idf'])}"
+        L.append(f"| {label} | {profile} | " + " | ".join(
+            fmt_ms([r["metrics"][k] for r in rs]) for k in ("mrr", "r@1", "r@5", "r@10")) +
+            f" | {len(rs)} | {rs[0]['questions']} | {rs[0]['candidates']} |")
     return "\n".join(L) + "\n"
 
 
@@ -461,7 +501,9 @@ def main() -> None:
     trained = trained_rows(rows, args.rows, args.seeds, args.profile, Path(args.runs_dir))
     contextual = contextual_rows(rows) if args.contextual or \
         (rows / "minilm_layers.json").is_file() else None
-    (OUT / "tables.md").write_text(write_tables(frozen, p2q, reqa, trained, contextual))
+    reqa_refined = reqa_refined_rows(rows, trained)
+    (OUT / "tables.md").write_text(write_tables(frozen, p2q, reqa, trained, contextual,
+                                                reqa_refined))
     log("P-R curves")
     task = load_paragraph_task("dev")
     curves = {}

@@ -21,7 +21,7 @@ def test_tables_render_from_the_committed_rows(monkeypatch):
     md = R.write_tables(frozen, R.frozen_p2q(rows, frozen), R.reqa_rows(rows), trained,
                         json.loads((rows / "minilm_layers.json").read_text()))
     for heading in ("Tables 3-6", "Table 7", "Table 2", "Table 9 layout", "Table 10 layout",
-                    "Same frozen embeddings on ReQA SQuAD"):
+                    "Same embeddings on ReQA SQuAD"):
         assert f"## {heading}" in md
     assert "| spaCy md 300d w/ IDF (frozen) |" in md and "| FCRR (paragraph side) |" in md
     assert "14.65 | 42.70 | 3 | 10 |" in md        # both sides beside the paper's Table 10 row

@@ -24,6 +24,10 @@ def add_embedding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer-weights", default=None,
                    help="contextual:minilm: comma-separated weights of its 7 layers (0: the "
                         "token-embedding layer, 1-6: hidden layers); default 1,0,0,0,0,0,0")
+    p.add_argument("--refiner", default=None,
+                   help="reqa_*: a trained residual refiner (the model folder of rqa train "
+                        "experiment=fcrr ...) applied to the static vectors: questions by its "
+                        "question side, candidate sentences by its paragraph side")
     p.add_argument("--pr-curve", default=None,
                    help="squad_paragraphs: write the precision-recall curve PNG here")
 
@@ -85,18 +89,41 @@ def evaluate_reqa(args, eval_cfg) -> dict:
         return tensors, {**notes, "package": static_package(name), "dim": vectors.dim}
 
     tensors, meta = cached(settings, sources, compute, use_cache=not args.no_cache)
+    questions, candidates = tensors["questions"], tensors["paragraphs"]
+    refiner = None
+    if args.refiner:
+        questions, candidates, refiner = refine(args.refiner, args.model, args.idf,
+                                                questions, candidates)
     embed = time.perf_counter() - start
-    scorer = DenseScorer(tensors["questions"], tensors["paragraphs"])
+    scorer = DenseScorer(questions, candidates)
     result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                       ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                       run_file=args.run_file, progress=not args.quiet)
     return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
             "model": args.model, "idf": args.idf,
-            "idf_corpus": "candidate sentences" if args.idf else None,
+            "idf_corpus": "candidate sentences" if args.idf else None, "refiner": refiner,
             "embedding": {k: meta.get(k) for k in ("cache", "cache_folder", "sources", "package",
                                                    "dim", "questions", "paragraphs")},
             "embed_seconds": round(embed, 3), "seconds": round(time.perf_counter() - start, 3),
             "skipped_records": notes.get("skipped_records")}
+
+
+def refine(folder, model: str, idf: bool, questions, candidates):
+    """``questions`` and ``candidates`` through the refiner exported in ``folder``, which must
+    refine this base embedding; returns them with a description of the refiner."""
+    from ..models.residual import RefinerArtifact
+
+    art = RefinerArtifact.load(folder)
+    base = art.meta["base_embedding"]
+    if base.get("embedding") != model or bool(base.get("idf")) != idf:
+        raise ValueError(f"--refiner {folder} refines {base.get('embedding')} "
+                         f"{'with' if base.get('idf') else 'without'} IDF, not {model} "
+                         f"{'with' if idf else 'without'} IDF: pass --model "
+                         f"{base.get('embedding')}{' --idf' if base.get('idf') else ''}")
+    hp = art.meta["hparams"]
+    return (art.refine_questions(questions), art.refine_paragraphs(candidates),
+            {"folder": str(folder), "refiner": hp.get("refiner"), "sides": hp.get("sides"),
+             "base_embedding": base})
 
 
 def cmd_evaluate_embeddings(args, eval_cfg) -> dict:

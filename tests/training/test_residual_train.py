@@ -127,6 +127,34 @@ def test_evaluate_static_on_paragraphs_and_reqa(data_dir, tmp_path, capsys):
     assert reqa["dataset"] == "reqa_squad" and "mrr" in reqa["metrics"]
 
 
+def test_evaluate_reqa_through_a_trained_refiner(data_dir, tmp_path, capsys):
+    assert main(["train", *_overrides(data_dir, tmp_path / "runs", "fcrr")]) == 0
+    folder = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["checkpoint"]
+    args = ["evaluate", "--model", "static:glove50", "--idf", "--dataset", "reqa_squad",
+            "--pool", "dev", "--data-dir", str(data_dir), "--quiet", "--no-cache"]
+
+    def run(*extra):
+        assert main(args + list(extra)) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    plain, refined = run(), run("--refiner", folder)
+    assert plain["refiner"] is None
+    assert refined["refiner"]["sides"] == "question" and refined["refiner"]["folder"] == folder
+    assert refined["questions"] == plain["questions"] and "mrr" in refined["metrics"]
+    # a refiner whose branch outputs 0 is the identity (then l2-normalised): plain metrics
+    state = torch.load(f"{folder}/refiners.pt")
+    last = max(k for k in state if k.startswith("question_refiner.") and k.endswith(".weight"))
+    state[last].zero_()
+    state[last.replace(".weight", ".bias")].zero_()
+    identity = tmp_path / "identity"
+    identity.mkdir()
+    torch.save(state, identity / "refiners.pt")
+    (identity / "model.json").write_text(open(f"{folder}/model.json").read())
+    assert run("--refiner", str(identity))["metrics"] == plain["metrics"]
+    assert main([a for a in args if a != "--idf"] + ["--refiner", folder]) != 0
+    assert "pass --model static:glove50 --idf" in capsys.readouterr().err
+
+
 def test_single_paragraph_batch_is_skipped_not_an_error():
     m = ResidualRefinementModule(dim=8)
     batch = (torch.randn(4, 8), torch.randn(4, 8), torch.zeros(4, dtype=torch.long))
