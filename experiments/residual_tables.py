@@ -240,17 +240,18 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
     return out
 
 
-def reqa_refined_rows(rows: Path, trained: dict) -> dict:
+def reqa_refined_rows(rows: Path, trained: dict, compute: bool = True) -> dict:
     """ReQA SQuAD dev sentence retrieval through each trained row's exported refiners
     (questions by the question side, candidate sentences by the paragraph side), one file per
-    seed, computed where the run's model folder is still on disk."""
+    seed; missing files are computed (``compute``) where the run's model folder is still on
+    disk."""
     out: dict = {}
     for (name, profile), reports in trained.items():
         found = []
         for report in reports:
             path = rows / f"reqa_{name}_{profile}_seed{report['seed']}.json"
-            folder = REPO / report["checkpoint"]
-            if not path.is_file() and (folder / "refiners.pt").is_file():
+            folder = REPO / report.get("checkpoint", "-")
+            if compute and not path.is_file() and (folder / "refiners.pt").is_file():
                 data = report["data"]
                 log(f"ReQA SQuAD dev through {name} ({profile}, seed {report['seed']})")
                 path.write_text(json.dumps(_rqa_json(
