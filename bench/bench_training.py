@@ -73,17 +73,11 @@ def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int,
     """The first ``count`` batches of our training sampler as training draws them: no
     duplicates, length buckets by the tokenizer's counts (``data.bucket_unit: tokens``), or
     by characters / 4 without a tokenizer (``chars``, the CPU profiles)."""
-    from retrieval_qa.data.collate import token_lengths
-    from retrieval_qa.data.datamodule import estimated_tokens
+    from retrieval_qa.data.datamodule import pair_lengths
     from retrieval_qa.data.sampler import NoDuplicatesBatchSampler
 
-    if tokenizer is None:
-        lengths = [estimated_tokens(p.question, max_q) + estimated_tokens(p.answer, max_a)
-                   for p in pairs]
-    else:
-        lengths = [q + a for q, a in zip(
-            token_lengths(tokenizer, [p.question for p in pairs], max_q),
-            token_lengths(tokenizer, [p.answer for p in pairs], max_a), strict=True)]
+    lengths = pair_lengths(pairs, tokenizer, max_q, max_a,
+                           "chars" if tokenizer is None else "tokens")
     sampler = NoDuplicatesBatchSampler(pairs, batch_size, seed=0, drop_last=True,
                                        bucket_by_length=True, lengths=lengths)
     return _first(sampler, count, batch_size)

@@ -39,10 +39,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from bench_training import batches, machine_info  # noqa: E402  (same folder: the training bench's sampler batches)
+from bench_training import batches  # noqa: E402  (same folder: the training bench's sampler batches)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from retrieval_qa.runtime import machine_info  # noqa: E402
 
 VARIANTS = {
     "dual_gru": ("dual_gru", []),

@@ -516,13 +516,13 @@ def main() -> None:
         for side, label in (("plain", "MiniLM"), ("idf", "MiniLM w/ IDF")):
             best = contextual["best"][side]
             curves[f"{label} ({best['row']})"] = (*best["pr"], best["metrics"]["ap"])
+    drawn = set()
     for (name, profile), reports in trained.items():   # one curve per row, paper profile first
         first = reports[0]
-        label = TRAINED[name][0]
-        if not any(c.startswith(label + " (") for c in curves) and \
-                first.get("best_training_checkpoint") and \
+        if name not in drawn and first.get("best_training_checkpoint") and \
                 Path(first["best_training_checkpoint"]).is_file():
-            curves[f"{label} ({profile}, seed {first['seed']})"] = (
+            drawn.add(name)
+            curves[f"{TRAINED[name][0]} ({profile}, seed {first['seed']})"] = (
                 *refined_curve(first), first["test"]["ap"])
     plot_pr_curves(curves, OUT / "pr_curves.png", "SQuAD dev paragraph retrieval")
     log(f"wrote {OUT / 'tables.md'} and {OUT / 'pr_curves.png'}")

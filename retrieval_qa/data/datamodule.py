@@ -137,6 +137,25 @@ def estimated_tokens(text: str, cap: int) -> int:
     return min(cap, len(text) // CHARS_PER_TOKEN + 1)
 
 
+def pair_lengths(pairs: Sequence[QAPair], tokenizer, max_question_length: int,
+                 max_answer_length: int, unit: str = "tokens",
+                 with_context: bool = False) -> list[int]:
+    """Question + answer(+context) tokens of each pair, each side capped at its maximum
+    length (what the padded batch will hold), the key of the length buckets: the
+    tokenizer's counts (``unit="tokens"``) or characters / 4 (``"chars"``)."""
+    if unit == "tokens":
+        contexts = [p.context for p in pairs] if with_context else None
+        q = token_lengths(tokenizer, [p.question for p in pairs], max_question_length)
+        a = token_lengths(tokenizer, [p.answer for p in pairs], max_answer_length, contexts)
+        return [x + y for x, y in zip(q, a, strict=True)]
+    out = []
+    for p in pairs:
+        answer = p.answer + " " + p.context if with_context else p.answer
+        out.append(estimated_tokens(p.question, max_question_length)
+                   + estimated_tokens(answer, max_answer_length))
+    return out
+
+
 def cap_pairs(pairs: list[QAPair], cap: int | None, seed: int) -> list[QAPair]:
     """A deterministic subset of ``cap`` pairs (original order kept), or all when uncapped."""
     if cap is None or cap >= len(pairs):
@@ -322,22 +341,9 @@ class ReQADataModule(pl.LightningDataModule):
         return int(trainer.world_size), int(trainer.global_rank)
 
     def pair_lengths(self, pairs: Sequence[QAPair]) -> list[int]:
-        """Question + answer(+context) tokens of each pair, each side capped at its maximum
-        length (what the padded batch will hold): the tokenizer's counts
-        (``bucket_unit: tokens``) or characters / 4 (``chars``)."""
-        if self.bucket_unit == "tokens":
-            contexts = [p.context for p in pairs] if self.answer_with_context else None
-            q = token_lengths(self.tokenizer, [p.question for p in pairs],
-                              self.max_question_length)
-            a = token_lengths(self.tokenizer, [p.answer for p in pairs],
-                              self.max_answer_length, contexts)
-            return [x + y for x, y in zip(q, a, strict=True)]
-        out = []
-        for p in pairs:
-            answer = p.answer + " " + p.context if self.answer_with_context else p.answer
-            out.append(estimated_tokens(p.question, self.max_question_length)
-                       + estimated_tokens(answer, self.max_answer_length))
-        return out
+        """:func:`pair_lengths` with this module's tokenizer, lengths and unit."""
+        return pair_lengths(pairs, self.tokenizer, self.max_question_length,
+                            self.max_answer_length, self.bucket_unit, self.answer_with_context)
 
     def train_sampler(self) -> NoDuplicatesBatchSampler:
         pairs = self.train_pairs

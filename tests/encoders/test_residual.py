@@ -73,5 +73,5 @@ def test_max_conv_equals_conv1d_then_max_with_gradients(dim, window, stride):
     torch.testing.assert_close(fast, slow)
     params = [x, b.conv.weight, b.conv.bias]
     for a, c in zip(torch.autograd.grad((slow * g).sum(), params),
-                    torch.autograd.grad((fast * g).sum(), params)):
+                    torch.autograd.grad((fast * g).sum(), params), strict=True):
         torch.testing.assert_close(a, c)
