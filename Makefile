@@ -76,7 +76,7 @@ reproduce-endx: $(STAMP)
 	$(BIN)/python experiments/endx_analyses.py --profile $(PROFILE) --seeds $(SEEDS) \
 		--families $(FAMILIES) --runs-dir runs --results-dir $(ENDX_OUT) $(ENDX_ARGS)
 
-# Dual-VAEs / Cross-VAEs paper (experiments/vae_study.py, landing with the VAE study).
+# Dual-VAEs / Cross-VAEs paper (experiments/vae_study.py, results/vaes/).
 reproduce-vaes: $(STAMP)
 	$(BIN)/python experiments/vae_study.py --profile $(PROFILE) $(VAES_ARGS)
 
