@@ -106,16 +106,10 @@ reproduce-mining: $(STAMP)
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),
-# run here without a wandb server and resumable, then its comparison table and the same models
-# on MultiReQA SQuAD test.
-SDE_ADE_RUNS = runs/sweeps/sde_ade
+# run here without a wandb server and resumable, the same models on MultiReQA SQuAD test, the
+# Table 2 layout beside the paper and the towers' t-SNE (results/sde_ade/).
 reproduce-sde-ade: $(STAMP)
-	$(RQA) sweep sde_ade $(SWEEP_ARGS)
-	$(RQA) analyze side-by-side --sweep $(SDE_ADE_RUNS) --metrics p@1,mrr,r@5
-	for m in $(SDE_ADE_RUNS)/*/*/cpu-seed*/model; do \
-		test -f $${m%/model}/multireqa_squad_test.json || \
-		$(RQA) evaluate --checkpoint $$m --dataset multireqa_squad --pool test --quiet \
-			> $${m%/model}/multireqa_squad_test.json; done
+	$(BIN)/python experiments/sde_ade_study.py $(SDE_ADE_ARGS)
 
 # The committed notebook outputs: cheap models into NB_RUNS (untrained MiniLM SDE/ADE/ADE-SPL
 # exports; Dual-GRUs and ENDX-GRUs trained for 40 steps), then every notebook executed in

@@ -34,12 +34,12 @@ import importlib
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from retrieval_qa.config import conf_dir, load_yaml
+from retrieval_qa.runtime import run_rqa
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "table2"
@@ -57,15 +57,7 @@ STATUS_TEXT = {
 
 def _rqa(*args: str) -> dict:
     """`rqa ARGS` in a subprocess; its JSON (last line of stdout)."""
-    cmd = [sys.executable, "-m", "retrieval_qa.cli", *args]
-    print("$ rqa " + " ".join(args), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0:
-        detail = f": {lines[-1]}" if lines else ""
-        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
-                           f"{detail}")
-    return json.loads(lines[-1])
+    return run_rqa(args)
 
 
 def runner():

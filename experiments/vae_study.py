@@ -32,7 +32,6 @@ import datetime as dt
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from retrieval_qa.runtime import machine_info  # noqa: E402
+from retrieval_qa.runtime import machine_info, run_rqa  # noqa: E402
 
 ROWS = (  # (display name, experiment)
     ("Dual-GRUs", "dual_gru"),
@@ -67,15 +66,7 @@ Runner = Callable[[list[str]], dict]
 
 def rqa_subprocess(args: list[str]) -> dict:
     """``rqa ARGS`` in a subprocess from the repository root; its JSON (last stdout line)."""
-    cmd = [sys.executable, "-m", "retrieval_qa.cli", *args]
-    print("$ rqa " + " ".join(shlex.quote(a) for a in args), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0:
-        detail = f": {lines[-1]}" if lines else ""
-        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
-                           f"{detail}")
-    return json.loads(lines[-1])
+    return run_rqa(args, cwd=ROOT)
 
 
 def stats(values: list[float]) -> dict:

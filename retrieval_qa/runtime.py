@@ -77,3 +77,23 @@ def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
     info.update({name: importlib.import_module(name).__version__ for name in packages})
     return {**info, "python": platform.python_version(), "platform": platform.platform(),
             "load_avg_start": os.getloadavg()}
+
+
+def run_rqa(args, cwd=None) -> dict:
+    """``rqa ARGS`` in a subprocess of this interpreter (from ``cwd``); its JSON, the last line
+    of stdout. The command is echoed on stderr; a failure raises with that last line."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+
+    args = [str(a) for a in args]
+    print("$ rqa " + " ".join(shlex.quote(a) for a in args), file=sys.stderr, flush=True)
+    proc = subprocess.run([sys.executable, "-m", "retrieval_qa.cli", *args],
+                          stdout=subprocess.PIPE, text=True, cwd=cwd)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0:
+        detail = f": {lines[-1]}" if lines else ""
+        raise RuntimeError(f"rqa {' '.join(args)} failed with exit code {proc.returncode}"
+                           f"{detail}")
+    return json.loads(lines[-1])

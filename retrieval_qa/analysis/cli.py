@@ -1,4 +1,4 @@
-"""Arguments and dispatch of ``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation|
+"""Arguments and dispatch of ``rqa analyze {one-to-many|similarity|bertqa|tsne|towers|ablation|
 side-by-side}``.
 
 Models are given as ``--model NAME=FOLDER`` (exported dual-encoder folders, the `checkpoint`
@@ -120,6 +120,22 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     _data_args(ts)
     _common(ts)
 
+    tw = sub.add_parser("towers", help="SDE/ADE Figure 2: t-SNE of questions (question tower) "
+                                       "and answers (answer tower), per model")
+    _models(tw)
+    tw.add_argument("--pairs", type=int, default=400,
+                    help="QA pairs drawn at random (default 400, the paper's)")
+    tw.add_argument("--k", type=int, default=10,
+                    help="neighbours of the same-tower share (default 10)")
+    tw.add_argument("--perplexity", type=float, default=None,
+                    help="default max(1, min(30, (n-1)/3)) for n points")
+    tw.add_argument("--seed", type=int, default=0)
+    tw.add_argument("--tag", default=None, help="suffix of the file names (figure2_TAG.*)")
+    tw.add_argument("--label", default=None,
+                    help="what the models are (e.g. 'trained, CPU profile'), in the title")
+    _data_args(tw)
+    _common(tw)
+
     ab = sub.add_parser("ablation", help="Table 5 from finished `rqa train` reports")
     _reports(ab)
     ab.add_argument("--reference", default=None, help="row the deltas are taken against")
@@ -202,6 +218,12 @@ def run_analysis(args) -> dict:
         return tsne_analysis(_pool(args), parse_named(args.model), answer=args.answer,
                              num_questions=args.questions, perplexity=args.perplexity,
                              seed=args.seed, output_dir=args.output_dir, tag=args.tag)
+    if args.analysis == "towers":
+        from .towers import towers_analysis
+
+        return towers_analysis(_pool(args), parse_named(args.model), pairs=args.pairs, k=args.k,
+                               perplexity=args.perplexity, seed=args.seed,
+                               output_dir=args.output_dir, tag=args.tag, label=args.label)
     if args.analysis == "ablation":
         from .ablation import ablation_table
         from .runs import load_reports
