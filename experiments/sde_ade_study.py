@@ -13,6 +13,10 @@ Steps, each skipped when finished (an interrupted study resumes with the same co
    paper's Figure 3 draws it, and the paper's numbers beside them.
 4. ``figure2.{png,json}``: ``rqa analyze towers`` (400 random QA pairs of MultiReQA SQuAD test,
    t-SNE per model, the same-tower neighbour share) on the lowest seed of every variant.
+5. ``budget.{md,json}``, when ``--budget-runs`` holds runs (``rqa train experiment=E
+   profile=cpu trainer.max_steps=500 data.max_train_pairs=16000 trainer.val_check_interval=125
+   test_after_fit=false output_dir=runs/sde_ade_budget``): their validation curves (the CSV
+   log), beside the sweep's runs validated once at the end.
 
     python experiments/sde_ade_study.py [--no-train] [--sweep-dir runs/sweeps/sde_ade]
         [--results-dir results/sde_ade]
@@ -21,6 +25,7 @@ Steps, each skipped when finished (an interrupted study resumes with the same co
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import sys
@@ -134,12 +139,65 @@ def render(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def val_curve(run_dir: Path) -> list[dict]:
+    """The validation rows of a run's CSV log (its latest version): step, val/mrr, val/r@1."""
+    logs = sorted((run_dir / "logs").glob("version_*/metrics.csv"),
+                  key=lambda p: int(p.parent.name.split("_")[1]))
+    if not logs:
+        return []
+    with logs[-1].open(newline="", encoding="utf-8") as f:
+        return [{"step": int(row["step"]) + 1, "val/mrr": round(float(row["val/mrr"]), 2),
+                 "val/r@1": round(float(row["val/r@1"]), 2)}
+                for row in csv.DictReader(f) if row.get("val/mrr")]
+
+
+def budget_table(budget_dir: Path, sweep_runs: list[dict]) -> dict | None:
+    """Step 5: the validation curve of each run under ``budget_dir``; the sweep's runs of the
+    same experiments and seeds give their single point at the end of training."""
+    runs = sorted(budget_dir.glob("*/*/result.json")) if budget_dir.is_dir() else []
+    if not runs:
+        return None
+    rows = []
+    for path in runs:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        exp, seed = report["experiment"], report["seed"]
+        base = next((r["report"] for r in sweep_runs if r["report"] is not None
+                     and (r["report"]["experiment"], r["report"]["seed"]) == (exp, seed)), None)
+        rows.append({"experiment": exp, "seed": seed, "run_dir": str(path.parent),
+                     "steps": report.get("global_steps"),
+                     "train_pairs": (report.get("data") or {}).get("max_train_pairs"),
+                     "curve": val_curve(path.parent),
+                     "sweep_run_at_end": base and {"steps": base.get("global_steps"),
+                                                   "val/mrr": base["last_val"].get("val/mrr"),
+                                                   "val/r@1": base["last_val"].get("val/r@1")}})
+    return {"title": "Training budget: validation MRR along a 4x longer run", "rows": rows}
+
+
+def render_budget(table: dict) -> str:
+    lines = [f"# {table['title']}", "",
+             "Validation: ReQA SQuAD dev, the profile's 500 questions. Each longer run "
+             "(4x the steps and pairs of the CPU profile, its learning-rate schedule stretched "
+             "to them) is validated every 125 steps; 'sweep run' is the run of the sweep with "
+             "the same experiment and seed (125 steps, validated once at its end).", ""]
+    body = []
+    for r in table["rows"]:
+        end = r["sweep_run_at_end"]
+        points = ", ".join(f"{c['step']}: {c['val/mrr']:.2f}" for c in r["curve"]) or "–"
+        body.append([r["experiment"], str(r["seed"]), points,
+                     "–" if not end else f"{end['steps']}: {end['val/mrr']:.2f}"])
+    lines += markdown_table(["experiment", "seed", "val MRR by step (longer run)",
+                             "val MRR, sweep run"], body)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None, rqa=run_rqa) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-train", action="store_true", help="tabulate the runs that are there")
     ap.add_argument("--sweep-dir", default=f"runs/sweeps/{SWEEP}")
     ap.add_argument("--results-dir", default="results/sde_ade")
     ap.add_argument("--pairs", type=int, default=400, help="QA pairs of the t-SNE (figure 2)")
+    ap.add_argument("--budget-runs", default="runs/sde_ade_budget",
+                    help="longer runs to tabulate as validation curves (step 5), if any")
     ap.add_argument("--pools", default="multireqa,reqa",
                     help="pools to evaluate each run on, of: " + ", ".join(POOLS))
     args = ap.parse_args(argv)
@@ -164,6 +222,10 @@ def main(argv=None, rqa=run_rqa) -> int:
              "--dataset", POOLS["multireqa"][0], "--pool", POOLS["multireqa"][1],
              "--pairs", str(args.pairs), "--label", "sde_ade sweep, CPU profile, lowest seed",
              "--output-dir", out], cwd=ROOT)
+    budget = budget_table(Path(args.budget_runs), runs)
+    if budget:
+        (out / "budget.json").write_text(json.dumps(budget, indent=2) + "\n", encoding="utf-8")
+        (out / "budget.md").write_text(render_budget(budget), encoding="utf-8")
     print(render(table))
     return 0
 

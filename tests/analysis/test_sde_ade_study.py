@@ -132,3 +132,25 @@ def test_without_no_train_the_sweep_runs_first(study, tmp_path):
 
     study.main(["--sweep-dir", str(sweep), "--results-dir", str(tmp_path / "r")], rqa=runner)
     assert calls == [["sweep", "sde_ade", "--output-dir", str(tmp_path)]]
+
+
+def test_budget_curves_beside_the_sweep_run(study, tmp_path):
+    sweep = fake_sweep(tmp_path / "sde_ade")
+    report = json.loads((sweep / "experiment=ade/ade/cpu-seed1/result.json").read_text())
+    report.update(global_steps=125, last_val={"val/mrr": 30.5, "val/r@1": 20.0})
+    (sweep / "experiment=ade/ade/cpu-seed1/result.json").write_text(json.dumps(report))
+    run = tmp_path / "budget" / "ade" / "cpu-seed1"
+    (run / "logs" / "version_0").mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"experiment": "ade", "seed": 1,
+                                                 "global_steps": 500}))
+    (run / "logs" / "version_0" / "metrics.csv").write_text(
+        "epoch,step,train/loss,val/mrr,val/r@1\n0,9,3.9,,\n0,124,,33.333,21.0\n"
+        "0,249,,41.0,30.0\n")
+    out = tmp_path / "r"
+    study.main(["--no-train", "--pools", "multireqa", "--sweep-dir", str(sweep),
+                "--results-dir", str(out), "--budget-runs", str(tmp_path / "budget")],
+               rqa=FakeRqa())
+    row = json.loads((out / "budget.json").read_text())["rows"][0]
+    assert [c["val/mrr"] for c in row["curve"]] == [33.33, 41.0]
+    assert row["sweep_run_at_end"] == {"steps": 125, "val/mrr": 30.5, "val/r@1": 20.0}
+    assert "| ade | 1 |" in (out / "budget.md").read_text()
