@@ -165,26 +165,29 @@ def budget_table(budget_dir: Path, sweep_runs: list[dict]) -> dict | None:
                      and (r["report"]["experiment"], r["report"]["seed"]) == (exp, seed)), None)
         rows.append({"experiment": exp, "seed": seed, "run_dir": str(path.parent),
                      "steps": report.get("global_steps"),
-                     "train_pairs": (report.get("data") or {}).get("max_train_pairs"),
+                     "train_pairs": ((report.get("data") or {}).get("train") or {}).get("pairs"),
                      "curve": val_curve(path.parent),
-                     "sweep_run_at_end": base and {"steps": base.get("global_steps"),
-                                                   "val/mrr": base["last_val"].get("val/mrr"),
-                                                   "val/r@1": base["last_val"].get("val/r@1")}})
+                     "sweep_run_at_end": base and {
+                         "steps": base.get("global_steps"),
+                         **{k: (base.get("last_val") or {}).get(k) for k in ("val/mrr", "val/r@1")}}})
     return {"title": "Training budget: validation MRR along a 4x longer run", "rows": rows}
 
 
 def render_budget(table: dict) -> str:
     lines = [f"# {table['title']}", "",
-             "Validation: ReQA SQuAD dev, the profile's 500 questions. Each longer run "
-             "(4x the steps and pairs of the CPU profile, its learning-rate schedule stretched "
-             "to them) is validated every 125 steps; 'sweep run' is the run of the sweep with "
-             "the same experiment and seed (125 steps, validated once at its end).", ""]
+             "Validation: the profile's 500 questions held out of the SQuAD training pool "
+             "(every sentence of their paragraphs as candidates). Each longer run (4x the "
+             "steps and pairs of the CPU profile, its learning-rate schedule stretched to "
+             "them) is validated every 125 steps of its epoch; 'sweep run' is the run of the "
+             "sweep with the same experiment and seed (125 steps, validated once at its end).",
+             ""]
     body = []
     for r in table["rows"]:
         end = r["sweep_run_at_end"]
         points = ", ".join(f"{c['step']}: {c['val/mrr']:.2f}" for c in r["curve"]) or "–"
         body.append([r["experiment"], str(r["seed"]), points,
-                     "–" if not end else f"{end['steps']}: {end['val/mrr']:.2f}"])
+                     "–" if not end or end["val/mrr"] is None
+                     else f"{end['steps']}: {end['val/mrr']:.2f}"])
     lines += markdown_table(["experiment", "seed", "val MRR by step (longer run)",
                              "val MRR, sweep run"], body)
     return "\n".join(lines) + "\n"

@@ -71,6 +71,13 @@ class FakeRqa:
         raise AssertionError(f"unexpected rqa {args}")
 
 
+@pytest.fixture(autouse=True)
+def _no_budget_runs(monkeypatch, tmp_path):
+    """The script's default --budget-runs is relative to the working directory: keep the
+    checkout's own runs out of these tests."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_table_from_a_partial_sweep(study, tmp_path):
     sweep = fake_sweep(tmp_path / "sde_ade")
     rqa = FakeRqa()
