@@ -8,9 +8,10 @@ Steps, each skipped when finished (an interrupted study resumes with the same co
 2. Each finished run's exported model on the pool its own test did not cover (ReQA SQuAD dev;
    MultiReQA SQuAD test for runs tested elsewhere): ``rqa evaluate --checkpoint RUN/model
    --dataset D --pool P``, kept as ``RUN/D_P.json``. ``--pools multireqa`` skips ReQA.
-3. ``table2.{md,json}`` in ``--results-dir``: per variant, MultiReQA SQuAD test P@1 / MRR and
-   ReQA SQuAD dev MRR / R@1 / R@5 (mean ± sample std over seeds), the MRR gain over ADE as the
-   paper's Figure 3 draws it, and the paper's numbers beside them.
+3. ``table2.{md,json}`` in ``--results-dir``: per variant, MultiReQA SQuAD test P@1 / MRR (the
+   rows' top-level metrics, as ``notebooks/results_overview.ipynb`` reads them) and ReQA SQuAD
+   dev MRR / R@1 / R@5 (mean ± sample std over seeds), the MRR gain over ADE as the paper's
+   Figure 3 draws it, and the paper's numbers beside them.
 4. ``figure2.{png,json}``: ``rqa analyze towers`` (400 random QA pairs of MultiReQA SQuAD test,
    t-SNE per model, the same-tower neighbour share) on the lowest seed of every variant.
 5. ``budget.{md,json}``, when ``--budget-runs`` holds runs (``rqa train experiment=E
@@ -80,10 +81,11 @@ def build_table(runs: list[dict]) -> dict:
                       key=lambda r: r["report"]["seed"])
         found = {pool: [(r["report"]["seed"], pool_metrics(r, pool)) for r in done]
                  for pool in POOLS}
+        stats = {pool: {m: spread([got.get(m) for _, got in found[pool] if got is not None])
+                        for m in POOLS[pool][2]} for pool in POOLS}
         rows.append({
             "name": paper["name"], "experiment": paper.get("experiment"), "paper": paper["paper"],
-            **{pool: {m: spread([got.get(m) for _, got in found[pool] if got is not None])
-                      for m in POOLS[pool][2]} for pool in POOLS},
+            **stats["multireqa"], "reqa": stats["reqa"],  # the paper's pool's metrics on top
             **{f"{pool}_seeds": [seed for seed, got in found[pool] if got is not None]
                for pool in POOLS},
             "run_dirs": [r["run_dir"] for r in done],
@@ -92,11 +94,11 @@ def build_table(runs: list[dict]) -> dict:
     ade = next((r for r in rows if r["experiment"] == "ade"), None)
     for r in rows:
         r["mrr_gain_over_ade_pct"] = {
-            "ours": _gain(r["multireqa"]["mrr"], ade and ade["multireqa"]["mrr"]),
+            "ours": _gain(r["mrr"], ade and ade["mrr"]),
             "paper": round(100 * (r["paper"]["mrr"] - ade["paper"]["mrr"]) / ade["paper"]["mrr"],
                            2) if ade else None}
     return {"title": "SDE vs ADE variants: MultiReQA SQuAD test and ReQA SQuAD dev",
-            "sweep": SWEEP, "pools": {k: "/".join(v[:2]) for k, v in POOLS.items()},
+            "table": TABLE, "sweep": SWEEP, "pools": {k: "/".join(v[:2]) for k, v in POOLS.items()},
             "rows": rows,
             "made": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
 
@@ -118,7 +120,7 @@ def render(table: dict) -> str:
     body = []
     for r in table["rows"]:
         gain = r["mrr_gain_over_ade_pct"]
-        body.append([r["name"], cell(r["multireqa"]["p@1"]), cell(r["multireqa"]["mrr"]),
+        body.append([r["name"], cell(r["p@1"]), cell(r["mrr"]),
                      "–" if gain["ours"] is None else f"{gain['ours']:+.2f}",
                      f"{r['paper']['p@1']:.2f}", f"{r['paper']['mrr']:.2f}",
                      "–" if gain["paper"] is None or not r["experiment"]
