@@ -206,14 +206,14 @@ def main(argv=None, rqa=run_rqa) -> int:
     ap.add_argument("--pools", default="multireqa,reqa",
                     help="pools to evaluate each run on, of: " + ", ".join(POOLS))
     args = ap.parse_args(argv)
+    pools = [p.strip() for p in args.pools.split(",") if p.strip()]
+    unknown = sorted(set(pools) - set(POOLS))
+    if unknown:  # before hours of training
+        ap.error(f"--pools: unknown {unknown}; choose among {', '.join(POOLS)}")
     sweep_dir = Path(args.sweep_dir)
     if not args.no_train:
         rqa(["sweep", SWEEP, "--output-dir", sweep_dir.parent], cwd=ROOT)
     runs = load_sweep_runs(sweep_dir)
-    pools = [p.strip() for p in args.pools.split(",") if p.strip()]
-    unknown = sorted(set(pools) - set(POOLS))
-    if unknown:
-        ap.error(f"--pools: unknown {unknown}; choose among {', '.join(POOLS)}")
     evaluate_runs(runs, pools, rqa)
     out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)

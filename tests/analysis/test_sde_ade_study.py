@@ -128,8 +128,9 @@ def test_pools_option_skips_reqa(study, tmp_path):
         "multireqa_squad"}
     rows = {r["name"]: r for r in json.loads((tmp_path / "r" / "table2.json").read_text())["rows"]}
     assert rows["ADE"]["reqa_seeds"] == [] and rows["ADE"]["multireqa_seeds"] == [1, 2]
-    with pytest.raises(SystemExit):
-        study.main(["--no-train", "--pools", "msmarco", "--sweep-dir", str(sweep)], rqa=rqa)
+    with pytest.raises(SystemExit):  # refused before the sweep would run
+        study.main(["--pools", "msmarco", "--sweep-dir", str(sweep)], rqa=rqa)
+    assert not any(c[0] == "sweep" for c in rqa.calls)
 
 
 def test_without_no_train_the_sweep_runs_first(study, tmp_path):
