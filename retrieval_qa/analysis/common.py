@@ -46,6 +46,15 @@ def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, st
     return out
 
 
+def first_per_name(named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(name, folder)`` pairs with each name once, at its first folder (a figure shows one
+    run per method)."""
+    first: dict[str, str] = {}
+    for name, folder in named:
+        first.setdefault(name, folder)
+    return list(first.items())
+
+
 def group_by_name(items: Iterable[tuple[str, object]]) -> dict[str, list]:
     """Order-preserving ``{name: [value, ...]}``."""
     groups: dict[str, list] = {}

@@ -26,7 +26,14 @@ import numpy as np
 import torch
 
 from ..data.types import RetrievalPool
-from .common import DEFAULT_OUTPUT_DIR, load_models, output_name, pyplot, write_json
+from .common import (
+    DEFAULT_OUTPUT_DIR,
+    first_per_name,
+    load_models,
+    output_name,
+    pyplot,
+    write_json,
+)
 from .tsne import default_perplexity, tsne_2d
 
 
@@ -74,8 +81,7 @@ def towers_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]], *, p
     ``label`` says what the models are (e.g. "untrained") in the figure's title."""
     start = time.perf_counter()
     questions, answers = sample_pairs(pool, pairs, seed)
-    first = list(dict.fromkeys(name for name, _ in models))
-    chosen = [(n, next(f for m, f in models if m == n)) for n in first]
+    chosen = first_per_name(models)
     loaded = load_models(chosen)
     side = np.array([0] * pairs + [1] * pairs)
     panels = []

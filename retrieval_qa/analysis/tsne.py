@@ -22,6 +22,7 @@ import torch
 from ..data.types import RetrievalPool
 from .common import (
     DEFAULT_OUTPUT_DIR,
+    first_per_name,
     load_models,
     output_name,
     pick_answer,
@@ -68,8 +69,7 @@ def tsne_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]], *,
     start = time.perf_counter()
     out = Path(output_dir)
     candidate, questions = pick_answer(pool, answer, num_questions)
-    first = list(dict.fromkeys(name for name, _ in models))
-    chosen = [(n, next(f for m, f in models if m == n)) for n in first]
+    chosen = first_per_name(models)
     loaded = load_models(chosen)
     panels = []
     for name, folder in chosen:
