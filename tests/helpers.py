@@ -1,10 +1,14 @@
-"""Tiny hand-written datasets and file writers for tests."""
+"""Tiny hand-written datasets, file writers and the loader of experiment scripts for tests."""
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
+import sys
 from pathlib import Path
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 TINY_SQUAD = {
     "version": "1.1",
@@ -91,3 +95,14 @@ def tiny(setup_dirs, out, *extra):
     from retrieval_qa.training.compose import compose
 
     return compose(tiny_overrides(setup_dirs, out, *extra))
+
+
+def load_experiment(name: str, monkeypatch=None):
+    """``experiments/<name>.py`` as a module. With ``monkeypatch`` it is also registered in
+    ``sys.modules`` for the test (dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,14 +55,10 @@ def test_profile_gpu_runs_the_gpu_rows_with_mixed_precision():
 
 
 def test_profile_gpu_selects_the_rows_that_have_one():
-    import importlib.util
 
     from retrieval_qa.config import load_yaml
 
-    spec = importlib.util.spec_from_file_location(
-        "reproduce_table2", REPO / "experiments" / "reproduce_table2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_experiment("reproduce_table2")
     table = load_yaml("tables/endx_table2.yaml")
     wanted, selection = module.select_rows(table, "all", "gpu")
     trained = {r.name for r in table.rows if r.kind == "train"} & wanted

@@ -4,7 +4,6 @@ reference beside them, labels reused rows, and FORCE=1 with one row keeps the ot
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -13,16 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("reproduce_table2",
-                                                  REPO / "experiments" / "reproduce_table2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("reproduce_table2")
 
 
 @pytest.fixture

@@ -3,9 +3,10 @@ experiment=dual_vae / cross_vae` and evaluated on the dev pool), no longer quote
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from helpers import load_experiment
 
 from retrieval_qa.config import load_yaml
 
@@ -13,11 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("reproduce_table2",
-                                                  REPO / "experiments" / "reproduce_table2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("reproduce_table2")
 
 
 def test_vae_rows_are_trained_rows():

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_experiment
 
 from retrieval_qa.cli import build_parser
 from retrieval_qa.training.compose import compose
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "endx_analyses.py"
-
 
 @pytest.fixture
 def script(monkeypatch):
-    spec = importlib.util.spec_from_file_location("endx_analyses", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "endx_analyses", module)  # dataclasses look it up
-    spec.loader.exec_module(module)
+    module = load_experiment("endx_analyses", monkeypatch)  # dataclasses look it up
 
     def refuse(*a, **kw):
         raise AssertionError("the dry run must not run anything")

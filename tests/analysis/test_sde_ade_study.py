@@ -4,14 +4,12 @@ and the t-SNE call on each variant's lowest seed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_experiment
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "sde_ade_study.py"
 MRR = {"sde": 40.0, "ade": 30.0, "ade_spl": 39.0}
 
 
@@ -23,11 +21,7 @@ def metrics(dataset: str, exp: str, seed: int) -> dict:
 
 @pytest.fixture
 def study(monkeypatch):
-    spec = importlib.util.spec_from_file_location("sde_ade_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "sde_ade_study", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("sde_ade_study", monkeypatch)
 
 
 def fake_sweep(root: Path) -> Path:

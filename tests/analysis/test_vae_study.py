@@ -4,24 +4,19 @@ the refusal to reuse a finished run trained with other settings."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_experiment
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "vae_study.py"
 BASE_MRR = {"dual_gru": 20.0, "dual_vae": 10.0, "cross_vae": 12.0}
 
 
 @pytest.fixture
 def script(monkeypatch):
-    spec = importlib.util.spec_from_file_location("vae_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "vae_study", module)
-    spec.loader.exec_module(module)
+    module = load_experiment("vae_study", monkeypatch)
 
     def refuse(*a, **kw):
         raise AssertionError("the stand-in runner must be used")

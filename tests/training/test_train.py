@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from helpers import tiny  # setup_dirs: tests/training/conftest.py
+from helpers import load_experiment, tiny  # setup_dirs: tests/training/conftest.py
 
 from retrieval_qa.cli import main
 from retrieval_qa.losses import InBatchSoftmaxLoss
@@ -76,13 +76,8 @@ def test_export_untrained_baseline(setup_dirs, tmp_path, capsys):
 
 
 def test_endx_loss_trace_prints_every_term(setup_dirs, tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "experiments" / "endx_loss_trace.py"
-    spec = importlib.util.spec_from_file_location("endx_loss_trace", script)
-    trace = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(trace)
+    trace = load_experiment("endx_loss_trace")
     cfg = tiny(setup_dirs, tmp_path)
     overrides = ["experiment=endx_gru", "profile=cpu", "model.cross.cross_attention.num_heads=2",
                  *(f"{k}={v}" for k, v in (
