@@ -140,7 +140,7 @@ def cmd_sweep(args) -> dict:
 
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
-                     threads=args.threads, in_process=args.in_process)
+                     threads=args.threads, in_process=args.in_process, only=args.runs)
 
 
 def cmd_export(args) -> dict:
@@ -254,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--count", type=int, default=None,
                     help="grid: run at most N of the runs not finished yet; random: the "
                          "number of settings to sample (required)")
+    sw.add_argument("--runs", type=lambda v: [int(i) for i in v.split(",")], default=None,
+                    metavar="I,J,...",
+                    help="run only these run numbers (as --dry-run lists them), in this order; "
+                         "the rest stay for a later call")
     sw.add_argument("--dry-run", action="store_true",
                     help="list the runs, their commands and folders; run nothing")
     sw.add_argument("--output-dir", default=SWEEPS_DIR,

@@ -414,11 +414,13 @@ def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
 
 def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = False,
               output_dir: str | Path = DEFAULT_OUTPUT_DIR, method: str | None = None,
-              seed: int = 0, threads: str | None = None, in_process: bool = False) -> dict:
+              seed: int = 0, threads: str | None = None, in_process: bool = False,
+              only: list[int] | None = None) -> dict:
     """Run (or with ``dry_run`` only plan) a sweep file; returns the summary: every run with
     its parameters, folder, status and metric, and the comparison table's files. Each run is
     ``rqa train`` in a subprocess (as ``wandb agent`` runs it), or with ``in_process`` in this
-    process."""
+    process. ``only``: run just these run numbers (as ``dry_run`` lists them), in this order;
+    their folders are the full sweep's, so the rest can be run later."""
     start = time.perf_counter()
     path = find_sweep_file(file)
     sweep = load_sweep(path)
@@ -434,6 +436,15 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
             r.metric = metric_value(json.loads(result.read_text(encoding="utf-8")), metric)
     method = method or sweep["method"]
     todo = [r for r in runs if r.status == "planned"]
+    if only:
+        unknown = [i for i in only if not 1 <= i <= len(runs)]
+        if unknown:
+            raise ValueError(f"sweep {name} has runs 1 to {len(runs)}; --runs names {unknown} "
+                             "(see the numbers with --dry-run)")
+        todo = [runs[i - 1] for i in dict.fromkeys(only) if runs[i - 1].status == "planned"]
+        for r in runs:
+            if r.status == "planned" and r not in todo:
+                r.status = "not run"
     if count is not None and method == "grid":
         for r in todo[count:]:
             r.status = "not run"

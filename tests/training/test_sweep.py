@@ -226,6 +226,22 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     assert summary["counts"] == {"interrupted": 1, "not run": 1}
 
 
+def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
+        setup_dirs, tmp_path, monkeypatch):
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    calls = []
+    monkeypatch.setattr(sweep_mod, "_train", lambda run: (calls.append(run.index), (1, None))[1])
+    summary = run_sweep(path, output_dir=out, only=[2, 1])
+    assert calls == [2, 1]  # the order asked for, not the grid's
+    calls.clear()
+    summary = run_sweep(path, output_dir=out, only=[2])
+    assert calls == [2] and [r["status"] for r in summary["runs"]] == ["not run", "failed"]
+    assert summary["runs"][1]["run_dir"] == str(out / "tiny" / "hops=2" / "dual_gru" / "cpu-seed7")
+    with pytest.raises(ValueError, match="runs 1 to 2; --runs names \\[3\\]"):
+        run_sweep(path, output_dir=out, only=[3])
+
+
 def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
     monkeypatch.setenv("RQA_THREADS", "1")
     monkeypatch.setenv("WANDB_SILENT", "true")
