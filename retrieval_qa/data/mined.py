@@ -9,8 +9,11 @@ per-pair weights carried into batches as ``"weight"`` for the weighted in-batch 
 are the split's own (weight 1); the table's gold rows are not read twice.
 
 ``mined_weighting``: ``weighted`` (the paper: p^2 as the miner wrote it), ``unweighted``
-(every mined pair weighs 1: the plain softmax on augmented data, the ablation of section 5).
-With ``mined`` null the module is the plain ReQADataModule (gold pairs only, no weights).
+(every mined pair weighs 1: the plain softmax on augmented data, the ablation of section 5),
+``unused`` (the folder is checked and named in the run's data info, its pairs left out: the
+gold-only row of a sweep that sets ``data.mined`` once for all its rows, conf/sweeps/
+mining_ablation.yaml). With ``mined`` null the module is the plain ReQADataModule (gold pairs
+only, no weights).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from .datamodule import ReQADataModule
 from .types import QAPair
 
-WEIGHTINGS = ("weighted", "unweighted")
+WEIGHTINGS = ("weighted", "unweighted", "unused")
 
 
 def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
@@ -66,11 +69,14 @@ class MinedPairsDataModule(ReQADataModule):
                              f"{self.train_dataset}/{self.train_pool_name}")
         if mined_weighting == "unweighted":
             weights = [1.0] * len(pairs)
-        self.add_pair_source("mined", pairs, weights)
+        if mined_weighting != "unused":
+            self.add_pair_source("mined", pairs, weights)
         self._info["mined"] = {
             "folder": str(mined), "weighting": mined_weighting,
-            "weights": "p^2 from the classifier, gold pairs 1" if mined_weighting == "weighted"
-            else "1 for every pair (plain softmax on augmented data)",
+            "weights": {"weighted": "p^2 from the classifier, gold pairs 1",
+                        "unweighted": "1 for every pair (plain softmax on augmented data)",
+                        "unused": "none: the mined pairs are left out, gold pairs only"}[
+                mined_weighting],
             "mined_on": f"{summary.get('dataset')}/{summary.get('pool')}",
             "mined_pairs": len(pairs), "gold_pairs_of_pool": summary.get("gold_pairs"),
             "mined_over_gold_percent": summary.get("mined_over_gold_percent"),

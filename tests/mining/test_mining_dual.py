@@ -53,6 +53,9 @@ def test_mined_pairs_join_the_training_pairs_with_their_weights(mining_dirs, min
     n = len(unweighted.train_pairs)
     assert unweighted.train_weights == [1.0] * n
     assert unweighted.train_pairs == weighted.train_pairs
+    unused = _data(mining_dirs, mined=str(mined), mined_weighting="unused")
+    assert unused.train_pairs == plain.train_pairs and unused.train_weights is None
+    assert unused.describe()["mined"]["weighting"] == "unused"
 
 
 def test_mined_setting_errors(mining_dirs, mined, tmp_path):
