@@ -349,9 +349,11 @@ def _progress(name: str, runs: list[PlannedRun], start: float, message: str) -> 
     done = sum(r.status in ("existing", "finished") for r in runs)
     running = sum(r.status == "running" for r in runs)
     failed = sum(r.status == "failed" for r in runs)
-    left = len(runs) - done - running - failed
+    left = sum(r.status == "planned" for r in runs)
+    skipped = sum(r.status == "not run" for r in runs)  # left out by --runs / --count
     print(f"rqa sweep {name}: {message} [{done} done, {running} running, {left} left"
-          + (f", {failed} failed" if failed else "") + f"; elapsed {_elapsed(time.perf_counter() - start)}]",
+          + (f", {failed} failed" if failed else "")
+          + (f", {skipped} not in this call" if skipped else "") + f"; elapsed {_elapsed(time.perf_counter() - start)}]",
           file=sys.stderr, flush=True)
 
 

@@ -227,7 +227,7 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
 
 
 def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
-        setup_dirs, tmp_path, monkeypatch):
+        setup_dirs, tmp_path, monkeypatch, capsys):
     path = _tiny_sweep(setup_dirs, tmp_path)
     out = tmp_path / "sweeps"
     calls = []
@@ -237,6 +237,7 @@ def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
     calls.clear()
     summary = run_sweep(path, output_dir=out, only=[2])
     assert calls == [2] and [r["status"] for r in summary["runs"]] == ["not run", "failed"]
+    assert "[0 done, 1 running, 0 left, 1 not in this call;" in capsys.readouterr().err
     assert summary["runs"][1]["run_dir"] == str(out / "tiny" / "hops=2" / "dual_gru" / "cpu-seed7")
     with pytest.raises(ValueError, match="runs 1 to 2; --runs names \\[3\\]"):
         run_sweep(path, output_dir=out, only=[3])
