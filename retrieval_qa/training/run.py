@@ -27,19 +27,25 @@ def method_class(cfg: DictConfig):
 
 
 def build_logger(cfg: DictConfig, run_dir: Path):
+    """``conf/logger``: csv (``RUN/logs/version_N/metrics.csv``), wandb (offline or online;
+    with ``csv_copy`` the CSV file as well, so the run folder holds its curves without wandb's
+    tools) or none."""
+    from pytorch_lightning.loggers import CSVLogger
+
     if cfg.logger.name == "none":
         return False
     if cfg.logger.name == "wandb":
         from pytorch_lightning.loggers import WandbLogger
 
         os.environ.setdefault("WANDB_MODE", cfg.logger.mode)
-        return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir),
-                           name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}",
-                           group=cfg.logger.get("group"),
-                           config=OmegaConf.to_container(cfg, resolve=True))
+        wandb = WandbLogger(project=cfg.logger.project, save_dir=str(run_dir),
+                            name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}",
+                            group=cfg.logger.get("group"),
+                            config=OmegaConf.to_container(cfg, resolve=True))
+        if cfg.logger.get("csv_copy", False):
+            return [wandb, CSVLogger(save_dir=str(run_dir), name="logs")]
+        return wandb
     if cfg.logger.name == "csv":
-        from pytorch_lightning.loggers import CSVLogger
-
         return CSVLogger(save_dir=str(run_dir), name="logs")
     raise ValueError(f"logger.name={cfg.logger.name!r}; expected csv, wandb or none")
 

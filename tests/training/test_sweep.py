@@ -181,6 +181,7 @@ def test_rqa_sweep_runs_a_grid_end_to_end_and_resumes(setup_dirs, tmp_path, monk
             "pooler"]["hops"] == hops
         offline = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
         assert offline, f"no offline wandb run under {run_dir}"
+        assert "train/loss" in (run_dir / "logs" / "version_0" / "metrics.csv").read_text()
         info = json.loads((run_dir / "sweep.json").read_text())
         assert info["params"] == {"model.towers.pooler.hops": hops, "seed": 7}
         assert f"model.towers.pooler.hops={hops}" in info["agent_command"]
