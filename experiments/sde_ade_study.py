@@ -26,7 +26,6 @@ Steps, each skipped when finished (an interrupted study resumes with the same co
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import json
 import sys
@@ -35,7 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from retrieval_qa.analysis.common import cell, markdown_table, paper_table_rows, spread  # noqa: E402
+from retrieval_qa.analysis.common import (  # noqa: E402
+    cell,
+    logged_rows,
+    markdown_table,
+    paper_table_rows,
+    spread,
+)
 from retrieval_qa.analysis.sweeps import load_sweep_runs  # noqa: E402
 from retrieval_qa.runtime import run_rqa  # noqa: E402
 
@@ -147,14 +152,9 @@ def render(table: dict) -> str:
 
 def val_curve(run_dir: Path) -> list[dict]:
     """The validation rows of a run's CSV log (its latest version): step, val/mrr, val/r@1."""
-    logs = sorted((run_dir / "logs").glob("version_*/metrics.csv"),
-                  key=lambda p: int(p.parent.name.split("_")[1]))
-    if not logs:
-        return []
-    with logs[-1].open(newline="", encoding="utf-8") as f:
-        return [{"step": int(row["step"]) + 1, "val/mrr": round(float(row["val/mrr"]), 2),
-                 "val/r@1": round(float(row["val/r@1"]), 2)}
-                for row in csv.DictReader(f) if row.get("val/mrr")]
+    return [{"step": int(row["step"]) + 1, "val/mrr": round(float(row["val/mrr"]), 2),
+             "val/r@1": round(float(row["val/r@1"]), 2)}
+            for row in logged_rows(run_dir) if row.get("val/mrr")]
 
 
 def budget_table(budget_dir: Path, sweep_runs: list[dict]) -> dict | None:

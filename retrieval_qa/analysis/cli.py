@@ -153,6 +153,9 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     sb.add_argument("--metrics", default=None,
                     help="--sweep: test metrics to show, comma-separated (default mrr,r@1,r@5; "
                          "e.g. p@1,mrr)")
+    sb.add_argument("--last-logged", default=None, metavar="KEYS",
+                    help="--sweep: also the last value each run logged of these keys, "
+                         "comma-separated (its CSV log, e.g. train/dual_loss,train/gam_loss)")
     sb.add_argument("--title", default=None,
                     help="default 'Dual encoders vs ENDX', or 'Sweep NAME' with --sweep")
     sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
@@ -238,8 +241,9 @@ def run_analysis(args) -> dict:
             from .sweeps import sweep_table
 
             metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+            logged = [k.strip() for k in args.last_logged.split(",")] if args.last_logged else ()
             return sweep_table(args.sweep, output_dir=args.output_dir, metrics=metrics,
-                               title=args.title, tag=args.tag)
+                               title=args.title, tag=args.tag, logged=logged)
         from .runs import load_reports, side_by_side_table
 
         return side_by_side_table(load_reports(parse_named(args.report, "report")),

@@ -115,6 +115,25 @@ def pyplot():
     return plt
 
 
+def logged_rows(run_dir: str | Path) -> list[dict[str, str]]:
+    """The rows of a run's CSV log (``RUN/logs/version_N/metrics.csv``, the latest version:
+    a resumed run starts a new one); [] when the run has none."""
+    import csv
+
+    logs = sorted(Path(run_dir).glob("logs/version_*/metrics.csv"),
+                  key=lambda p: int(p.parent.name.split("_")[1]))
+    if not logs:
+        return []
+    with logs[-1].open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def last_logged(run_dir: str | Path, key: str) -> float | None:
+    """The last value a run logged for ``key`` (e.g. ``train/gam_loss``), None if never."""
+    values = [row[key] for row in logged_rows(run_dir) if row.get(key)]
+    return float(values[-1]) if values else None
+
+
 def output_name(stem: str, tag: str | None) -> str:
     return f"{stem}_{tag}" if tag else stem
 

@@ -16,6 +16,7 @@ from .common import (
     METRIC_LABELS,
     METRICS,
     cell,
+    last_logged,
     markdown_table,
     output_name,
     spread,
@@ -60,11 +61,12 @@ def _metric(report: dict, name: str) -> float | None:
 
 def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                 metrics: Sequence[str] | None = None, title: str | None = None,
-                tag: str | None = None) -> dict:
+                tag: str | None = None, logged: Sequence[str] = ()) -> dict:
     """Writes ``sweep_table[_TAG].{md,json}`` (into ``output_dir``, default the sweep folder):
     per setting the test metrics (``metrics``, default MRR / R@1 / R@5), the sweep's own
-    metric, the best validation score and the training time, each as mean ± sample std over its
-    finished runs, with the seeds and how many runs are finished of those planned."""
+    metric, the best validation score, the training time and the last logged value of each
+    key of ``logged`` (the runs' CSV logs, e.g. ``train/gam_loss``), each as mean ± sample std
+    over its finished runs, with the seeds and how many runs are finished of those planned."""
     runs = load_sweep_runs(sweep_dir)
     first = runs[0]["sweep"]
     name, sweep_metric = first.get("sweep", Path(sweep_dir).name), first.get("metric")
@@ -94,6 +96,8 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "sweep_metric": spread([_metric(r, sweep_metric) for r in reports])
             if sweep_metric else None,
             "best_val": spread([r.get("best_val_score") for r in reports]),
+            "last_logged": {k: spread([last_logged(m["run_dir"], k) for m in done])
+                            for k in logged},
             "train_seconds": spread([r.get("train_seconds") for r in reports])})
     goal = first.get("goal")
     best = _best(rows, goal)
@@ -102,11 +106,13 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     show_metric = sweep_metric and not (sweep_metric.startswith("test/")
                                         and sweep_metric[5:] in metrics)
     header = [*keys, *(METRIC_LABELS.get(m, m.upper()) for m in metrics),
-              *([sweep_metric] if show_metric else []), "best val", "train s", "runs", "seeds"]
+              *([sweep_metric] if show_metric else []), "best val",
+              *(f"last {k}" for k in logged), "train s", "runs", "seeds"]
     table = markdown_table(header, ([
         *(_show(r["setting"].get(k, "–")) for k in keys),
         *(cell(r[m]) for m in metrics), *([cell(r["sweep_metric"])] if show_metric else []),
-        cell(r["best_val"]), cell(r["train_seconds"], 0),
+        cell(r["best_val"]), *(cell(r["last_logged"][k], 3) for k in logged),
+        cell(r["train_seconds"], 0),
         f"{r['runs']}/{r['planned']}" + (" best" if r is best else ""),
         ", ".join(map(str, r["seeds"]))] for r in rows))
     lines = [f"# {title}", "",
@@ -115,7 +121,9 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
              "parameters other than the seed); cells: mean ± sample std over the setting's "
              "finished runs. Test pool: " + (", ".join(pools) or "–") + ". 'best val' is the "
              "monitored validation score of model selection, 'train s' the wall time of "
-             "`rqa train`; 'runs' is finished / planned.", ""]
+             "`rqa train`; 'runs' is finished / planned."
+             + (" 'last KEY': the value the run logged last (its CSV log)." if logged else ""),
+             ""]
     lines += table
     if best is not None:
         lines += ["", f"Best setting by {sweep_metric} (mean over seeds): {best['label']} "

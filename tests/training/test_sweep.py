@@ -4,6 +4,7 @@ run folders, the comparison table), and a second invocation runs nothing."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -197,10 +198,16 @@ def test_rqa_sweep_runs_a_grid_end_to_end_and_resumes(setup_dirs, tmp_path, monk
     assert [r["metric"] for r in again["runs"]] == [r["metric"] for r in summary["runs"]]
 
     assert main(["analyze", "side-by-side", "--sweep", str(out / "tiny"), "--metrics",
-                 "p@1,mrr", "--output-dir", str(tmp_path / "tables")]) == 0
+                 "p@1,mrr", "--last-logged", "train/loss", "--output-dir",
+                 str(tmp_path / "tables")]) == 0
     rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
     assert set(rows) == {"hops=1", "hops=2"} and set(rows["hops=1"]) == {"p@1", "mrr"}
-    assert (tmp_path / "tables" / "sweep_table.json").is_file()
+    full = json.loads((tmp_path / "tables" / "sweep_table.json").read_text())["rows"]
+    for row, run in zip(full, summary["runs"], strict=True):
+        with (Path(run["run_dir"]) / "logs" / "version_0" / "metrics.csv").open() as f:
+            losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r["train/loss"]]
+        assert row["last_logged"]["train/loss"]["mean"] == pytest.approx(losses[-1], abs=1e-4)
+    assert "| last train/loss |" in (tmp_path / "tables" / "sweep_table.md").read_text()
 
 
 def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch):
