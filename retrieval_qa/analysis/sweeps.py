@@ -4,7 +4,8 @@ sample std over the setting's finished runs (seeds).
 
 A sweep folder holds, per run, ``<setting>/<experiment>/<profile>-seed<seed>/`` with
 ``sweep.json`` (the run's parameters, written before it starts) and, once finished,
-``result.json``; runs without a result are counted as planned but not finished."""
+``result.json``; a run with a folder but no result is counted as started, not finished (runs
+that ``rqa sweep --runs`` / ``--count`` left out have no folder and are not counted)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     per setting the test metrics (``metrics``, default MRR / R@1 / R@5), the sweep's own
     metric, the best validation score, the training time and the last logged value of each
     key of ``logged`` (the runs' CSV logs, e.g. ``train/gam_loss``), each as mean ± sample std
-    over its finished runs, with the seeds and how many runs are finished of those planned."""
+    over its finished runs, with the seeds and how many runs are finished of those started."""
     runs = load_sweep_runs(sweep_dir)
     first = runs[0]["sweep"]
     name, sweep_metric = first.get("sweep", Path(sweep_dir).name), first.get("metric")
@@ -85,7 +86,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         rows.append({
             "label": members[0]["sweep"].get("label"),
             "setting": members[0]["sweep"].get("setting", {}),
-            "runs": len(done), "planned": len(members),
+            "runs": len(done), "started": len(members),
             "seeds": [m["report"].get("seed") for m in done],
             "experiments": sorted({str(r.get("experiment")) for r in reports}),
             "test_pools": sorted({f"{r['test'].get('dataset', '?')}/{r['test'].get('pool', '?')}"
@@ -113,15 +114,15 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         *(cell(r[m]) for m in metrics), *([cell(r["sweep_metric"])] if show_metric else []),
         cell(r["best_val"]), *(cell(r["last_logged"][k], 3) for k in logged),
         cell(r["train_seconds"], 0),
-        f"{r['runs']}/{r['planned']}" + (" best" if r is best else ""),
+        f"{r['runs']}/{r['started']}" + (" best" if r is best else ""),
         ", ".join(map(str, r["seeds"]))] for r in rows))
     lines = [f"# {title}", "",
-             f"From `{sweep_dir}` (`rqa sweep`, {len(runs)} runs planned, "
+             f"From `{sweep_dir}` (`rqa sweep`, {len(runs)} runs started, "
              f"{sum(r['runs'] for r in rows)} finished). One row per setting (the swept "
              "parameters other than the seed); cells: mean ± sample std over the setting's "
              "finished runs. Test pool: " + (", ".join(pools) or "–") + ". 'best val' is the "
              "monitored validation score of model selection, 'train s' the wall time of "
-             "`rqa train`; 'runs' is finished / planned."
+             "`rqa train`; 'runs' is finished / started."
              + (" 'last KEY': the value the run logged last (its CSV log)." if logged else ""),
              ""]
     lines += table

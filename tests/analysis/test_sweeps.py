@@ -33,7 +33,7 @@ def sweep_dir(tmp_path):
     for i, (seed, mrr) in enumerate([(1, 20.0), (2, 24.0), (3, 22.0)]):
         _run(root, i + 1, a, seed, mrr)
     _run(root, 4, b, 1, 30.0)
-    _run(root, 5, b, 2)  # planned (sweep.json written) but not finished
+    _run(root, 5, b, 2)  # started (sweep.json written) but not finished
     return root
 
 
@@ -42,8 +42,8 @@ def test_one_row_per_setting_mean_and_sample_std_over_seeds(sweep_dir, tmp_path)
     data = json.loads((tmp_path / "tables" / "sweep_table.json").read_text())
     first, second = data["rows"]
     assert first["seeds"] == [1, 2, 3] and first["mrr"]["mean"] == 22.0
-    assert first["mrr"]["std"] == 2.0 and first["runs"] == 3 and first["planned"] == 3
-    assert second["runs"] == 1 and second["planned"] == 2 and second["mrr"]["std"] == 0.0
+    assert first["mrr"]["std"] == 2.0 and first["runs"] == 3 and first["started"] == 3
+    assert second["runs"] == 1 and second["started"] == 2 and second["mrr"]["std"] == 0.0
     assert data["swept"] == ["model.gam.detach_cross", "model.gam.final"]
     assert out["best"] == second["label"] and data["best"] == second["label"]
     md = (tmp_path / "tables" / "sweep_table.md").read_text()
