@@ -63,7 +63,9 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
     t = OmegaConf.to_container(cfg.trainer, resolve=True)
     checkpoint = pl.callbacks.ModelCheckpoint(
         dirpath=run_dir / "checkpoints", monitor=t["monitor"], mode="max",
-        save_top_k=t["save_top_k"], save_last=True, filename="best-{epoch}-{step}")
+        save_top_k=t["save_top_k"], save_last=True, filename="best-{epoch}-{step}",
+        # one last.ckpt, shared with ResumableCheckpoints (not a second copy as last-v1.ckpt)
+        enable_version_counter=False)
     callbacks = [checkpoint,
                  ResumableCheckpoints(run_dir / "checkpoints", t["checkpoint_every_n_steps"]),
                  ValidateAtMaxSteps(), pl.callbacks.ModelSummary(max_depth=1)]

@@ -4,6 +4,7 @@ last-line JSON, export, evaluate --checkpoint, resume, non-finite loss, ENDX exp
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,6 +46,13 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_p
     for k in a:
         torch.testing.assert_close(a[k], b[k], msg=k)
     assert resumed["best_val_score"] == straight["best_val_score"]
+
+
+def test_one_last_checkpoint_when_step_and_validation_checkpoints_meet(setup_dirs, tmp_path):
+    report = train(tiny(setup_dirs, tmp_path, "test_after_fit=false",
+                        "trainer.checkpoint_every_n_steps=1"))
+    names = sorted(p.name for p in (Path(report["checkpoint"]).parent / "checkpoints").iterdir())
+    assert names[-1] == "last.ckpt" and len(names) == 2 and names[0].startswith("best-"), names
 
 
 def test_non_finite_loss_fails_fast_naming_the_step(setup_dirs, tmp_path, monkeypatch):
