@@ -267,6 +267,9 @@ def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
 
     overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
     cfg = compose([*overrides, "logger=wandb", "logger.group=my_sweep"])
-    logger = build_logger(cfg, tmp_path)  # the wandb run starts only when first used
-    assert logger._wandb_init["group"] == "my_sweep"
+    wandb, csv_copy = build_logger(cfg, tmp_path)  # the wandb run starts only when first used
+    assert wandb._wandb_init["group"] == "my_sweep"
+    assert Path(csv_copy.log_dir).parent == tmp_path / "logs"  # logger.csv_copy: the CSV too
+    alone = build_logger(compose([*overrides, "logger=wandb", "logger.csv_copy=false"]), tmp_path)
+    assert alone._wandb_init["project"] == "retrieval-qa"
     assert compose(overrides).logger.group is None  # csv logger: the key exists, unused
