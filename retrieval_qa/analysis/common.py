@@ -128,10 +128,13 @@ def logged_rows(run_dir: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def last_logged(run_dir: str | Path, key: str) -> float | None:
-    """The last value a run logged for ``key`` (e.g. ``train/gam_loss``), None if never."""
-    values = [row[key] for row in logged_rows(run_dir) if row.get(key)]
-    return float(values[-1]) if values else None
+def last_logged(run_dir: str | Path, keys: Sequence[str]) -> dict[str, float | None]:
+    """The last value a run logged for each of ``keys`` (e.g. ``train/gam_loss``; None if
+    never), from one read of its CSV log."""
+    last: dict[str, float | None] = dict.fromkeys(keys)
+    for row in logged_rows(run_dir):
+        last.update({k: float(row[k]) for k in keys if row.get(k)})
+    return last
 
 
 def output_name(stem: str, tag: str | None) -> str:

@@ -83,6 +83,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     for members in groups.values():
         done = [m for m in members if m["report"] is not None]
         reports = [m["report"] for m in done]
+        lasts = [last_logged(m["run_dir"], logged) for m in done] if logged else []
         rows.append({
             "label": members[0]["sweep"].get("label"),
             "setting": members[0]["sweep"].get("setting", {}),
@@ -97,8 +98,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "sweep_metric": spread([_metric(r, sweep_metric) for r in reports])
             if sweep_metric else None,
             "best_val": spread([r.get("best_val_score") for r in reports]),
-            "last_logged": {k: spread([last_logged(m["run_dir"], k) for m in done])
-                            for k in logged},
+            "last_logged": {k: spread([last[k] for last in lasts]) for k in logged},
             "train_seconds": spread([r.get("train_seconds") for r in reports])})
     goal = first.get("goal")
     best = _best(rows, goal)

@@ -443,9 +443,10 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
         if unknown:
             raise ValueError(f"sweep {name} has runs 1 to {len(runs)}; --runs names {unknown} "
                              "(see the numbers with --dry-run)")
-        todo = [runs[i - 1] for i in dict.fromkeys(only) if runs[i - 1].status == "planned"]
+        wanted = list(dict.fromkeys(only))
+        todo = [runs[i - 1] for i in wanted if runs[i - 1].status == "planned"]
         for r in runs:
-            if r.status == "planned" and r not in todo:
+            if r.status == "planned" and r.index not in wanted:
                 r.status = "not run"
     if count is not None and method == "grid":
         for r in todo[count:]:
