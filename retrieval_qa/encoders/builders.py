@@ -31,6 +31,10 @@ encoder:
   chunk_rows            encode a batch in length-sorted chunks of this many rows, each padded
                         only to its own longest text (same embeddings, less padding's
                         compute: a CPU speed-up); null: the whole batch at once
+  input_types           a learned input-type vector per side (question, answer), added to every
+                        input token's embedding so one shared tower knows which side it
+                        encodes (supervised-mining paper 4.2); zero-initialised, so training
+                        starts from the checkpoint's own encodings. sharing: sde only
 pooler:
   type                  multihop_attention | mean | cls (ENDX: Lin et al. multi-hop)
   hops                  r
@@ -213,8 +217,12 @@ def build_tower(cfg: Any = None, *, token_encoder: TokenEncoder | None = None,
     encoder = token_encoder if token_encoder is not None else build_token_encoder(full["encoder"])
     pooler = build_pooler(full["pooler"], encoder.hidden_size)
     projection = build_projection(full["projection"], pooler.output_dim, projection_required)
+    input_types = None
+    if full["encoder"]["input_types"]:
+        input_types = nn.Embedding(2, encoder.input_dim)
+        nn.init.zeros_(input_types.weight)
     return Tower(encoder, pooler, projection, bool(full["projection"]["normalize"]),
-                 full["encoder"]["chunk_rows"])
+                 full["encoder"]["chunk_rows"], input_types)
 
 
 def _full_config(cfg: Any) -> dict[str, Any]:

@@ -45,7 +45,8 @@ class DualTowers(nn.Module):
     applied here, so the object always holds what its name says:
 
     - ``sde``: the answer tower must be None or the question tower itself; one object serves
-      both sides.
+      both sides. With input-type embeddings (``Tower.input_types``) the answer tower is the
+      question tower's ``for_side(1)``: the same modules, the answer's type vector.
     - ``ade``: two distinct tower objects, nothing shared.
     - ``ade_ste``: the answer tower's token embedder is replaced by the question tower's
       (the same module, hence the same ``nn.Embedding``).
@@ -64,13 +65,20 @@ class DualTowers(nn.Module):
         super().__init__()
         self.sharing = check_sharing(sharing)
         if sharing == "sde":
-            if answer_tower is not None and answer_tower is not question_tower:
+            if answer_tower is not None and not question_tower.shares_modules_with(answer_tower):
                 raise ValueError(
                     "sharing='sde' uses one tower for both sides: pass answer_tower=None or "
                     "the question tower itself"
                 )
-            answer_tower = question_tower
+            if answer_tower is None:
+                answer_tower = (question_tower if question_tower.input_types is None
+                                else question_tower.for_side(1))
         else:
+            if question_tower.input_types is not None or (
+                    answer_tower is not None and answer_tower.input_types is not None):
+                raise ValueError(
+                    f"sharing={sharing!r} with input-type embeddings: they mark the side for "
+                    "one shared tower (sharing='sde'); set encoder.input_types: false")
             if answer_tower is None or answer_tower is question_tower:
                 raise ValueError(f"sharing={sharing!r} needs two distinct tower objects")
             if sharing == "ade_ste":

@@ -20,6 +20,8 @@ class PretrainedTokenEncoder(TokenEncoder):
     their LayerNorm), or its input embeddings when it has no such module. Freezing it
     (ADE-FTE) freezes the embedding tables; the LayerNorm stays trainable.
     ``checkpoint`` records the :class:`ResolvedCheckpoint` when built with ``from_pretrained``.
+    ``input_offset``, when given, is added to every token's word embedding before the
+    model's own embedding layer adds positions and token types.
     """
 
     def __init__(
@@ -63,6 +65,10 @@ class PretrainedTokenEncoder(TokenEncoder):
             return embeddings
         return self.model.get_input_embeddings()
 
+    @property
+    def input_dim(self) -> int:
+        return int(self.model.get_input_embeddings().embedding_dim)
+
     def set_token_embedder(self, module: nn.Module) -> None:
         if isinstance(getattr(self.model, "embeddings", None), nn.Module):
             self.model.embeddings = module
@@ -74,8 +80,13 @@ class PretrainedTokenEncoder(TokenEncoder):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        input_offset: torch.Tensor | None = None,
     ) -> torch.Tensor:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if input_offset is not None:
+            words = self.model.get_input_embeddings()(input_ids)
+            kwargs = {"inputs_embeds": words + input_offset.to(words.dtype),
+                      "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         return self.model(**kwargs).last_hidden_state

@@ -68,10 +68,11 @@ class RecurrentTokenEncoder(EmbedderTokenEncoder):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        input_offset: torch.Tensor | None = None,
     ) -> torch.Tensor:
         total_length = input_ids.shape[1]
         lengths = attention_mask.long().sum(dim=1).clamp(min=1).cpu()
-        embedded = self.dropout(self.embedder(input_ids))
+        embedded = self.dropout(self.embed(input_ids, input_offset))
         packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.rnn(packed)
         states, _ = pad_packed_sequence(output, batch_first=True, total_length=total_length)

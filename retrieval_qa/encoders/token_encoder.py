@@ -7,8 +7,12 @@ from torch import nn
 
 
 class TokenEncoder(nn.Module):
-    """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None = None)
-    -> states[B, L, H]`` with ``H == self.hidden_size``.
+    """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None = None,
+    input_offset[E] | None = None) -> states[B, L, H]`` with ``H == self.hidden_size``.
+
+    ``input_offset``, when given, is added to every token's embedding (width
+    ``self.input_dim``) before the layers above it: the input-type vector of a
+    :class:`~.tower.Tower` with ``input_types``.
 
     ``attention_mask`` is 1 for tokens and 0 for padding; padding must be on the right (as
     Hugging Face tokenizers pad by default). Subclasses also expose their token embedder, the
@@ -20,6 +24,11 @@ class TokenEncoder(nn.Module):
 
     @property
     def token_embedder(self) -> nn.Module:
+        raise NotImplementedError
+
+    @property
+    def input_dim(self) -> int:
+        """The width of the token embeddings (what ``input_offset`` is added to)."""
         raise NotImplementedError
 
     def set_token_embedder(self, module: nn.Module) -> None:
@@ -37,6 +46,7 @@ class TokenEncoder(nn.Module):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        input_offset: torch.Tensor | None = None,
     ) -> torch.Tensor:
         raise NotImplementedError
 
@@ -50,5 +60,13 @@ class EmbedderTokenEncoder(TokenEncoder):
     def token_embedder(self) -> nn.Module:
         return self.embedder
 
+    @property
+    def input_dim(self) -> int:
+        return int(self.embedder.embedding_dim)
+
+    def embed(self, input_ids: torch.Tensor, input_offset: torch.Tensor | None) -> torch.Tensor:
+        """The token embeddings ``[B, L, E]``, plus ``input_offset`` when given."""
+        embedded = self.embedder(input_ids)
+        return embedded if input_offset is None else embedded + input_offset
     def set_token_embedder(self, module: nn.Module) -> None:
         self.embedder = module

@@ -24,6 +24,12 @@ class Tower(nn.Module):
         its own, so the embeddings are the same (to float rounding) and the pooler's penalty,
         a mean over rows, is the row-weighted mean of the chunks'. Saves the padding's compute
         where it dominates (a CPU, mixed lengths); on a GPU a whole batch is usually faster.
+    input_types: an ``nn.Embedding(2, E)`` of input-type vectors (E: the token embeddings'
+        width, ``token_encoder.input_dim``); input_type: the row of this tower's side (0
+        question, 1 answer). That vector is added to every input token's embedding (the
+        supervised-mining paper's input-type embedding, 4.2), so one shared encoder knows
+        which side it encodes. ``for_side(i)`` gives the other side's tower over the same
+        modules.
     ``encode(...) -> (embeddings, penalty)`` also returns the pooler's regulariser of the
     batch (a 0 tensor when it has none).
     """
@@ -35,8 +41,15 @@ class Tower(nn.Module):
         projection: nn.Module | None = None,
         normalize: bool = False,
         chunk_rows: int | None = None,
+        input_types: nn.Embedding | None = None,
+        input_type: int = 0,
     ) -> None:
         super().__init__()
+        if input_types is not None and not 0 <= input_type < input_types.num_embeddings:
+            raise ValueError(f"input_type={input_type}; the table has "
+                             f"{input_types.num_embeddings} rows")
+        self.input_types = input_types
+        self.input_type = input_type
         if chunk_rows is not None and chunk_rows < 1:
             raise ValueError(f"encoder.chunk_rows={chunk_rows}; expected a positive number of "
                              "rows or null (the whole batch at once)")
@@ -56,6 +69,20 @@ class Tower(nn.Module):
     @property
     def token_embedder(self) -> nn.Module:
         return self.token_encoder.token_embedder
+
+    def for_side(self, input_type: int) -> Tower:
+        """A tower over this one's modules (shared, not copied) that marks its inputs as
+        ``input_type``; needs ``input_types``."""
+        if self.input_types is None:
+            raise ValueError("for_side needs a tower with input_types")
+        return Tower(self.token_encoder, self.pooler, self.projection, self.normalize,
+                     self.chunk_rows, self.input_types, input_type)
+
+    def shares_modules_with(self, other: Tower) -> bool:
+        """Whether ``other`` is this tower or one over the same modules (``for_side``)."""
+        return other is self or all(
+            getattr(other, name) is getattr(self, name)
+            for name in ("token_encoder", "pooler", "projection", "input_types"))
 
     def encode(
         self,
@@ -79,7 +106,12 @@ class Tower(nn.Module):
         return out, penalty / input_ids.shape[0]
 
     def _encode(self, input_ids, attention_mask, token_type_ids):
-        states = self.token_encoder(input_ids, attention_mask, token_type_ids)
+        if self.input_types is None:
+            states = self.token_encoder(input_ids, attention_mask, token_type_ids)
+        else:
+            offset = self.input_types.weight[self.input_type]
+            states = self.token_encoder(input_ids, attention_mask, token_type_ids,
+                                        input_offset=offset)
         pooled, penalty = self.pooler.pool(states, attention_mask)
         if self.projection is not None:
             pooled = self.projection(pooled)

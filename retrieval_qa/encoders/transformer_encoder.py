@@ -87,11 +87,12 @@ class TransformerTokenEncoder(EmbedderTokenEncoder):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
+        input_offset: torch.Tensor | None = None,
     ) -> torch.Tensor:
         length = input_ids.shape[1]
         if length > self.max_positions:
             raise ValueError(f"sequence length {length} exceeds max_positions {self.max_positions}")
-        x = self.input_projection(self.embedder(input_ids))
+        x = self.input_projection(self.embed(input_ids, input_offset))
         if self.positions == "learned":
             x = x + self.position_embedding.weight[:length]
         else:

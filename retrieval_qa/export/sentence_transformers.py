@@ -200,8 +200,11 @@ def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
         token_encoder = build_token_encoder(enc, token_embedder=embedder)
     else:
         token_encoder = build_token_encoder(enc)
-    return build_tower({**towers_cfg, "encoder": enc}, token_encoder=token_encoder,
-                       projection_required=spec.get("sharing") == "ade_spl")
+    tower = build_tower({**towers_cfg, "encoder": enc}, token_encoder=token_encoder,
+                        projection_required=spec.get("sharing") == "ade_spl")
+    if tower.input_types is not None and spec["side"] == "answer":
+        return tower.for_side(1)
+    return tower
 
 
 def _spec(towers: nn.Module, side: str, meta: dict) -> dict:

@@ -68,6 +68,10 @@ def save_model(folder: Path, tok, towers_cfg: dict, similarity: str,
 
     torch.manual_seed(1)
     towers = locate(builder)(towers_cfg)
+    input_types = getattr(towers.question_tower, "input_types", None)
+    if input_types is not None:  # trained type vectors, not the zeros they start from
+        with torch.no_grad():
+            input_types.weight.normal_()
     meta = {"max_question_length": 8, "max_answer_length": 12,
             "answer_with_context": answer_with_context, "builder": builder,
             "towers": towers_cfg, "similarity": similarity, "experiment": "test"}
@@ -126,14 +130,19 @@ def test_sde_is_one_module_with_the_embeddings_of_rqa_encode(assets, tmp_path, m
     assert st.get_embedding_dimension() == q.shape[1]
 
 
-@pytest.mark.parametrize("variant", ["ade_spl_gru_dot", "ade_bert_cosine"])
+@pytest.mark.parametrize("variant", ["ade_spl_gru_dot", "ade_bert_cosine",
+                                     "sde_bert_input_types"])
 def test_asymmetric_variants_route_query_and_document(assets, tmp_path, monkeypatch, variant):
+    """Two towers, or one shared tower whose sides add different input-type vectors."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _, tok, vocab, bert = assets
     if variant == "ade_spl_gru_dot":
         cfg, similarity = gru_config(vocab, "ade_spl", projection=6), "dot"
-    else:
+    elif variant == "ade_bert_cosine":
         cfg, similarity = bert_config(bert, "ade"), "cosine"
+    else:
+        cfg, similarity = bert_config(bert, "sde"), "cosine"
+        cfg["encoder"]["input_types"] = True
     src = save_model(tmp_path / "src", tok, cfg, similarity)
     out = rqa("export", "--format", "sentence-transformers", "--checkpoint", src,
               "--output", tmp_path / "st")
@@ -147,7 +156,7 @@ def test_asymmetric_variants_route_query_and_document(assets, tmp_path, monkeypa
     ref_q, ref_d = rqa_encode(tmp_path, src, "question"), rqa_encode(tmp_path, src, "answer")
     assert max_diff(q, ref_q) < TOL and max_diff(d, ref_d) < TOL
     assert max_diff(st.encode(TEXTS, task="query", convert_to_tensor=True), ref_q) < TOL
-    assert max_diff(q, d) > 1e-3  # two different towers really are used
+    assert max_diff(q, d) > 1e-3  # two different towers (or type vectors) really are used
     assert st.similarity_fn_name == similarity
     # the scores sentence-transformers computes are the retrieval scores of the suite
     scores = st.similarity(q, d)
