@@ -80,12 +80,12 @@ reproduce-endx: $(STAMP)
 reproduce-vaes: $(STAMP)
 	$(BIN)/python experiments/vae_study.py --profile $(PROFILE) $(VAES_ARGS)
 
-# Supervised mining paper (results/mining/README.md, "To run"): the off-the-shelf retriever
+# Supervised mining paper (results/mining/README.md, "Reproduce"): the off-the-shelf retriever
 # (untrained MiniLM), the classifier (Table 2), mining a sample of the training pool (drop
 # MINE_ARGS' --max-documents on a GPU), the three dual-encoder rows over SEEDS_MINING (Table 3)
 # and the BM25 / untrained baselines on MultiReQA SQuAD test. Every step resumes.
 MINING_OUT ?= runs/mining$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
-MINE_ARGS ?= --max-documents 2000
+MINE_ARGS ?= --max-documents 1000
 SEEDS_MINING ?= 1 2 3
 reproduce-mining: $(STAMP)
 	test -f $(MINING_OUT)/retriever_untrained/model.json || $(RQA) export \

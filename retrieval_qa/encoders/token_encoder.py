@@ -68,5 +68,6 @@ class EmbedderTokenEncoder(TokenEncoder):
         """The token embeddings ``[B, L, E]``, plus ``input_offset`` when given."""
         embedded = self.embedder(input_ids)
         return embedded if input_offset is None else embedded + input_offset
+
     def set_token_embedder(self, module: nn.Module) -> None:
         self.embedder = module

@@ -1,0 +1,118 @@
+"""How plausible are the pairs `rqa mine` kept? A proxy without human labels (issue 13).
+
+Every neighbour the miner scored (the ``scored/`` table of its output folder) is checked
+against the SQuAD train file the pool was rebuilt from:
+
+* ``has_answer``: the sentence contains one of the question's SQuAD answer strings (case
+  folded). A sentence that repeats the answer elsewhere can answer the question too, so this
+  is the share of plausible extra positives; it misses paraphrased answers and counts a
+  sentence that merely mentions the answer string;
+* ``same_paragraph``: the sentence is part of the question's own paragraph.
+
+Rows are counted by the miner's status (``mined``, ``below_threshold``, ``duplicate``) and,
+for mined pairs, by the classifier's probability. With ``--examples``, the classifier's own
+test examples (``test.jsonl`` of its examples folder) are scored again and its accuracy is
+given per source (gold, BM25, dense, same paragraph): which negatives it takes for answers.
+Written to ``results/mining/cpu/mined_answer_check.json``.
+
+Usage: RQA_DATA_DIR=../shared/data python experiments/mining_answer_check.py [--mined DIR]
+    [--examples runs/mining/mining_classifier/examples/<digest>]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from retrieval_qa.data.registry import resolve_data_dir
+from retrieval_qa.data.squad import read_squad
+
+ROOT = Path(__file__).resolve().parents[1]
+BINS = [(0.5, 0.7), (0.7, 0.9), (0.9, 1.0)]
+
+
+def check(mined: Path, data: Path) -> dict:
+    import datasets
+
+    scored = datasets.load_from_disk(str(mined / "scored"))
+    paragraphs, _ = read_squad(data / "squad/train-v1.1.json.gz")
+    answers, context = {}, {}
+    for paragraph in paragraphs:
+        for qa in paragraph.qas:
+            answers[qa.id] = {a.text.lower() for a in qa.answers}
+            context[qa.id] = paragraph.context
+    counts: dict[str, Counter] = {}
+    unknown = 0
+    for row in scored:
+        qid = row["question_id"]
+        if qid not in answers:
+            unknown += 1
+            continue
+        sentence = row["answer"]
+        status = row["status"]
+        keys = [status]
+        if status == "mined":
+            keys += [f"mined, p in [{lo}, {hi})" for lo, hi in BINS
+                     if lo <= row["probability"] < hi or (hi == 1.0 and row["probability"] == 1.0)]
+        for key in keys:
+            c = counts.setdefault(key, Counter())
+            c["pairs"] += 1
+            c["has_answer"] += any(a in sentence.lower() for a in answers[qid])
+            c["same_paragraph"] += sentence in context[qid]
+    if unknown:
+        raise ValueError(f"{mined / 'scored'}: {unknown} rows have a question id that is not in "
+                         f"{data / 'squad/train-v1.1.json.gz'}; was the pool built from another file?")
+    table = {key: {"pairs": c["pairs"],
+                   "has_answer_percent": round(100 * c["has_answer"] / c["pairs"], 2),
+                   "same_paragraph_percent": round(100 * c["same_paragraph"] / c["pairs"], 2)}
+             for key, c in sorted(counts.items())}
+    summary = json.loads((mined / "summary.json").read_text())
+    return {"mined": str(mined), "pool": summary["pool"], "classifier": summary["paths"],
+            "rows": len(scored), "by_status": table,
+            "note": "has_answer: the sentence contains a SQuAD answer string of the question "
+                    "(case folded); same_paragraph: the sentence is in the question's paragraph"}
+
+
+def by_source(classifier: Path, examples: Path, threshold: float) -> dict:
+    """The classifier's accuracy on its test examples, per source of the example."""
+    from retrieval_qa.mining.scorer import ClassifierScorer
+
+    rows = [json.loads(line) for line in (examples / "test.jsonl").open(encoding="utf-8")]
+    scorer = ClassifierScorer.from_path(classifier)
+    p = scorer([r["question"] for r in rows], [r["answer"] for r in rows],
+               [r["context"] for r in rows])
+    table: dict[str, Counter] = {}
+    for row, prob in zip(rows, p.tolist()):
+        c = table.setdefault(row["source"], Counter())
+        c["examples"] += 1
+        c["correct"] += (prob >= threshold) == bool(row["label"])
+        c["p_sum"] += prob
+    return {"examples": str(examples / "test.jsonl"), "classifier": str(classifier),
+            "threshold": threshold,
+            "by_source": {k: {"examples": c["examples"],
+                              "accuracy": round(100 * c["correct"] / c["examples"], 2),
+                              "mean_p": round(c["p_sum"] / c["examples"], 4)}
+                          for k, c in sorted(table.items())}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mined", type=Path, default=ROOT / "runs/mining/mined")
+    parser.add_argument("--examples", type=Path, default=None,
+                        help="the classifier's examples folder: also its accuracy per source")
+    parser.add_argument("--output", type=Path,
+                        default=ROOT / "results/mining/cpu/mined_answer_check.json")
+    args = parser.parse_args(argv)
+    out = check(args.mined, resolve_data_dir()[0])
+    if args.examples is not None:
+        summary = json.loads((args.mined / "summary.json").read_text())
+        out["classifier_test"] = by_source(Path(summary["paths"]["classifier"]), args.examples,
+                                           summary["threshold"])
+    args.output.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in out.items() if k != "note"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
