@@ -84,7 +84,7 @@ def by_source(classifier: Path, examples: Path, threshold: float) -> dict:
     p = scorer([r["question"] for r in rows], [r["answer"] for r in rows],
                [r["context"] for r in rows])
     table: dict[str, Counter] = {}
-    for row, prob in zip(rows, p.tolist()):
+    for row, prob in zip(rows, p.tolist(), strict=True):
         c = table.setdefault(row["source"], Counter())
         c["examples"] += 1
         c["correct"] += (prob >= threshold) == bool(row["label"])
