@@ -10,13 +10,10 @@ against the SQuAD train file the pool was rebuilt from:
 * ``same_paragraph``: the sentence is part of the question's own paragraph.
 
 Rows are counted by the miner's status (``mined``, ``below_threshold``, ``duplicate``) and,
-for mined pairs, by the classifier's probability. With ``--examples``, the classifier's own
-test examples (``test.jsonl`` of its examples folder) are scored again and its accuracy is
-given per source (gold, BM25, dense, same paragraph): which negatives it takes for answers.
-Written to ``results/mining/cpu/mined_answer_check.json``.
+for mined pairs, by the classifier's probability, written to
+``results/mining/cpu/mined_answer_check.json``.
 
 Usage: RQA_DATA_DIR=../shared/data python experiments/mining_answer_check.py [--mined DIR]
-    [--examples runs/mining/mining_classifier/examples/<digest>]
 """
 
 from __future__ import annotations
@@ -75,43 +72,15 @@ def check(mined: Path, data: Path) -> dict:
                     "(case folded); same_paragraph: the sentence is in the question's paragraph"}
 
 
-def by_source(classifier: Path, examples: Path, threshold: float) -> dict:
-    """The classifier's accuracy on its test examples, per source of the example."""
-    from retrieval_qa.mining.scorer import ClassifierScorer
-
-    rows = [json.loads(line) for line in (examples / "test.jsonl").open(encoding="utf-8")]
-    scorer = ClassifierScorer.from_path(classifier)
-    p = scorer([r["question"] for r in rows], [r["answer"] for r in rows],
-               [r["context"] for r in rows])
-    table: dict[str, Counter] = {}
-    for row, prob in zip(rows, p.tolist(), strict=True):
-        c = table.setdefault(row["source"], Counter())
-        c["examples"] += 1
-        c["correct"] += (prob >= threshold) == bool(row["label"])
-        c["p_sum"] += prob
-    return {"examples": str(examples / "test.jsonl"), "classifier": str(classifier),
-            "threshold": threshold,
-            "by_source": {k: {"examples": c["examples"],
-                              "accuracy": round(100 * c["correct"] / c["examples"], 2),
-                              "mean_p": round(c["p_sum"] / c["examples"], 4)}
-                          for k, c in sorted(table.items())}}
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mined", type=Path, default=ROOT / "runs/mining/mined")
-    parser.add_argument("--examples", type=Path, default=None,
-                        help="the classifier's examples folder: also its accuracy per source")
     parser.add_argument("--output", type=Path,
                         default=ROOT / "results/mining/cpu/mined_answer_check.json")
     args = parser.parse_args(argv)
     out = check(args.mined, resolve_data_dir()[0])
-    if args.examples is not None:
-        summary = json.loads((args.mined / "summary.json").read_text())
-        out["classifier_test"] = by_source(Path(summary["paths"]["classifier"]), args.examples,
-                                           summary["threshold"])
     args.output.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in out.items() if k != "note"}, indent=2))
+    print(json.dumps(out["by_status"], indent=2))
 
 
 if __name__ == "__main__":
