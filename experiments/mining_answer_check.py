@@ -74,7 +74,7 @@ def check(mined: Path, data: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mined", type=Path, default=ROOT / "runs/mining/mined")
+    parser.add_argument("--mined", type=Path, default=Path("runs/mining/mined"))
     parser.add_argument("--output", type=Path,
                         default=ROOT / "results/mining/cpu/mined_answer_check.json")
     args = parser.parse_args(argv)
