@@ -82,11 +82,12 @@ class PretrainedTokenEncoder(TokenEncoder):
         token_type_ids: torch.Tensor | None = None,
         input_offset: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if input_offset is not None:
+        if input_offset is None:
+            kwargs = {"input_ids": input_ids}
+        else:
             words = self.model.get_input_embeddings()(input_ids)
-            kwargs = {"inputs_embeds": words + input_offset.to(words.dtype),
-                      "attention_mask": attention_mask}
+            kwargs = {"inputs_embeds": words + input_offset.to(words.dtype)}
+        kwargs["attention_mask"] = attention_mask
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         return self.model(**kwargs).last_hidden_state
