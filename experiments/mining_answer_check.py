@@ -41,26 +41,29 @@ def check(mined: Path, data: Path) -> dict:
             answers[qa.id] = {a.text.lower() for a in qa.answers}
             context[qa.id] = paragraph.context
     counts: dict[str, Counter] = {}
-    unknown = 0
+    unknown = []
     for row in scored:
         qid = row["question_id"]
         if qid not in answers:
-            unknown += 1
+            unknown.append(qid)
             continue
         sentence = row["answer"]
-        status = row["status"]
-        keys = [status]
-        if status == "mined":
+        has_answer = any(a in sentence.lower() for a in answers[qid])
+        same_paragraph = sentence in context[qid]
+        keys = [row["status"]]
+        if row["status"] == "mined":
+            p = row["probability"]
             keys += [f"mined, p in [{lo}, {hi})" for lo, hi in BINS
-                     if lo <= row["probability"] < hi or (hi == 1.0 and row["probability"] == 1.0)]
+                     if lo <= p < hi or (hi == 1.0 and p == 1.0)]
         for key in keys:
             c = counts.setdefault(key, Counter())
             c["pairs"] += 1
-            c["has_answer"] += any(a in sentence.lower() for a in answers[qid])
-            c["same_paragraph"] += sentence in context[qid]
+            c["has_answer"] += has_answer
+            c["same_paragraph"] += same_paragraph
     if unknown:
-        raise ValueError(f"{mined / 'scored'}: {unknown} rows have a question id that is not in "
-                         f"{data / 'squad/train-v1.1.json.gz'}; was the pool built from another file?")
+        raise ValueError(f"{mined / 'scored'}: {len(unknown)} rows have a question id that is not "
+                         f"in {data / 'squad/train-v1.1.json.gz'} (first: {unknown[0]!r}); was "
+                         "the pool built from another file?")
     table = {key: {"pairs": c["pairs"],
                    "has_answer_percent": round(100 * c["has_answer"] / c["pairs"], 2),
                    "same_paragraph_percent": round(100 * c["same_paragraph"] / c["pairs"], 2)}
