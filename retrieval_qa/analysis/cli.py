@@ -156,6 +156,10 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     sb.add_argument("--last-logged", default=None, metavar="KEYS",
                     help="--sweep: also the last value each run logged of these keys, "
                          "comma-separated (its CSV log, e.g. train/dual_loss,train/gam_loss)")
+    sb.add_argument("--merge", default=None, metavar="TABLE_JSON",
+                    help="--sweep: pool the folder's runs into this earlier sweep_table.json "
+                         "of the same sweep (e.g. the committed one, whose run folders are "
+                         "on another machine); a seed in both is an error")
     sb.add_argument("--title", default=None,
                     help="default 'Dual encoders vs ENDX', or 'Sweep NAME' with --sweep")
     sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
@@ -237,13 +241,17 @@ def run_analysis(args) -> dict:
     if args.analysis == "side-by-side":
         if bool(args.sweep) == bool(args.report):
             raise ValueError("side-by-side: give --report NAME=RUN (repeated) or --sweep DIR")
+        if args.merge and not args.sweep:
+            raise ValueError("side-by-side: --merge TABLE_JSON pools into a sweep's table; "
+                             "give --sweep DIR with it")
         if args.sweep:
             from .sweeps import sweep_table
 
             metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
             logged = [k.strip() for k in args.last_logged.split(",")] if args.last_logged else ()
             return sweep_table(args.sweep, output_dir=args.output_dir, metrics=metrics,
-                               title=args.title, tag=args.tag, logged=logged)
+                               title=args.title, tag=args.tag, logged=logged,
+                               merge=args.merge)
         from .runs import load_reports, side_by_side_table
 
         return side_by_side_table(load_reports(parse_named(args.report, "report")),

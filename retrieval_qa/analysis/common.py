@@ -73,6 +73,18 @@ def spread(values: Sequence[float | None]) -> dict | None:
             "min": round(min(vals), 4), "max": round(max(vals), 4), "n": len(vals)}
 
 
+def pool_spreads(a: dict | None, b: dict | None) -> dict | None:
+    """``spread(xs + ys)`` from ``spread(xs)`` and ``spread(ys)`` alone (exact up to their
+    rounding): to pool runs of which only a table's summary is left."""
+    if not a or not b:
+        return a or b
+    n = a["n"] + b["n"]
+    mean = (a["n"] * a["mean"] + b["n"] * b["mean"]) / n
+    squares = sum((s["n"] - 1) * s["std"] ** 2 + s["n"] * (s["mean"] - mean) ** 2 for s in (a, b))
+    return {"mean": round(mean, 4), "std": round(math.sqrt(squares / (n - 1)), 4),
+            "min": min(a["min"], b["min"]), "max": max(a["max"], b["max"]), "n": n}
+
+
 def cell(stat: dict | None, digits: int = 2) -> str:
     """``55.24`` for one run, ``55.24 ± 1.02`` (sample std) for several; ``–`` for none."""
     if not stat:

@@ -5,7 +5,11 @@ sample std over the setting's finished runs (seeds).
 A sweep folder holds, per run, ``<setting>/<experiment>/<profile>-seed<seed>/`` with
 ``sweep.json`` (the run's parameters, written before it starts) and, once finished,
 ``result.json``; a run with a folder but no result is counted as started, not finished (runs
-that ``rqa sweep --runs`` / ``--count`` left out have no folder and are not counted)."""
+that ``rqa sweep --runs`` / ``--count`` left out have no folder and are not counted).
+
+Run folders are git-ignored and local: ``merge=`` pools the runs of the folder into an earlier
+table of the same sweep (its ``sweep_table.json``, e.g. the committed one made on another
+machine), setting by setting, from the table's spreads alone."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from .common import (
     last_logged,
     markdown_table,
     output_name,
+    pool_spreads,
     spread,
     write_json,
     write_markdown,
@@ -62,12 +67,15 @@ def _metric(report: dict, name: str) -> float | None:
 
 def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                 metrics: Sequence[str] | None = None, title: str | None = None,
-                tag: str | None = None, logged: Sequence[str] = ()) -> dict:
+                tag: str | None = None, logged: Sequence[str] = (),
+                merge: str | Path | None = None) -> dict:
     """Writes ``sweep_table[_TAG].{md,json}`` (into ``output_dir``, default the sweep folder):
     per setting the test metrics (``metrics``, default MRR / R@1 / R@5), the sweep's own
     metric, the best validation score, the training time and the last logged value of each
     key of ``logged`` (the runs' CSV logs, e.g. ``train/gam_loss``), each as mean ± sample std
-    over its finished runs, with the seeds and how many runs are finished of those started."""
+    over its finished runs, with the seeds and how many runs are finished of those started.
+    ``merge``: an earlier ``sweep_table.json`` of this sweep whose rows the folder's runs are
+    pooled into (see ``merge_table``)."""
     runs = load_sweep_runs(sweep_dir)
     first = runs[0]["sweep"]
     name, sweep_metric = first.get("sweep", Path(sweep_dir).name), first.get("metric")
@@ -100,6 +108,12 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "best_val": spread([r.get("best_val_score") for r in reports]),
             "last_logged": {k: spread([last[k] for last in lasts]) for k in logged},
             "train_seconds": spread([r.get("train_seconds") for r in reports])})
+    merged = []
+    if merge is not None:
+        previous = _load_table(merge, name, metrics, logged)
+        rows = merge_table(previous, rows, metrics, str(merge))
+        keys = previous["swept"] + [k for k in keys if k not in previous["swept"]]
+        merged = [*previous.get("merged", []), str(merge)]
     goal = first.get("goal")
     best = _best(rows, goal)
     title = title or f"Sweep {name}"
@@ -117,13 +131,18 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         f"{r['runs']}/{r['started']}" + (" best" if r is best else ""),
         ", ".join(map(str, r["seeds"]))] for r in rows))
     lines = [f"# {title}", "",
-             f"From `{sweep_dir}` (`rqa sweep`, {len(runs)} runs started, "
+             f"From `{sweep_dir}`"
+             + "".join(f" and the table `{m}`" for m in merged)
+             + f" (`rqa sweep`, {sum(r['started'] for r in rows)} runs started, "
              f"{sum(r['runs'] for r in rows)} finished). One row per setting (the swept "
              "parameters other than the seed); cells: mean ± sample std over the setting's "
              "finished runs. Test pool: " + (", ".join(pools) or "–") + ". 'best val' is the "
              "monitored validation score of model selection, 'train s' the wall time of "
              "`rqa train`; 'runs' is finished / started."
-             + (" 'last KEY': the value the run logged last (its CSV log)." if logged else ""),
+             + (" 'last KEY': the value the run logged last (its CSV log)." if logged else "")
+             + (" Runs of the earlier table are pooled with this folder's into the same "
+                "setting's row, mean and sample std recomputed from the two groups' "
+                "spreads; their run folders are not here." if merged else ""),
              ""]
     lines += table
     if best is not None:
@@ -133,7 +152,9 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     stem = output_name("sweep_table", tag)
     files = [write_json(out / f"{stem}.json", {"title": title, "sweep": name,
                                                "metric": sweep_metric, "swept": keys,
-                                               "best": best and best["label"], "rows": rows}),
+                                               "best": best and best["label"],
+                                               **({"merged": merged} if merged else {}),
+                                               "rows": rows}),
              write_markdown(out / f"{stem}.md", lines)]
     return {"analysis": "side-by-side", "sweep": name, "metric": sweep_metric,
             "best": best and best["label"],
@@ -147,3 +168,58 @@ def _best(rows: list[dict], goal: str | None) -> dict | None:
         return None
     sign = -1 if goal == "minimize" else 1
     return max(scored, key=lambda r: sign * r["sweep_metric"]["mean"])
+
+
+def _setting_key(setting: dict) -> str:
+    return json.dumps(setting, sort_keys=True, default=str)
+
+
+def _load_table(path: str | Path, sweep: str, metrics: Sequence[str],
+                logged: Sequence[str]) -> dict:
+    """An earlier ``sweep_table.json`` of ``sweep`` with every column this table shows."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--merge {path}: no such file (an earlier sweep_table.json "
+                                "of this sweep)")
+    table = json.loads(path.read_text(encoding="utf-8"))
+    if table.get("sweep") != sweep:
+        raise ValueError(f"--merge {path}: a table of sweep {table.get('sweep')!r}, not of "
+                         f"{sweep!r}; give the table of the same sweep")
+    for row in table["rows"]:
+        missing = [m for m in metrics if m not in row] + [
+            f"last {k}" for k in logged if k not in row.get("last_logged", {})]
+        if missing:
+            raise ValueError(f"--merge {path}: row {row['label']!r} has no {', '.join(missing)}; "
+                             "give the --metrics / --last-logged the table was made with")
+    return table
+
+
+def merge_table(previous: dict, rows: list[dict], metrics: Sequence[str],
+                source: str = "the earlier table") -> list[dict]:
+    """The earlier table's rows (in its order) with this folder's runs pooled into the row of
+    the same setting, then the folder's new settings. A seed in both is an error (a run is
+    counted once); the earlier table's unfinished runs are dropped (their folders are gone: a
+    rerun is in this folder)."""
+    fresh = {_setting_key(r["setting"]): r for r in rows}
+    out = []
+    for old in previous["rows"]:
+        new = fresh.pop(_setting_key(old["setting"]), None)
+        if new is None:
+            out.append({**old, "started": old["runs"]})
+            continue
+        both = sorted(set(old["seeds"]) & set(new["seeds"]))
+        if both:
+            raise ValueError(f"--merge {source}: setting {old['label']!r} has seed(s) {both} "
+                             "both in the table and in the sweep folder (a run is counted "
+                             "once); leave out --merge, or the run folder, for those seeds")
+        out.append({
+            **old, "runs": old["runs"] + new["runs"], "started": old["runs"] + new["started"],
+            "seeds": old["seeds"] + new["seeds"],
+            "experiments": sorted({*old["experiments"], *new["experiments"]}),
+            "test_pools": sorted({*old["test_pools"], *new["test_pools"]}),
+            "run_dirs": old["run_dirs"] + new["run_dirs"],
+            **{k: pool_spreads(old.get(k), new.get(k))
+               for k in (*metrics, "sweep_metric", "best_val", "train_seconds")},
+            "last_logged": {k: pool_spreads(old["last_logged"].get(k), v)
+                            for k, v in new["last_logged"].items()}})
+    return out + list(fresh.values())

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from retrieval_qa.analysis.common import pool_spreads, spread
 from retrieval_qa.analysis.sweeps import load_sweep_runs, sweep_table
 from retrieval_qa.cli import main
 
@@ -66,3 +67,57 @@ def test_side_by_side_needs_reports_or_a_sweep(tmp_path, capsys):
     assert "--report NAME=RUN (repeated) or --sweep DIR" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="rqa sweep"):
         load_sweep_runs(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("xs,ys", [([1.0], [3.0]), ([20.0, 24.0, 22.0], [30.0]),
+                                   ([0.5, 0.39], [12.1, 7.3, 9.9])])
+def test_pool_spreads_is_the_spread_of_the_pooled_values(xs, ys):
+    pooled = pool_spreads(spread(xs), spread(ys))
+    assert pooled == pytest.approx(spread(xs + ys), abs=1e-3)
+    assert pool_spreads(None, spread(ys)) == spread(ys) and pool_spreads(spread(xs), None) == spread(xs)
+
+
+def test_merge_pools_a_folder_into_an_earlier_table_of_the_sweep(sweep_dir, tmp_path):
+    """An earlier table (its run folders gone) plus a folder of new seeds and a new setting
+    gives the table of all the runs."""
+    a = {"model.gam.detach_cross": True, "model.gam.final": {"qq": 1.0, "aa": 1.0}}
+    c = {"model.gam.detach_cross": True, "model.gam.final": {"qq": 10.0, "aa": 10.0}}
+    later = tmp_path / "later" / "confounds"
+    _run(later, 6, a, 4, 26.0)
+    _run(later, 7, c, 1, 5.0)
+    sweep_table(sweep_dir, output_dir=tmp_path)
+    everything = tmp_path / "all" / "confounds"  # the same runs in one folder
+    for i, (seed, mrr) in enumerate([(1, 20.0), (2, 24.0), (3, 22.0), (4, 26.0)]):
+        _run(everything, i + 1, a, seed, mrr)
+    direct = sweep_table(everything, output_dir=tmp_path / "direct")
+    direct_row = json.loads((tmp_path / "direct" / "sweep_table.json").read_text())["rows"][0]
+    out = sweep_table(later, output_dir=tmp_path / "merged", merge=tmp_path / "sweep_table.json")
+    data = json.loads((tmp_path / "merged" / "sweep_table.json").read_text())
+    first, second, new = data["rows"]
+    assert first["seeds"] == [1, 2, 3, 4] and first["runs"] == first["started"] == 4
+    for key in ("mrr", "r@1", "best_val", "train_seconds", "sweep_metric"):
+        assert first[key] == pytest.approx(direct_row[key], abs=1e-3)
+    assert second["runs"] == second["started"] == 1  # the unfinished run's folder is gone
+    assert new["setting"] == c and new["mrr"]["mean"] == 5.0
+    assert data["merged"] == [str(tmp_path / "sweep_table.json")]
+    assert out["best"] == second["label"] and direct["best"] == direct_row["label"]
+    md = (tmp_path / "merged" / "sweep_table.md").read_text()
+    assert "and the table" in md and "(`rqa sweep`, 6 runs started, 6 finished)" in md
+    assert "| True | qq=1, aa=1 | 23.00 ± 2.58 |" in md
+
+
+def test_merge_refuses_a_seed_twice_another_sweep_and_missing_columns(sweep_dir, tmp_path):
+    table = tmp_path / "sweep_table.json"
+    sweep_table(sweep_dir, output_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"seed\(s\) \[1, 2, 3\] both in the table"):
+        sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table)
+    with pytest.raises(ValueError, match="has no last train/gam_loss"):
+        sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table,
+                    logged=["train/gam_loss"])
+    other = json.loads(table.read_text())
+    table.write_text(json.dumps({**other, "sweep": "ramp"}))
+    with pytest.raises(ValueError, match="a table of sweep 'ramp', not of 'confounds'"):
+        sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        sweep_table(sweep_dir, merge=tmp_path / "none.json")
+    assert main(["analyze", "side-by-side", "--report", f"a={tmp_path}", "--merge", str(table)]) == 2
