@@ -110,8 +110,8 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "train_seconds": spread([r.get("train_seconds") for r in reports])})
     merged = []
     if merge is not None:
-        previous = _load_table(merge, name, metrics, logged)
-        rows = merge_table(previous, rows, metrics, str(merge))
+        previous = _load_table(merge, name)
+        rows = merge_table(previous, rows, metrics, logged, str(merge))
         keys = previous["swept"] + [k for k in keys if k not in previous["swept"]]
         merged = [*previous.get("merged", []), str(merge)]
     goal = first.get("goal")
@@ -174,9 +174,8 @@ def _setting_key(setting: dict) -> str:
     return json.dumps(setting, sort_keys=True, default=str)
 
 
-def _load_table(path: str | Path, sweep: str, metrics: Sequence[str],
-                logged: Sequence[str]) -> dict:
-    """An earlier ``sweep_table.json`` of ``sweep`` with every column this table shows."""
+def _load_table(path: str | Path, sweep: str) -> dict:
+    """An earlier ``sweep_table.json`` of ``sweep``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--merge {path}: no such file (an earlier sweep_table.json "
@@ -185,28 +184,30 @@ def _load_table(path: str | Path, sweep: str, metrics: Sequence[str],
     if table.get("sweep") != sweep:
         raise ValueError(f"--merge {path}: a table of sweep {table.get('sweep')!r}, not of "
                          f"{sweep!r}; give the table of the same sweep")
-    for row in table["rows"]:
-        missing = [m for m in metrics if m not in row] + [
-            f"last {k}" for k in logged if k not in row.get("last_logged", {})]
-        if missing:
-            raise ValueError(f"--merge {path}: row {row['label']!r} has no {', '.join(missing)}; "
-                             "give the --metrics / --last-logged the table was made with")
     return table
 
 
 def merge_table(previous: dict, rows: list[dict], metrics: Sequence[str],
-                source: str = "the earlier table") -> list[dict]:
+                logged: Sequence[str] = (), source: str = "the earlier table") -> list[dict]:
     """The earlier table's rows (in its order) with this folder's runs pooled into the row of
     the same setting, then the folder's new settings. A seed in both is an error (a run is
-    counted once); the earlier table's unfinished runs are dropped (their folders are gone: a
-    rerun is in this folder)."""
+    counted once), and so is a row to pool into that lacks a column of this table; a row kept
+    as it was shows "–" there. The earlier table's unfinished runs are dropped (their folders
+    are gone: a rerun is in this folder)."""
     fresh = {_setting_key(r["setting"]): r for r in rows}
     out = []
     for old in previous["rows"]:
         new = fresh.pop(_setting_key(old["setting"]), None)
         if new is None:
-            out.append({**old, "started": old["runs"]})
+            out.append({**old, "started": old["runs"], **{m: old.get(m) for m in metrics},
+                        "last_logged": {k: old.get("last_logged", {}).get(k) for k in logged}})
             continue
+        missing = [m for m in metrics if m not in old] + [
+            f"last {k}" for k in logged if k not in old.get("last_logged", {})]
+        if missing:
+            raise ValueError(f"--merge {source}: row {old['label']!r} has no "
+                             f"{', '.join(missing)} to pool this folder's runs into; give the "
+                             "--metrics / --last-logged the table was made with")
         both = sorted(set(old["seeds"]) & set(new["seeds"]))
         if both:
             raise ValueError(f"--merge {source}: setting {old['label']!r} has seed(s) {both} "

@@ -111,9 +111,16 @@ def test_merge_refuses_a_seed_twice_another_sweep_and_missing_columns(sweep_dir,
     sweep_table(sweep_dir, output_dir=tmp_path)
     with pytest.raises(ValueError, match=r"seed\(s\) \[1, 2, 3\] both in the table"):
         sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table)
-    with pytest.raises(ValueError, match="has no last train/gam_loss"):
-        sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table,
-                    logged=["train/gam_loss"])
+    later = tmp_path / "later" / "confounds"
+    _run(later, 6, json.loads(table.read_text())["rows"][0]["setting"], 4, 26.0)
+    with pytest.raises(ValueError, match="has no last train/gam_loss to pool"):
+        sweep_table(later, output_dir=tmp_path / "again", merge=table, logged=["train/gam_loss"])
+    other = tmp_path / "other" / "confounds"  # only a new setting: the earlier rows are kept
+    _run(other, 7, {"model.gam.detach_cross": True, "model.gam.final": {"qq": 10.0, "aa": 10.0}},
+         1, 5.0)
+    sweep_table(other, output_dir=tmp_path / "kept", merge=table, logged=["train/gam_loss"])
+    md = (tmp_path / "kept" / "sweep_table.md").read_text()
+    assert "| True | qq=1, aa=1 | 22.00 ± 2.00 | 12.00 ± 2.00 | 32.00 ± 2.00 | 11.00 ± 1.00 | – |" in md
     other = json.loads(table.read_text())
     table.write_text(json.dumps({**other, "sweep": "ramp"}))
     with pytest.raises(ValueError, match="a table of sweep 'ramp', not of 'confounds'"):
