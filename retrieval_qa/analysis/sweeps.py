@@ -85,8 +85,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         keys += [k for k in r["sweep"].get("setting", {}) if k not in keys]
     groups: dict[str, list[dict]] = {}
     for r in runs:
-        groups.setdefault(json.dumps(r["sweep"].get("setting", {}), sort_keys=True,
-                                     default=str), []).append(r)
+        groups.setdefault(_setting_key(r["sweep"].get("setting", {})), []).append(r)
     rows = []
     for members in groups.values():
         done = [m for m in members if m["report"] is not None]

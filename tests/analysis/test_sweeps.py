@@ -121,8 +121,8 @@ def test_merge_refuses_a_seed_twice_another_sweep_and_missing_columns(sweep_dir,
     sweep_table(other, output_dir=tmp_path / "kept", merge=table, logged=["train/gam_loss"])
     md = (tmp_path / "kept" / "sweep_table.md").read_text()
     assert "| True | qq=1, aa=1 | 22.00 ± 2.00 | 12.00 ± 2.00 | 32.00 ± 2.00 | 11.00 ± 1.00 | – |" in md
-    other = json.loads(table.read_text())
-    table.write_text(json.dumps({**other, "sweep": "ramp"}))
+    earlier = json.loads(table.read_text())
+    table.write_text(json.dumps({**earlier, "sweep": "ramp"}))
     with pytest.raises(ValueError, match="a table of sweep 'ramp', not of 'confounds'"):
         sweep_table(sweep_dir, output_dir=tmp_path / "again", merge=table)
     with pytest.raises(FileNotFoundError, match="no such file"):
