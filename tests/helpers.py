@@ -76,6 +76,21 @@ def synthetic_squad(n_paragraphs: int = 40, sentences: int = 4) -> dict:
     return {"version": "1.1", "data": [{"title": "Synthetic", "paragraphs": paragraphs}]}
 
 
+def make_dirs(root: Path, dev: dict, numbers: int = 10) -> tuple[Path, int]:
+    """``root``/data/squad with the synthetic train file and ``dev``, and ``root``/tokenizer: a
+    word-level vocabulary of WORDS and the numbers below ``numbers`` (other words are
+    [UNK])."""
+    from transformers import BertTokenizerFast
+
+    write_json_gz(root / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
+    write_json_gz(root / "data" / "squad" / "dev-v1.1.json.gz", dev)
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = specials + WORDS + [str(i) for i in range(numbers)]
+    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    tok.save_pretrained(root / "tokenizer")
+    return root, len(vocab)
+
+
 def tiny_overrides(setup_dirs, out, *extra) -> list[str]:
     """`rqa train` overrides of tiny random dual_gru towers on the training tests' data dir
     (the ``setup_dirs`` fixture of tests/training/conftest.py)."""

@@ -44,6 +44,17 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int,
     return lengths
 
 
+def first_copies(texts: Sequence[str], contexts: Sequence[str] | None = None) -> list[int]:
+    """For each input, the index of the first input with the same text (and context): the
+    same encoder input, so its embedding must be the same one. Encoded apart (another batch,
+    another process), copies differ in the last bits and their scores no longer tie; the
+    protocol's average rank of tied candidates (the same sentence in two paragraphs) would
+    then depend on how the pool was batched."""
+    keys = zip(texts, contexts, strict=True) if contexts is not None else texts
+    first: dict = {}
+    return [first.setdefault(key, i) for i, key in enumerate(keys)]
+
+
 def encode_texts(tokenizer, texts: list[str], max_length: int,
                  contexts: list[str] | None = None) -> dict[str, torch.Tensor]:
     """Tokenise ``texts`` (and, when given, ``contexts`` as second segments, truncating only
@@ -113,12 +124,13 @@ class TextCollator:
 
     Input: a list of ``(index, str)`` or ``(index, Candidate)`` items (``with_context`` on the
     answer side needs Candidates: sentence + context as two segments), optionally with a
-    label as third element: the question's gold candidate indices, the candidate's document
-    number (the labels travel with the evaluation data).
+    label as third element: the question's gold candidate indices, the candidate's
+    ``(document number, first copy)`` (:func:`first_copies`; the labels travel with the
+    evaluation data).
     Output: ``{"input_ids": LongTensor[B, L], "attention_mask": ..., ["token_type_ids"],
     "index": LongTensor[B]}`` with L <= max_length, plus ``"gold"`` (list of index lists) on
-    the question side or ``"doc"`` (LongTensor[B]) on the answer side when items carry
-    labels; ``index`` is the item's index into ``pool.questions`` / ``pool.candidates`` so
+    the question side or ``"doc"`` and ``"same_as"`` (LongTensor[B] each) on the answer side
+    when items carry labels; ``index`` is the item's index into ``pool.questions`` / ``pool.candidates`` so
     shards can be reassembled.
     """
 
@@ -148,5 +160,5 @@ class TextCollator:
             if self.side == "question":
                 batch["gold"] = [list(g) for g in labels]
             else:
-                batch["doc"] = torch.tensor(labels, dtype=torch.long)
+                batch["doc"], batch["same_as"] = torch.tensor(labels, dtype=torch.long).T
         return batch

@@ -18,7 +18,9 @@ Loaders:
   encodes ``pool.candidates`` (answer side), 1 ``pool.questions`` (question side), batches
   ``{"input_ids", "attention_mask"[, "token_type_ids"], "index"}`` plus the labels the
   evaluator needs (``"gold"``: each question's gold candidate indices; ``"doc"``: each
-  candidate's document number), where ``index`` points into the pool's list. Items are ordered longest first (little padding); under DDP rank ``r`` of
+  candidate's document number; ``"same_as"``: the first candidate with the same encoder
+  input, whose embedding its copies take), where ``index`` points into the pool's list.
+  Items are ordered longest first (little padding); under DDP rank ``r`` of
   ``w`` takes every ``w``-th item of that order, and ``index`` lets the module reassemble the
   full matrices.
 """
@@ -37,7 +39,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..evaluation.evaluator import doc_index
 from ..registry import config_values
-from .collate import PairCollator, TextCollator, token_lengths
+from .collate import PairCollator, TextCollator, first_copies, token_lengths
 from .features import FeatureTable
 from .loading import load_pool
 from .reqa import reassemble
@@ -381,15 +383,17 @@ class ReQADataModule(pl.LightningDataModule):
         return order[rank::world]
 
     def _eval_loaders(self, pool: RetrievalPool) -> list[DataLoader]:
-        cand_len = token_lengths(
-            self.tokenizer, [c.text for c in pool.candidates], self.max_answer_length,
-            [c.context for c in pool.candidates] if self.answer_with_context else None)
+        texts = [c.text for c in pool.candidates]
+        contexts = [c.context for c in pool.candidates] if self.answer_with_context else None
+        cand_len = token_lengths(self.tokenizer, texts, self.max_answer_length, contexts)
         q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
         common = {"batch_size": self.eval_batch_size, "shuffle": False,
                   "num_workers": self.num_workers}
-        docs = doc_index(pool)[0].tolist()
+        # a candidate's labels: its document, and the first candidate with its encoder input
+        labels = list(zip(doc_index(pool)[0].tolist(), first_copies(texts, contexts),
+                          strict=True))
         candidates = DataLoader(
-            IndexedDataset(pool.candidates, self._shard(cand_len), docs),
+            IndexedDataset(pool.candidates, self._shard(cand_len), labels),
             collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
                                     self.answer_with_context), **common)
         questions = DataLoader(

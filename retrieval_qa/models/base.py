@@ -148,9 +148,10 @@ class RetrievalModule(pl.LightningModule):
 
     def _eval_step(self, batch: dict, dataloader_idx: int) -> None:
         side = "answer" if dataloader_idx == 0 else "question"
-        inputs = {k: v for k, v in batch.items() if k not in ("index", "gold", "doc")}
+        inputs = {k: v for k, v in batch.items() if k not in ("index", "gold", "doc", "same_as")}
         emb = retrieval_space(self.encode_side(side, inputs).float(), self.similarity)
-        label = batch["doc"] if side == "answer" else batch["gold"]
+        label = torch.stack([batch["doc"], batch["same_as"]], 1) if side == "answer" \
+            else batch["gold"]
         self._eval_buffers[side].append((batch["index"], emb, label))
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
@@ -161,38 +162,41 @@ class RetrievalModule(pl.LightningModule):
 
     def _local(self, side: str) -> tuple[torch.Tensor, torch.Tensor, list]:
         """This process's (indices, embeddings, labels) of one side; empties the buffer.
-        Labels: a LongTensor of documents (answers) or a list of gold lists (questions)."""
+        Labels: a [N, 2] LongTensor of (document, first copy) (answers) or a list of gold lists
+        (questions)."""
         parts, self._eval_buffers[side] = self._eval_buffers[side], []
         if not parts:
             return (torch.empty(0, dtype=torch.long, device=self.device),
                     torch.empty(0, self.towers.output_dim, device=self.device),
-                    torch.empty(0, dtype=torch.long, device=self.device)
+                    torch.empty(0, 2, dtype=torch.long, device=self.device)
                     if side == "answer" else [])
         labels = torch.cat([p[2] for p in parts]) if side == "answer" \
             else [g for p in parts for g in p[2]]
         return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), labels
 
     def _gather_candidates(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every process's candidates as ([C, D] embeddings, [C] documents) in pool order."""
-        idx, emb, doc = self._local("answer")
+        """Every process's candidates as ([C, D] embeddings, [C] documents) in pool order; the
+        copies of an encoder input take its first copy's embedding, so that they tie exactly
+        however the pool was sharded and batched."""
+        idx, emb, labels = self._local("answer")
         if self.trainer.world_size > 1:
             # uneven shards: pad to the largest, gather, then drop the padding
             sizes = self.all_gather(torch.tensor([len(idx)], device=self.device)).view(-1)
             pad = int(sizes.max()) - len(idx)
-            idx, doc = F.pad(idx, (0, pad), value=-1), F.pad(doc, (0, pad), value=-1)
+            idx, labels = F.pad(idx, (0, pad), value=-1), F.pad(labels, (0, 0, 0, pad), value=-1)
             emb = F.pad(emb, (0, 0, 0, pad))
-            idx, doc = self.all_gather(idx).reshape(-1), self.all_gather(doc).reshape(-1)
+            idx, labels = self.all_gather(idx).reshape(-1), self.all_gather(labels).reshape(-1, 2)
             emb = self.all_gather(emb).reshape(-1, emb.shape[-1])
             keep = idx >= 0
-            idx, emb, doc = idx[keep], emb[keep], doc[keep]
+            idx, emb, labels = idx[keep], emb[keep], labels[keep]
         n = len(idx)
         if n and (int(idx.max()) != n - 1 or len(torch.unique(idx)) != n):
             raise RuntimeError(f"the candidate loaders gave {n} candidates with indices up to "
                                f"{int(idx.max())}: every candidate must come exactly once")
         candidates = torch.empty(n, emb.shape[-1], device=emb.device)
-        documents = torch.empty(n, dtype=torch.long, device=emb.device)
-        candidates[idx], documents[idx] = emb, doc
-        return candidates, documents.cpu()
+        ordered = torch.empty(n, 2, dtype=torch.long, device=emb.device)
+        candidates[idx], ordered[idx] = emb, labels
+        return candidates[ordered[:, 1]], ordered[:, 0].cpu()
 
     def _score_pool(self, stage: str, metric: ReQARankMetric) -> dict:
         candidates, documents = self._gather_candidates()

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..data.collate import encode_texts, token_lengths
+from ..data.collate import encode_texts, first_copies, token_lengths
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
@@ -74,8 +74,20 @@ class DualEncoderInference:
                 h.update(contexts[i].encode() + b"\0")
         return h.hexdigest()
 
-    @torch.inference_mode()
     def _encode(self, side: str, texts, contexts, max_length, batch_size, progress):
+        """Embeddings of ``texts`` (with ``contexts``); each distinct input is encoded once."""
+        same = first_copies(texts, contexts)
+        keep = sorted(set(same))
+        if len(keep) == len(texts):
+            return self._encode_distinct(side, texts, contexts, max_length, batch_size, progress)
+        row = {i: k for k, i in enumerate(keep)}
+        emb = self._encode_distinct(side, [texts[i] for i in keep],
+                                    None if contexts is None else [contexts[i] for i in keep],
+                                    max_length, batch_size, progress)
+        return emb[[row[i] for i in same]]
+
+    @torch.inference_mode()
+    def _encode_distinct(self, side: str, texts, contexts, max_length, batch_size, progress):
         device = next(self.towers.parameters()).device
         fn = self.towers.encode_question if side == "question" else self.towers.encode_answer
         lengths = token_lengths(self.tokenizer, texts, max_length, contexts)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertTokenizerFast
 
-from retrieval_qa.data.collate import PairCollator, TextCollator
+from retrieval_qa.data.collate import PairCollator, TextCollator, first_copies
 from retrieval_qa.data.types import Candidate, QAPair
 
 WORDS = "the a is of what where who paris france capital berlin germany tower city river".split()
@@ -111,3 +111,16 @@ def test_text_collator_rejects_bad_settings(tokenizer):
         TextCollator(tokenizer, 8, side="question", with_context=True)
     with pytest.raises(TypeError):
         TextCollator(tokenizer, 8, side="answer", with_context=True)([(0, "just text")])
+
+
+def test_first_copies_of_each_input():
+    assert first_copies(["a", "b", "a", "c", "b"]) == [0, 1, 0, 3, 1]
+    assert first_copies([]) == []
+    # with contexts, the same sentence in another paragraph is another input
+    assert first_copies(["a", "a", "a"], ["p", "q", "p"]) == [0, 1, 0]
+
+
+def test_text_collator_carries_candidate_labels(tokenizer):
+    cands = [Candidate("p0s0", "paris", "paris", "p0"), Candidate("p1s0", "paris", "paris", "p1")]
+    batch = TextCollator(tokenizer, 8, side="answer")([(4, cands[0], (2, 4)), (9, cands[1], (3, 4))])
+    assert batch["doc"].tolist() == [2, 3] and batch["same_as"].tolist() == [4, 4]

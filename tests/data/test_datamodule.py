@@ -97,7 +97,8 @@ def test_eval_loaders_cover_the_pools_with_indices(tokenizer, data_dir):
     for pool, loaders in ((dm.val_pool, dm.val_dataloader()), (dm.test_pool, dm.test_dataloader())):
         cand_loader, question_loader = loaders
         cands = list(cand_loader)
-        assert set(cands[0]) == {"input_ids", "attention_mask", "token_type_ids", "index", "doc"}
+        assert set(cands[0]) == {"input_ids", "attention_mask", "token_type_ids", "index", "doc",
+                                 "same_as"}
         assert cands[0]["token_type_ids"].max().item() == 1  # sentence + context segments
         assert sorted(torch.cat([b["index"] for b in cands]).tolist()) == list(
             range(len(pool.candidates)))
@@ -113,8 +114,23 @@ def test_eval_loaders_cover_the_pools_with_indices(tokenizer, data_dir):
             for i, d in zip(b["index"].tolist(), b["doc"].tolist(), strict=True):
                 by_doc.setdefault(d, set()).add(pool.candidates[i].doc_id)
         assert len(by_doc) == len(docs) and all(len(v) == 1 for v in by_doc.values())
+        # with its context, a sentence repeated in another paragraph is another input
+        same_as = {i: s for b in cands
+                   for i, s in zip(b["index"].tolist(), b["same_as"].tolist(), strict=True)}
+        assert same_as == {i: i for i in range(len(pool.candidates))}
         assert all(b["input_ids"].shape[1] <= 16 for b in qs)
         assert all(b["input_ids"].shape[1] <= 24 for b in cands)
+
+
+def test_copies_of_a_sentence_point_at_the_first(tokenizer, data_dir):
+    dm = make(tokenizer, data_dir)
+    dm.setup("test")
+    texts = [c.text for c in dm.test_pool.candidates]
+    berlin = [i for i, t in enumerate(texts) if t == "Berlin is in Germany."]
+    assert len(berlin) == 2  # in both paragraphs of the tiny dev file
+    same_as = {i: s for b in dm.test_dataloader()[0]
+               for i, s in zip(b["index"].tolist(), b["same_as"].tolist(), strict=True)}
+    assert same_as == {i: berlin[0] if i in berlin else i for i in range(len(texts))}
 
 
 def test_ddp_shards(tokenizer, data_dir):
