@@ -130,8 +130,8 @@ class TextCollator:
     Output: ``{"input_ids": LongTensor[B, L], "attention_mask": ..., ["token_type_ids"],
     "index": LongTensor[B]}`` with L <= max_length, plus ``"gold"`` (list of index lists) on
     the question side or ``"doc"`` and ``"same_as"`` (LongTensor[B] each) on the answer side
-    when items carry labels; ``index`` is the item's index into ``pool.questions`` / ``pool.candidates`` so
-    shards can be reassembled.
+    when items carry labels; ``index`` is the item's index into ``pool.questions`` /
+    ``pool.candidates`` so shards can be reassembled.
     """
 
     def __init__(self, tokenizer, max_length: int, side: str = "question",
