@@ -76,19 +76,24 @@ def synthetic_squad(n_paragraphs: int = 40, sentences: int = 4) -> dict:
     return {"version": "1.1", "data": [{"title": "Synthetic", "paragraphs": paragraphs}]}
 
 
+def word_tokenizer(words: list[str]):
+    """A word-level WordPiece tokenizer: the special tokens, then one id per word of
+    ``words``; any other word is one [UNK]."""
+    from transformers import BertTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    return BertTokenizerFast(vocab={w: i for i, w in enumerate(specials + words)})
+
+
 def make_dirs(root: Path, dev: dict, numbers: int = 10) -> tuple[Path, int]:
     """``root``/data/squad with the synthetic train file and ``dev``, and ``root``/tokenizer: a
     word-level vocabulary of WORDS and the numbers below ``numbers`` (other words are
     [UNK])."""
-    from transformers import BertTokenizerFast
-
     write_json_gz(root / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
     write_json_gz(root / "data" / "squad" / "dev-v1.1.json.gz", dev)
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    vocab = specials + WORDS + [str(i) for i in range(numbers)]
-    tok = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    tok = word_tokenizer(WORDS + [str(i) for i in range(numbers)])
     tok.save_pretrained(root / "tokenizer")
-    return root, len(vocab)
+    return root, len(tok.vocab)
 
 
 def tiny_overrides(setup_dirs, out, *extra) -> list[str]:

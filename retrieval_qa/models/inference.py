@@ -77,9 +77,7 @@ class DualEncoderInference:
     def _encode(self, side: str, texts, contexts, max_length, batch_size, progress):
         """Embeddings of ``texts`` (with ``contexts``); each distinct input is encoded once."""
         same = first_copies(texts, contexts)
-        keep = sorted(set(same))
-        if len(keep) == len(texts):
-            return self._encode_distinct(side, texts, contexts, max_length, batch_size, progress)
+        keep = [i for i, first in enumerate(same) if first == i]  # first copies, in order
         row = {i: k for k, i in enumerate(keep)}
         emb = self._encode_distinct(side, [texts[i] for i in keep],
                                     None if contexts is None else [contexts[i] for i in keep],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-from transformers import BertTokenizerFast
+from helpers import word_tokenizer
 
 from retrieval_qa.data.collate import TextCollator, first_copies
 from retrieval_qa.data.types import Candidate
@@ -30,8 +30,7 @@ class Module(RetrievalModule):
 
 
 def test_copies_encoded_in_different_batches_take_the_first_copys_embedding():
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(
-        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "paris", "berlin", "rome"])})
+    tokenizer = word_tokenizer(["paris", "berlin", "rome"])
     texts = ["paris", "berlin", "paris", "rome", "paris"]
     cands = [Candidate(f"c{i}", t, f"paragraph {i}", f"d{i}") for i, t in enumerate(texts)]
     items = [(i, c, (i, s)) for i, (c, s) in enumerate(zip(cands, first_copies(texts),

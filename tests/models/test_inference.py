@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import BertTokenizerFast
+from helpers import word_tokenizer
 
 from retrieval_qa.data.types import Candidate
 from retrieval_qa.models.inference import DualEncoderInference
@@ -28,8 +28,7 @@ class PaddingDependentTowers(torch.nn.Module):
 
 
 def test_copies_are_encoded_once_and_share_the_embedding():
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(
-        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "paris", "berlin", "rome"])})
+    tokenizer = word_tokenizer(["paris", "berlin", "rome"])
     towers = PaddingDependentTowers()
     model = DualEncoderInference(towers, tokenizer, {"max_question_length": 8,
                                                      "max_answer_length": 8, "similarity": "dot"})
