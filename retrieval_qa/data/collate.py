@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .features import FeatureTable
+from .tokenized import TokenizedTexts, tokenize_rows
 from .types import Candidate, QAPair
 
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -66,20 +67,8 @@ def encode_texts(tokenizer, texts: list[str], max_length: int,
     if contexts is None:
         return _keep(tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                                return_tensors="pt"))
-    try:
-        return _keep(tokenizer(texts, contexts, padding=True, truncation="only_second",
-                               max_length=max_length, return_tensors="pt"))
-    except Exception:  # noqa: BLE001 - a sentence alone is too long for only_second
-        rows = []
-        for text, context in zip(texts, contexts, strict=True):
-            try:
-                rows.append(tokenizer(text, context, truncation="only_second",
-                                      max_length=max_length))
-            except Exception:  # noqa: BLE001 - this row: cut both segments
-                rows.append(tokenizer(text, context, truncation="longest_first",
-                                      max_length=max_length))
-        rows = [_keep(r) for r in rows]
-        return _keep(tokenizer.pad(rows, padding=True, return_tensors="pt"))
+    rows = tokenize_rows(tokenizer, texts, max_length, contexts)
+    return _keep(tokenizer.pad(rows, padding=True, return_tensors="pt"))
 
 
 class PairCollator:
@@ -94,26 +83,40 @@ class PairCollator:
          ["weight":  FloatTensor[B]]}                # only when the items carry weights
 
     Lq <= max_question_length, La <= max_answer_length (for sentence + context too).
+
+    With ``tokens`` (the :class:`~.tokenized.TokenizedTexts` of the questions and of the
+    answers, row ``i`` = pair ``i``, the item's index) no text is tokenised here: rows are cut
+    from the ids, padded to the longest or to a multiple of ``pad_to_multiple_of``.
     """
 
     def __init__(self, tokenizer, max_question_length: int, max_answer_length: int,
-                 answer_with_context: bool = False) -> None:
+                 answer_with_context: bool = False,
+                 tokens: tuple[TokenizedTexts, TokenizedTexts] | None = None,
+                 pad_to_multiple_of: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.max_question_length = max_question_length
         self.max_answer_length = max_answer_length
         self.answer_with_context = answer_with_context
+        self.tokens = tokens
+        self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, items: Sequence[tuple]) -> dict[str, Any]:
-        pairs: list[QAPair] = [it[1] for it in items]
-        batch: dict[str, Any] = {
-            "question": encode_texts(self.tokenizer, [p.question for p in pairs],
-                                     self.max_question_length),
-            "answer": encode_texts(self.tokenizer, [p.answer for p in pairs],
-                                   self.max_answer_length,
-                                   [p.context for p in pairs] if self.answer_with_context
-                                   else None),
-            "index": torch.tensor([int(it[0]) for it in items], dtype=torch.long),
-        }
+        index = [int(it[0]) for it in items]
+        if self.tokens is not None:
+            questions, answers = self.tokens
+            batch: dict[str, Any] = {
+                "question": questions.batch(index, self.pad_to_multiple_of),
+                "answer": answers.batch(index, self.pad_to_multiple_of)}
+        else:
+            pairs: list[QAPair] = [it[1] for it in items]
+            batch = {
+                "question": encode_texts(self.tokenizer, [p.question for p in pairs],
+                                         self.max_question_length),
+                "answer": encode_texts(self.tokenizer, [p.answer for p in pairs],
+                                       self.max_answer_length,
+                                       [p.context for p in pairs] if self.answer_with_context
+                                       else None)}
+        batch["index"] = torch.tensor(index, dtype=torch.long)
         if items and len(items[0]) > 2:
             batch["weight"] = torch.tensor([float(it[2]) for it in items], dtype=torch.float)
         return batch
@@ -131,11 +134,14 @@ class TextCollator:
     "index": LongTensor[B]}`` with L <= max_length, plus ``"gold"`` (list of index lists) on
     the question side or ``"doc"`` and ``"same_as"`` (LongTensor[B] each) on the answer side
     when items carry labels; ``index`` is the item's index into ``pool.questions`` /
-    ``pool.candidates`` so shards can be reassembled.
+    ``pool.candidates`` so shards can be reassembled. With ``tokens`` (the
+    :class:`~.tokenized.TokenizedTexts` of the whole list the indices point into) rows are
+    cut from the ids instead of tokenising.
     """
 
     def __init__(self, tokenizer, max_length: int, side: str = "question",
-                 with_context: bool = False) -> None:
+                 with_context: bool = False, tokens: TokenizedTexts | None = None,
+                 pad_to_multiple_of: int | None = None) -> None:
         if side not in ("question", "answer"):
             raise ValueError(f"side must be 'question' or 'answer', got {side!r}")
         if with_context and side != "answer":
@@ -144,8 +150,12 @@ class TextCollator:
         self.max_length = max_length
         self.side = side
         self.with_context = with_context
+        self.tokens = tokens
+        self.pad_to_multiple_of = pad_to_multiple_of
 
-    def __call__(self, items: Sequence[tuple[int, str | Candidate]]) -> dict[str, Any]:
+    def _encode(self, items: Sequence[tuple]) -> dict[str, Any]:
+        if self.tokens is not None:
+            return self.tokens.batch([int(it[0]) for it in items], self.pad_to_multiple_of)
         values = [it[1] for it in items]
         texts = [v.text if isinstance(v, Candidate) else v for v in values]
         contexts = None
@@ -153,7 +163,10 @@ class TextCollator:
             if not all(isinstance(v, Candidate) for v in values):
                 raise TypeError("TextCollator(with_context=True) needs (index, Candidate) items")
             contexts = [v.context for v in values]
-        batch: dict[str, Any] = encode_texts(self.tokenizer, texts, self.max_length, contexts)
+        return encode_texts(self.tokenizer, texts, self.max_length, contexts)
+
+    def __call__(self, items: Sequence[tuple[int, str | Candidate]]) -> dict[str, Any]:
+        batch = self._encode(items)
         batch["index"] = torch.tensor([int(it[0]) for it in items], dtype=torch.long)
         if items and len(items[0]) > 2:
             labels = [it[2] for it in items]

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
@@ -46,6 +47,7 @@ from .reqa import reassemble
 from .resumable import ResumableDataLoader
 from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
+from .tokenized import TokenizedTexts
 from .types import QAPair, RetrievalPool
 
 BUCKET_UNITS = ("tokens", "chars")
@@ -192,7 +194,8 @@ class ReQADataModule(pl.LightningDataModule):
                  max_answer_length: int = 96, answer_with_context: bool = False,
                  batch_size: int = 32, eval_batch_size: int = 128,
                  bucket_by_length: bool = True, bucket_unit: str = "tokens",
-                 num_workers: int = 0,
+                 num_workers: int = 0, pin_memory: bool | str = "auto",
+                 pad_to_multiple_of: int | None = None,
                  sampler_seed: int = 0, extra_pairs: Sequence[dict] | None = None,
                  features: str | Path | FeatureTable | None = None) -> None:
         super().__init__()
@@ -213,6 +216,14 @@ class ReQADataModule(pl.LightningDataModule):
             raise ValueError(f"data.bucket_unit={bucket_unit!r}; expected one of {BUCKET_UNITS}")
         self.bucket_unit = bucket_unit
         self.num_workers = num_workers
+        if pin_memory not in (True, False, "auto"):
+            raise ValueError(f"data.pin_memory={pin_memory!r}; expected true, false or auto")
+        self.pin_memory = torch.cuda.is_available() if pin_memory == "auto" else pin_memory
+        if pad_to_multiple_of is not None and int(pad_to_multiple_of) < 1:
+            raise ValueError(f"data.pad_to_multiple_of={pad_to_multiple_of!r}; expected null "
+                             "or a positive number of tokens")
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self._token_memo: dict = {}
         self.sampler_seed = sampler_seed
         self.train_weights: list[float] | None = None
         self.pair_sources: list[PairSource] = [PairSource.from_config(c) for c in extra_pairs or []]
@@ -342,8 +353,40 @@ class ReQADataModule(pl.LightningDataModule):
             return 1, 0
         return int(trainer.world_size), int(trainer.global_rank)
 
+    # ---- token ids, computed once per text list ----------------------------------------
+    @property
+    def pretokenized(self) -> bool:
+        """Batches are cut from ids tokenised beforehand (any tokenizer; frozen features
+        have no tokens)."""
+        return self.features is None
+
+    def _tokens(self, texts: Sequence[str], max_length: int,
+                contexts: Sequence[str] | None = None) -> TokenizedTexts:
+        """:class:`TokenizedTexts` of ``texts``, memoised for the life of the module (the
+        same list object is tokenised once) and cached on disk across runs."""
+        key = (id(texts), len(texts), max_length, id(contexts))
+        if key not in self._token_memo:
+            self._token_memo[key] = (texts, contexts, TokenizedTexts.build(
+                self.tokenizer, texts, max_length, contexts))
+        return self._token_memo[key][2]
+
+    def _pair_tokens(self, pairs: Sequence[QAPair]) -> tuple[TokenizedTexts, TokenizedTexts]:
+        key = ("pairs", id(pairs), len(pairs))
+        if key not in self._token_memo:
+            contexts = [p.context for p in pairs] if self.answer_with_context else None
+            q = TokenizedTexts.build(self.tokenizer, [p.question for p in pairs],
+                                     self.max_question_length)
+            a = TokenizedTexts.build(self.tokenizer, [p.answer for p in pairs],
+                                     self.max_answer_length, contexts)
+            self._token_memo[key] = (pairs, None, (q, a))
+        return self._token_memo[key][2]
+
     def pair_lengths(self, pairs: Sequence[QAPair]) -> list[int]:
-        """:func:`pair_lengths` with this module's tokenizer, lengths and unit."""
+        """:func:`pair_lengths` with this module's tokenizer, lengths and unit (token counts
+        read off the pre-tokenised ids: the same numbers)."""
+        if self.bucket_unit == "tokens" and self.pretokenized:
+            q, a = self._pair_tokens(pairs)
+            return [x + y for x, y in zip(q.lengths(), a.lengths(), strict=True)]
         return pair_lengths(pairs, self.tokenizer, self.max_question_length,
                             self.max_answer_length, self.bucket_unit, self.answer_with_context)
 
@@ -369,12 +412,19 @@ class ReQADataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         self._check_distributed_sampler()
-        dataset = PairDataset(self.train_pairs, self.train_weights)
+        pairs = self.train_pairs
+        dataset = PairDataset(pairs, self.train_weights)
         return ResumableDataLoader(
             dataset, batch_sampler=self.train_sampler(),
             collate_fn=PairCollator(self.tokenizer, self.max_question_length,
-                                    self.max_answer_length, self.answer_with_context),
-            num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                                    self.max_answer_length, self.answer_with_context,
+                                    self._pair_tokens(pairs) if self.pretokenized else None,
+                                    self.pad_to_multiple_of),
+            **self._loader_options())
+
+    def _loader_options(self) -> dict:
+        return {"num_workers": self.num_workers, "persistent_workers": self.num_workers > 0,
+                "pin_memory": self.pin_memory}
 
     def _shard(self, lengths: list[int]) -> list[int]:
         """Indices longest first (stable), this rank's strided share."""
@@ -385,20 +435,28 @@ class ReQADataModule(pl.LightningDataModule):
     def _eval_loaders(self, pool: RetrievalPool) -> list[DataLoader]:
         texts = [c.text for c in pool.candidates]
         contexts = [c.context for c in pool.candidates] if self.answer_with_context else None
-        cand_len = token_lengths(self.tokenizer, texts, self.max_answer_length, contexts)
-        q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
+        cand_tokens = q_tokens = None
+        if self.pretokenized:
+            cand_tokens = self._tokens(texts, self.max_answer_length, contexts)
+            q_tokens = self._tokens(pool.questions, self.max_question_length)
+            cand_len, q_len = cand_tokens.lengths(), q_tokens.lengths()
+        else:
+            cand_len = token_lengths(self.tokenizer, texts, self.max_answer_length, contexts)
+            q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
         common = {"batch_size": self.eval_batch_size, "shuffle": False,
-                  "num_workers": self.num_workers}
+                  **self._loader_options(), "persistent_workers": False}
         # a candidate's labels: its document, and the first candidate with its encoder input
         labels = list(zip(doc_index(pool)[0].tolist(), first_copies(texts, contexts),
                           strict=True))
         candidates = DataLoader(
             IndexedDataset(pool.candidates, self._shard(cand_len), labels),
             collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
-                                    self.answer_with_context), **common)
+                                    self.answer_with_context, cand_tokens,
+                                    self.pad_to_multiple_of), **common)
         questions = DataLoader(
             IndexedDataset(pool.questions, self._shard(q_len), pool.gold),
-            collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question"),
+            collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question",
+                                    tokens=q_tokens, pad_to_multiple_of=self.pad_to_multiple_of),
             **common)
         return [candidates, questions]
 
@@ -430,4 +488,6 @@ class ReQADataModule(pl.LightningDataModule):
             "max_question_length": self.max_question_length,
             "max_answer_length": self.max_answer_length,
             "answer_with_context": self.answer_with_context,
+            "pretokenized": self.pretokenized, "pad_to_multiple_of": self.pad_to_multiple_of,
+            "num_workers": self.num_workers,
         }
