@@ -122,18 +122,42 @@ class RetrievalModule(pl.LightningModule):
 
     def log_training(self, loss: torch.Tensor, logs: dict, batch_idx: int,
                      size: int) -> torch.Tensor:
-        """Fail fast on a non-finite loss, log every term and the total, return the loss."""
+        """Fail fast on a non-finite loss, log every term and the total, return the loss.
+
+        Nothing here reads a value back to the host at every step (on a GPU such a read
+        waits for the step to finish and leaves the card idle): the terms go to the logger
+        as device tensors (read at ``trainer.log_every_n_steps``), the progress bar reads
+        :attr:`last_loss` at its own refresh, and the finiteness check is batched
+        (:meth:`check_finite`)."""
         self.check_finite(loss, batch_idx)
         logs["train/loss"] = loss
         self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()},
                       batch_size=size)
-        self.log("loss", loss.detach(), prog_bar=True, logger=False, batch_size=size)
+        self.last_loss = loss.detach()
         return loss
 
+    last_loss: torch.Tensor | None = None
+    _nonfinite: torch.Tensor | None = None   # device flag: a non-finite loss since the last read
+    _checked_step = 0                         # the global step of the last read
+
     def check_finite(self, loss: torch.Tensor, batch_idx: int) -> None:
-        if not torch.isfinite(loss):
+        """Raise :class:`NonFiniteLossError` on a non-finite loss. On the CPU every step is
+        read; on an accelerator a flag accumulates on the device and is read every
+        ``trainer.log_every_n_steps`` steps (the error names the steps since the last read),
+        so no step waits for the host."""
+        bad = ~torch.isfinite(loss.detach())
+        self._nonfinite = bad if self._nonfinite is None else self._nonfinite | bad
+        every = max(int(self.trainer.log_every_n_steps), 1) if self._trainer else 1
+        step = self.global_step
+        if loss.device.type != "cpu" and (step + 1) % every:
+            return
+        flag, self._nonfinite = self._nonfinite, None
+        first, self._checked_step = self._checked_step, step + 1
+        if bool(flag):
+            where = (f"global step {step}" if first >= step
+                     else f"one of the global steps {first} to {step}")
             raise NonFiniteLossError(
-                f"non-finite training loss ({loss.item()}) at global step {self.global_step} "
+                f"non-finite training loss at {where} "
                 f"(epoch {self.current_epoch}, batch {batch_idx}); try a lower learning rate, "
                 "precision=32 or trainer.gradient_clip_val")
 

@@ -4,16 +4,43 @@ a clean stop on SIGTERM/SIGINT, and validation in runs that `max_steps` ends mid
 from __future__ import annotations
 
 import contextlib
+import random
 import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
 log = logging.getLogger(__name__)
+
+
+def rng_states() -> dict:
+    """The process's random-number states (torch, every CUDA device, numpy, python) as
+    tensors and plain values, loadable from a checkpoint with ``weights_only=True``."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, state, py_gauss = random.getstate()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
+                      float(gauss)],
+            "python": [version, list(state), py_gauss]}
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what :func:`rng_states` returned (CUDA states only where CUDA is present)."""
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    kind, keys, pos, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, state, py_gauss = states["python"]
+    random.setstate((version, tuple(state), py_gauss))
 
 
 class RunInterrupted(Exception):
@@ -56,6 +83,15 @@ class StderrProgressBar(TQDMProgressBar):
     def init_predict_tqdm(self):
         return self._on_stderr(super().init_predict_tqdm)
 
+    def get_metrics(self, trainer, pl_module) -> dict:
+        """Lightning's items plus the training loss, read from the device only here, at the
+        bar's refresh (``refresh_rate`` steps), not at every step."""
+        metrics = super().get_metrics(trainer, pl_module)
+        loss = getattr(pl_module, "last_loss", None)
+        if loss is not None and trainer.training:
+            metrics["loss"] = f"{float(loss):.4g}"
+        return metrics
+
     def on_train_epoch_start(self, trainer, *args) -> None:
         super().on_train_epoch_start(trainer, *args)
         total = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None
@@ -65,20 +101,35 @@ class StderrProgressBar(TQDMProgressBar):
 
 
 class ResumableCheckpoints(pl.Callback):
-    """Writes ``last.ckpt`` every ``every_n_steps`` optimizer steps (0: never) and when SIGTERM
-    or SIGINT arrives; after a signal the run stops with :class:`RunInterrupted`. Checkpoints
-    are written to a temporary file and renamed, so a kill mid-write leaves the previous one.
-    The training data loader is resumable (its position is in the checkpoint), so a run resumed
-    from a mid-epoch checkpoint sees exactly the batches it had not seen."""
+    """Writes the resumable ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or every
+    ``every_minutes`` minutes (0: off), and when SIGTERM or SIGINT arrives; after a signal the
+    run stops with :class:`RunInterrupted`. Between them, every ``weights_every_minutes``, a
+    weights-only ``last-weights.ckpt`` (no optimiser or loop state: cheap at GPU rates; for
+    export or inspection of a run that died, not for resuming). Checkpoints are written to a
+    temporary file and renamed, so a kill mid-write leaves the previous one.
+
+    A run resumed from ``last.ckpt`` continues exactly as the uninterrupted run, also after a
+    hard kill in a new process: the training data loader is resumable (its position is in the
+    checkpoint), and the random-number states (torch, CUDA, numpy, python) are saved with it
+    and restored before the first step after the restart (dropout draws the same masks).
+
+    The clock is read on process 0 every ``check_every`` steps and its decision broadcast, so
+    every process saves at the same step under DDP and no step waits on the host otherwise."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, dirpath: str | Path, every_n_steps: int = 0):
+    def __init__(self, dirpath: str | Path, every_n_steps: int = 0, every_minutes: float = 0,
+                 weights_every_minutes: float = 0, check_every: int = 10):
         self.dirpath = Path(dirpath)
         self.every_n_steps = int(every_n_steps or 0)
+        self.every_seconds = 60.0 * float(every_minutes or 0)
+        self.weights_every_seconds = 60.0 * float(weights_every_minutes or 0)
+        self.check_every = max(int(check_every), 1)
         self.received: int | None = None
         self._previous: dict = {}
         self._last_saved_step = -1
+        self._clock = {"resumable": time.monotonic(), "weights": time.monotonic()}
+        self._rng_to_restore: dict | None = None
 
     # signals -------------------------------------------------------------------------------
     def _handler(self, signum, _frame) -> None:
@@ -133,15 +184,52 @@ class ResumableCheckpoints(pl.Callback):
         self._last_saved_step = trainer.global_step
         return str(self.last_path)
 
+    def save_weights(self, trainer) -> None:
+        tmp = self.dirpath / ".last-weights.ckpt.tmp"
+        trainer.save_checkpoint(tmp, weights_only=True)
+        if trainer.is_global_zero:
+            os.replace(tmp, self.dirpath / "last-weights.ckpt")
+
+    def _due(self, trainer) -> tuple[bool, bool]:
+        """(resumable checkpoint due, weights-only checkpoint due) at this step: the step
+        count, or process 0's clock (read every ``check_every`` steps, broadcast)."""
+        step = trainer.global_step
+        by_steps = (self.every_n_steps > 0 and step > 0 and step % self.every_n_steps == 0
+                    and step != self._last_saved_step)
+        if not (self.every_seconds or self.weights_every_seconds) or step % self.check_every:
+            return by_steps, False
+        now = time.monotonic()
+        due = (bool(self.every_seconds) and now - self._clock["resumable"] >= self.every_seconds,
+               bool(self.weights_every_seconds)
+               and now - self._clock["weights"] >= self.weights_every_seconds)
+        due = trainer.strategy.broadcast(due, src=0)
+        return by_steps or due[0], due[1]
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._rng_to_restore is not None:  # the first step after a restart
+            set_rng_states(self._rng_to_restore)
+            self._rng_to_restore = None
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if self.received is not None:
             path = self.save(trainer)
             raise RunInterrupted(self.received, path, step)
-        if (self.every_n_steps > 0 and step > 0 and step % self.every_n_steps == 0
-                and step != self._last_saved_step):
+        resumable, weights = self._due(trainer)
+        if resumable and step != self._last_saved_step:
             self.save(trainer)
+            self._clock["resumable"] = self._clock["weights"] = time.monotonic()
             log.info("checkpoint at step %d: %s", step, self.last_path)
+        elif weights:
+            self.save_weights(trainer)
+            self._clock["weights"] = time.monotonic()
+
+    # random-number states travel with the checkpoint (Lightning keeps a callback's state)
+    def state_dict(self) -> dict:
+        return {"rng": rng_states()}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._rng_to_restore = state_dict.get("rng")
 
     def check(self, trainer=None) -> None:
         """Outside the training loop (validation at the end, testing): stop if signalled."""

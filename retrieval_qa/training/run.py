@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..registry import target_of
 from ..runtime import apply_threads
+from .compile import compile_encoders
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
 
 log = logging.getLogger(__name__)
@@ -50,16 +51,32 @@ def build_logger(cfg: DictConfig, run_dir: Path):
     raise ValueError(f"logger.name={cfg.logger.name!r}; expected csv, wandb or none")
 
 
-# keys of conf/trainer that configure this runner's callbacks; every other key is a
-# pl.Trainer argument, passed through as is
-CALLBACK_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps")
+# keys of conf/trainer that configure this runner (callbacks, compile); every other key is a
+# pl.Trainer argument, passed through as is (``precision: auto`` resolved first)
+RUNNER_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps", "checkpoint_every_minutes",
+               "weights_every_minutes", "progress_refresh_steps", "compile")
+
+
+def on_gpu(trainer_cfg: dict) -> bool:
+    """Whether the Trainer of ``conf/trainer`` runs on a CUDA device."""
+    return trainer_cfg["accelerator"] in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
+def resolve_precision(trainer_cfg: dict) -> str:
+    """``precision: auto``: bf16-mixed on a GPU that supports bf16, else 32 (the losses keep
+    their float32 arithmetic under autocast: :mod:`retrieval_qa.losses.precision`)."""
+    precision = str(trainer_cfg["precision"])
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if on_gpu(trainer_cfg) and torch.cuda.is_bf16_supported() else "32"
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
     """The Trainer from ``conf/trainer`` as a whole, with its callbacks: best and last
-    checkpoints, ``last.ckpt`` every ``trainer.checkpoint_every_n_steps`` steps and on
-    SIGTERM/SIGINT, validation at the last step of a run that ``max_steps`` ends inside the
-    first epoch, and progress bar and model summary on stderr."""
+    checkpoints, the resumable ``last.ckpt`` every ``trainer.checkpoint_every_minutes`` (or
+    ``checkpoint_every_n_steps``) and on SIGTERM/SIGINT with weights-only checkpoints between,
+    validation at the last step of a run that ``max_steps`` ends inside the first epoch, and
+    progress bar and model summary on stderr."""
     t = OmegaConf.to_container(cfg.trainer, resolve=True)
     checkpoint = pl.callbacks.ModelCheckpoint(
         dirpath=run_dir / "checkpoints", monitor=t["monitor"], mode="max",
@@ -67,11 +84,17 @@ def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
         # one last.ckpt, shared with ResumableCheckpoints (not a second copy as last-v1.ckpt)
         enable_version_counter=False)
     callbacks = [checkpoint,
-                 ResumableCheckpoints(run_dir / "checkpoints", t["checkpoint_every_n_steps"]),
+                 ResumableCheckpoints(run_dir / "checkpoints", t["checkpoint_every_n_steps"],
+                                      t["checkpoint_every_minutes"], t["weights_every_minutes"],
+                                      check_every=t["log_every_n_steps"]),
                  ValidateAtMaxSteps(), pl.callbacks.ModelSummary(max_depth=1)]
     if t["enable_progress_bar"]:
-        callbacks.append(StderrProgressBar())
-    args = {k: v for k, v in t.items() if k not in CALLBACK_KEYS}
+        refresh = t["progress_refresh_steps"]
+        if refresh == "auto":
+            refresh = 25 if on_gpu(t) else 1
+        callbacks.append(StderrProgressBar(refresh_rate=int(refresh)))
+    args = {k: v for k, v in t.items() if k not in RUNNER_KEYS}
+    args["precision"] = resolve_precision(t)
     return pl.Trainer(
         **args, callbacks=callbacks, logger=build_logger(cfg, run_dir),
         default_root_dir=str(run_dir),
@@ -177,6 +200,8 @@ def train(cfg: DictConfig) -> dict:
     built = method_class(cfg).build(cfg)
     module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
+    if cfg.trainer.compile:
+        compile_encoders(module, cfg.trainer.compile)
     resume = _resume_path(cfg, run_dir)
     resumed_from = str(run_dir / "checkpoints" / "last.ckpt") if resume == "last" else resume
     stopper = next(c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints))
@@ -208,7 +233,7 @@ def train(cfg: DictConfig) -> dict:
         "last_val": last_val,
         "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
         **module.describe(), "data": data.describe(),
-        "trainer": OmegaConf.to_container(cfg.trainer),
+        "trainer": OmegaConf.to_container(cfg.trainer), "precision": str(trainer.precision),
         "eval": getattr(module, "evaluation", None),
         "train_seconds": round(time.perf_counter() - start, 1),
     }

@@ -133,3 +133,111 @@ def test_wandb_offline_json_is_the_last_line_of_stdout(setup_dirs, tmp_path):
     report = json.loads(lines[-1])
     assert report["global_steps"] > 0
     assert "wandb" in proc.stderr.lower() and "Epoch 1/1" in proc.stderr
+
+
+KILLER = """
+import os, signal, sys
+from retrieval_qa.training.callbacks import ResumableCheckpoints
+original = ResumableCheckpoints.on_train_batch_end
+def hook(self, trainer, *args):
+    original(self, trainer, *args)
+    if trainer.global_step == int(os.environ["KILL_AT_STEP"]):
+        os.kill(os.getpid(), signal.SIGKILL)  # no handler, no checkpoint: a hard kill
+ResumableCheckpoints.on_train_batch_end = hook
+from retrieval_qa.cli import main
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
+        setup_dirs, tmp_path, monkeypatch):
+    """SIGKILL at step 6 of a run with dropout that checkpoints every 4 steps: a new process
+    resumes from step 4 and ends with the weights of an uninterrupted run, because the
+    checkpoint carries the random-number states (without them dropout draws other masks
+    after the restart, and the weights differ: checked too)."""
+    extra = ("test_after_fit=false", "model.towers.encoder.dropout=0.3",
+             "trainer.checkpoint_every_n_steps=4", "trainer.checkpoint_every_minutes=0",
+             "trainer.weights_every_minutes=0", "trainer.max_epochs=1")
+    straight = train(tiny(setup_dirs, tmp_path / "a", *extra))
+    assert straight["global_steps"] > 8
+    killed = tiny_overrides(setup_dirs, tmp_path / "b", *extra)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RQA_THREADS": "1", "KILL_AT_STEP": "6"}
+    proc = subprocess.run([sys.executable, "-c", KILLER, *killed], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    last = tmp_path / "b" / "dual_gru" / "cpu-seed42" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=False)["global_step"] == 4
+    backup = last.read_bytes()
+    resumed = train(tiny(setup_dirs, tmp_path / "b", *extra))
+    assert resumed["resumed_from"] == str(last)
+    assert resumed["global_steps"] == straight["global_steps"]
+    a = torch.load(f"{straight['checkpoint']}/towers.pt")
+    b = torch.load(f"{resumed['checkpoint']}/towers.pt")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+
+    # the same resume without the saved random-number states ends elsewhere
+    (tmp_path / "c" / "dual_gru" / "cpu-seed42" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "c" / "dual_gru" / "cpu-seed42" / "checkpoints" / "last.ckpt").write_bytes(backup)
+    monkeypatch.setattr(ResumableCheckpoints, "load_state_dict", lambda self, state: None)
+    other = train(tiny(setup_dirs, tmp_path / "c", *extra))
+    c = torch.load(f"{other['checkpoint']}/towers.pt")
+    assert any(not torch.allclose(a[k], c[k]) for k in a)
+
+
+def test_checkpoints_by_time_at_the_check_interval_with_weights_only_between(
+        setup_dirs, tmp_path, monkeypatch):
+    """The clock is read every ``log_every_n_steps`` steps: with a due time that is always
+    past, the resumable checkpoint is written at each such step; with only the weights due,
+    a weights-only file is written instead (no optimiser state)."""
+    seen = []
+    original = ResumableCheckpoints.save
+    monkeypatch.setattr(ResumableCheckpoints, "save", lambda self, trainer: (
+        seen.append(trainer.global_step), original(self, trainer))[1])
+    train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false", "trainer.max_epochs=1",
+               "trainer.log_every_n_steps=3", "trainer.checkpoint_every_minutes=1e-9",
+               "trainer.weights_every_minutes=0"))
+    assert seen[:3] == [3, 6, 9]
+    seen.clear()
+    train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false", "trainer.max_epochs=1",
+               "trainer.log_every_n_steps=3", "trainer.checkpoint_every_minutes=60",
+               "trainer.weights_every_minutes=1e-9"))
+    assert seen == []  # only the weights were due
+    weights = torch.load(tmp_path / "b" / "dual_gru" / "cpu-seed42" / "checkpoints" /
+                         "last-weights.ckpt", weights_only=False)
+    assert "state_dict" in weights and "optimizer_states" not in weights
+
+
+def test_compile_falls_back_to_eager_where_compiling_fails(setup_dirs, tmp_path, monkeypatch,
+                                                          caplog):
+    """``trainer.compile=true`` with a compiler that fails: the run trains and tests in
+    eager mode to the same weights as an uncompiled run."""
+    import torch._dynamo
+
+    from retrieval_qa.training import compile as compile_module
+
+    calls = []
+
+    def broken_backend(graph, example_inputs):
+        calls.append(len(example_inputs))
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(compile_module, "BACKEND", broken_backend)
+    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", False)
+    plain = train(tiny(setup_dirs, tmp_path / "a", "trainer.max_epochs=1"))
+    torch._dynamo.reset()
+    compiled = train(tiny(setup_dirs, tmp_path / "b", "trainer.max_epochs=1",
+                          "trainer.compile=true"))
+    torch._dynamo.reset()
+    assert calls  # compiling was tried, failed, and the run went on in eager mode
+    assert compiled["test"]["metrics"] == plain["test"]["metrics"]
+    a = torch.load(f"{plain['checkpoint']}/towers.pt")
+    b = torch.load(f"{compiled['checkpoint']}/towers.pt")
+    assert a.keys() == b.keys()  # in place: the same parameter names
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+
+
+def test_compile_rejects_an_unknown_mode(setup_dirs, tmp_path):
+    with pytest.raises(ValueError, match="trainer.compile='fast'"):
+        train(tiny(setup_dirs, tmp_path, "trainer.compile=fast"))
