@@ -4,9 +4,9 @@ a clean stop on SIGTERM/SIGINT, and validation in runs that `max_steps` ends mid
 from __future__ import annotations
 
 import contextlib
-import random
 import logging
 import os
+import random
 import signal
 import sys
 import time

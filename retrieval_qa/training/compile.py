@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 
-import torch
 from torch import nn
 
 log = logging.getLogger(__name__)

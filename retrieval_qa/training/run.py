@@ -16,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..registry import target_of
 from ..runtime import apply_threads
-from .compile import compile_encoders
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
+from .compile import compile_encoders
 
 log = logging.getLogger(__name__)
 
