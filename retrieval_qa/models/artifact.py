@@ -13,7 +13,13 @@ from ..registry import locate
 LEGACY_LOADER = "retrieval_qa.models.inference.DualEncoderInference"  # exports without _target_
 
 
-def load_artifact(folder: str | Path, map_location: str = "cpu"):
+def load_artifact(folder: str | Path, map_location: str = "auto"):
+    """The exported model in ``folder`` on ``map_location`` (``auto``: the GPU when CUDA is
+    available, else the CPU)."""
+    if map_location == "auto":
+        import torch
+
+        map_location = "cuda" if torch.cuda.is_available() else "cpu"
     folder = Path(folder)
     meta_file = folder / "model.json"
     if not meta_file.is_file():

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..data.collate import encode_texts, first_copies, token_lengths
+from ..data.collate import first_copies
+from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
@@ -63,6 +64,7 @@ class DualEncoderInference:
         meta.pop("_target_", None)
         towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
         towers.load_state_dict(torch.load(folder / "towers.pt", map_location=map_location))
+        towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
 
@@ -86,9 +88,14 @@ class DualEncoderInference:
 
     @torch.inference_mode()
     def _encode_distinct(self, side: str, texts, contexts, max_length, batch_size, progress):
+        """Texts tokenised once, encoded longest first; on a GPU under bf16 autocast (the
+        precision of ``trainer.precision: auto``), vectors returned in float32."""
         device = next(self.towers.parameters()).device
         fn = self.towers.encode_question if side == "question" else self.towers.encode_answer
-        lengths = token_lengths(self.tokenizer, texts, max_length, contexts)
+        tokens = TokenizedTexts.build(self.tokenizer, texts, max_length, contexts, cache=False)
+        lengths = tokens.lengths()
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"
+                                  and torch.cuda.is_bf16_supported())
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # longest first
         shard = batch_size * SHARD_BATCHES
         out = torch.empty(len(texts), self.towers.output_dim)
@@ -114,11 +121,11 @@ class DualEncoderInference:
                 part = torch.empty(len(idx), self.towers.output_dim)
                 for b in range(0, len(idx), batch_size):
                     rows = idx[b:b + batch_size]
-                    batch = encode_texts(self.tokenizer, [texts[i] for i in rows], max_length,
-                                         [contexts[i] for i in rows] if contexts is not None
-                                         else None)
-                    part[b:b + len(rows)] = fn(**{k_: v.to(device) for k_, v in batch.items()}
-                                               ).float().cpu()
+                    batch = tokens.batch(rows)
+                    with autocast:
+                        emb = fn(**{k_: v.to(device, non_blocking=True)
+                                    for k_, v in batch.items()})
+                    part[b:b + len(rows)] = emb.float().cpu()
                     bar.update(len(rows))
                 out[idx] = part
                 if path is not None:  # written whole, then renamed: never half a shard
