@@ -9,7 +9,7 @@ longest of them, or up to a multiple of ``pad_to_multiple_of`` (a small set of s
 lengths, so shapes repeat: compiled kernels and the CUDA caching allocator reuse them). The
 batch holds the same tensors as :func:`~.collate.encode_texts` of the same texts (tested).
 
-Caching: ``cache_root()/tokenized/<key>.arrow``, keyed by the tokenizer (class, name and its
+Caching: ``cache_root()/tokenized/<key>.arrow``, keyed by the tokenizer (class and its
 serialised vocabulary and rules), ``max_length`` and the sha256 of the texts (and contexts),
 so any change of text, tokenizer or length gets its own file. Written whole and renamed.
 """
@@ -34,10 +34,10 @@ CACHE_VERSION = "1"
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
-    """A digest of what decides the ids: class, name, special tokens, vocabulary and rules."""
+    """A digest of what decides the ids: class, special tokens, vocabulary and rules (not
+    where the tokenizer was loaded from)."""
     h = hashlib.sha256()
     h.update(type(tokenizer).__name__.encode() + b"\0")
-    h.update(str(getattr(tokenizer, "name_or_path", "")).encode() + b"\0")
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:  # its rules, less the truncation / padding state of the last call
         rules = json.loads(backend.to_str())
