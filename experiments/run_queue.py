@@ -1,10 +1,19 @@
-"""Run a queue of `rqa train` runs one after another, resumable, with a deadline.
+"""Run a queue of `rqa` runs one after another, resumable, with a deadline.
 
-Each line of the queue file is one run: an output folder, then the `rqa train` overrides
-(``#`` starts a comment). A run whose ``result.json`` exists is skipped (done); a run with a
-checkpoint resumes (``rqa train`` does that itself). No run is started once the deadline
-has passed, so a queue longer than one sitting goes on at the next call. One progress line
-per run on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
+Each line of the queue file is one run (``#`` starts a comment), in one of two forms:
+
+- ``FOLDER experiment=NAME [key=value ...]``: ``rqa train`` with these overrides into
+  ``OUTPUT_ROOT/FOLDER``; done when its ``result.json`` exists; a run with a checkpoint
+  resumes (``rqa train`` does that itself).
+- ``FOLDER rqa SUBCOMMAND [args ...]``: any other ``rqa`` command (``export``, ``mine``, ...);
+  done when ``OUTPUT_ROOT/FOLDER.done`` exists, which is written when the command exits 0;
+  its log is ``OUTPUT_ROOT/FOLDER.log``.
+
+In the words after FOLDER, ``{root}`` stands for OUTPUT_ROOT and ``{out}`` for
+OUTPUT_ROOT/FOLDER (e.g. ``--output {out}``, ``data.dense_retriever={root}/mining/retriever``).
+No run is started once the deadline has passed, so a queue longer than one sitting goes on at
+the next call; a run that fails is reported and the queue goes on. One progress line per run
+on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
 
     python experiments/run_queue.py QUEUE --output-root runs/gpu [--deadline-s 540]
 """
@@ -17,41 +26,79 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def parse_queue(path: Path) -> list[tuple[str, list[str]]]:
+@dataclass(frozen=True)
+class Run:
+    folder: str
+    words: list[str]          # rqa train overrides, or ["rqa", SUBCOMMAND, ...]
+
+    @property
+    def is_command(self) -> bool:
+        return self.words[0] == "rqa"
+
+
+def parse_queue(path: Path) -> list[Run]:
     runs = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         words = shlex.split(line, comments=True)
         if not words:
             continue
+        if len(words) >= 3 and words[1] == "rqa":
+            runs.append(Run(words[0], words[1:]))
+            continue
         if len(words) < 2 or not any(w.startswith("experiment=") for w in words[1:]):
-            raise ValueError(f"{path}:{number}: expected 'FOLDER experiment=NAME [key=value ...]'")
-        runs.append((words[0], words[1:]))
+            raise ValueError(f"{path}:{number}: expected 'FOLDER experiment=NAME [key=value ...]'"
+                             " or 'FOLDER rqa SUBCOMMAND [args ...]'")
+        runs.append(Run(words[0], words[1:]))
     return runs
 
 
+def expand(words: list[str], root: Path, folder: str) -> list[str]:
+    return [w.replace("{out}", str(root / folder)).replace("{root}", str(root)) for w in words]
+
+
 def run_dir(root: Path, folder: str, overrides: list[str]) -> Path:
-    picks = dict(w.split("=", 1) for w in overrides)
+    picks = dict(w.split("=", 1) for w in overrides if "=" in w)
     return root / folder / picks["experiment"] / f"{picks.get('profile', 'paper')}-seed{picks.get('seed', 42)}"
 
 
-def main() -> None:
+def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None]:
+    """(command, what it is called in the output, its log, the marker written on success
+    or None when the command leaves its own: result.json)."""
+    words = expand(run.words, root, run.folder)
+    if run.is_command:
+        where = root / run.folder
+        marker = where.parent / f"{where.name}.done"
+        return ([sys.executable, "-m", "retrieval_qa.cli", *words[1:]], where,
+                where.parent / f"{where.name}.log", marker)
+    where = run_dir(root, run.folder, words)
+    return ([sys.executable, "-m", "retrieval_qa.cli", "train", *words,
+             f"output_dir={root / run.folder}"], where,
+            where.parent / f"{where.name}.log", None)
+
+
+def is_done(where: Path, marker: Path | None) -> bool:
+    return marker.is_file() if marker is not None else (where / "result.json").is_file()
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queue", type=Path)
     parser.add_argument("--output-root", type=Path, required=True)
     parser.add_argument("--deadline-s", type=float, default=float("inf"),
                         help="start no run after this many seconds")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     runs = parse_queue(args.queue)
     start = time.monotonic()
     summary = []
-    for i, (folder, overrides) in enumerate(runs):
-        where = run_dir(args.output_root, folder, overrides)
+    for i, run in enumerate(runs):
+        cmd, where, log_path, marker = plan(run, args.output_root)
         elapsed = time.monotonic() - start
         state = f"[{i + 1}/{len(runs)} {elapsed:6.0f}s]"
-        if (where / "result.json").is_file():
+        if is_done(where, marker):
             print(f"{state} done     {where}", file=sys.stderr, flush=True)
             summary.append({"run": str(where), "state": "done"})
             continue
@@ -61,16 +108,20 @@ def main() -> None:
             continue
         print(f"{state} running  {where}", file=sys.stderr, flush=True)
         t0 = time.monotonic()
-        cmd = [sys.executable, "-m", "retrieval_qa.cli", "train", *overrides,
-               f"output_dir={args.output_root / folder}"]
-        where.parent.mkdir(parents=True, exist_ok=True)
-        with open(where.parent / f"{where.name}.log", "a") as log:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a") as log:
             code = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            if run.is_command:
+                log.write(code.stdout)      # rqa commands print their JSON summary last
+        seconds = round(time.monotonic() - t0, 1)
+        if code.returncode == 0 and marker is not None:
+            marker.write_text(json.dumps({"command": cmd[3:], "seconds": seconds}) + "\n")
         summary.append({"run": str(where), "state": "finished" if code.returncode == 0 else
-                        f"failed ({code.returncode})", "seconds": round(time.monotonic() - t0, 1)})
-        print(f"{state} {summary[-1]['state']} {where} in {summary[-1]['seconds']}s",
+                        f"failed ({code.returncode})", "seconds": seconds})
+        print(f"{state} {summary[-1]['state']} {where} in {seconds}s",
               file=sys.stderr, flush=True)
     print(json.dumps({"runs": summary, "seconds": round(time.monotonic() - start, 1)}))
+    return summary
 
 
 if __name__ == "__main__":

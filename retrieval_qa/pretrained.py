@@ -234,10 +234,45 @@ def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
     return AutoTokenizer.from_pretrained(resolved.path_or_name, **kwargs)
 
 
+def _text_encoder_class(config):
+    """The class that holds only the encoder of an encoder-decoder ``config`` (T5, mT5, UMT5:
+    ``T5EncoderModel`` and kin, from ``AutoModelForTextEncoding``), or None when there is none
+    (other encoder-decoders: the whole model is loaded and its ``get_encoder()`` kept)."""
+    from transformers import AutoModelForTextEncoding
+
+    try:
+        return AutoModelForTextEncoding._model_mapping[type(config)]
+    except KeyError:
+        return None
+
+
 def load_model(resolved: ResolvedCheckpoint | str, **kwargs):
-    """``AutoModel.from_pretrained`` for a resolved checkpoint (a string is resolved first)."""
-    from transformers import AutoModel
+    """The token encoder of a resolved checkpoint (a string is resolved first):
+    ``AutoModel.from_pretrained``, except for an encoder-decoder (``config.is_encoder_decoder``,
+    e.g. T5), of which only the encoder is loaded (``T5EncoderModel``): the suite's towers
+    encode text, and the whole model's forward would want decoder inputs."""
+    from transformers import AutoConfig, AutoModel
 
     resolved = _as_resolved(resolved)
     kwargs.setdefault("local_files_only", resolved.local)
-    return AutoModel.from_pretrained(resolved.path_or_name, **kwargs)
+    config = AutoConfig.from_pretrained(
+        resolved.path_or_name, local_files_only=kwargs["local_files_only"])
+    if not getattr(config, "is_encoder_decoder", False):
+        return AutoModel.from_pretrained(resolved.path_or_name, **kwargs)
+    encoder_class = _text_encoder_class(config)
+    if encoder_class is not None:
+        return encoder_class.from_pretrained(resolved.path_or_name, **kwargs)
+    return AutoModel.from_pretrained(resolved.path_or_name, **kwargs).get_encoder()
+
+
+def model_from_config(config):
+    """A randomly initialised token encoder of ``config`` (an export rebuilt before its
+    weights are loaded): the encoder alone for an encoder-decoder, as :func:`load_model`."""
+    from transformers import AutoModel
+
+    if not getattr(config, "is_encoder_decoder", False):
+        return AutoModel.from_config(config)
+    encoder_class = _text_encoder_class(config)
+    if encoder_class is not None:
+        return encoder_class(config)
+    return AutoModel.from_config(config).get_encoder()

@@ -69,7 +69,8 @@ def contextual_task_layers(task: ParagraphTask, name: str = "minilm",
                 "questions": len(task.questions), "paragraphs": len(task.paragraphs)}
 
     def compute():
-        tok, net = load_tokenizer(checkpoint), load_model(checkpoint).eval()
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tok, net = load_tokenizer(checkpoint), load_model(checkpoint).eval().to(device)
         idf = IDF(tok(task.paragraphs, add_special_tokens=False)["input_ids"])
         p_plain, p_idf, p_notes = encode_layers(task.paragraphs, tok, net, idf, window,
                                                 progress=progress)
@@ -77,7 +78,7 @@ def contextual_task_layers(task: ParagraphTask, name: str = "minilm",
                                                 progress=progress)
         return ({"q_plain": q_plain, "q_idf": q_idf, "p_plain": p_plain, "p_idf": p_idf},
                 {"questions": q_notes, "paragraphs": p_notes, "checkpoint": checkpoint.label,
-                 "stands_in_for": "ELMo (not available offline)"})
+                 "device": device, "stands_in_for": "ELMo (not available offline)"})
 
     return cached(settings, sources, compute, cache_dir, use_cache)
 

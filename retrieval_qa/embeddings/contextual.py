@@ -35,8 +35,10 @@ def encode_layers(texts: Sequence[str], tokenizer, model, idf: IDF | None = None
                   window: int = 254, batch_size: int = 32, progress: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
     """(plain [N, L+1, D], idf-weighted [N, L+1, D] or None, notes): per-layer pooled means,
-    not normalised (combine them with :func:`combine_layers`)."""
+    not normalised (combine them with :func:`combine_layers`). Runs on ``model``'s device;
+    the sums are kept on the CPU in float64."""
     start = time.perf_counter()
+    device = next(model.parameters()).device
     ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     chunks = _windows(ids, window)
     chunks.sort(key=lambda c: len(c[1]))
@@ -59,13 +61,15 @@ def encode_layers(texts: Sequence[str], tokenizer, model, idf: IDF | None = None
             tok_mask[r, 1:len(c) + 1] = 1
             if idf is not None:
                 weights[r, 1:len(c) + 1] = torch.tensor(idf.weights(c), dtype=torch.float64)
-        out = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        out = model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                    output_hidden_states=True)
         h = torch.stack(out.hidden_states, 1).double()          # [B, L+1, T, D]
         owner = torch.tensor([i for i, _ in part])
-        sums.index_add_(0, owner, torch.einsum("bltd,bt->bld", h, tok_mask))
+        sums.index_add_(0, owner, torch.einsum("bltd,bt->bld", h, tok_mask.to(device)).cpu())
         count.index_add_(0, owner, tok_mask.sum(1))
         if idf is not None:
-            isums.index_add_(0, owner, torch.einsum("bltd,bt->bld", h, weights))
+            isums.index_add_(0, owner,
+                             torch.einsum("bltd,bt->bld", h, weights.to(device)).cpu())
             iw.index_add_(0, owner, weights.sum(1))
         if progress and (b // batch_size) % 50 == 0:
             print(f"  encoded {b + len(part)}/{len(chunks)} windows", flush=True)

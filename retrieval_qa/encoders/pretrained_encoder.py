@@ -1,6 +1,9 @@
-"""A Hugging Face AutoModel (BERT, MiniLM, ...) as a token encoder."""
+"""A Hugging Face AutoModel (BERT, MiniLM, ...) or the encoder of an encoder-decoder (T5)
+as a token encoder."""
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 from torch import nn
@@ -13,12 +16,14 @@ class PretrainedTokenEncoder(TokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None)
     -> last_hidden_state[B, L, H]``.
 
-    model: any ``transformers`` model whose output has ``last_hidden_state``.
+    model: any ``transformers`` model whose output has ``last_hidden_state`` (for T5, the
+    ``T5EncoderModel`` that :func:`~retrieval_qa.pretrained.load_model` gives).
     gradient_checkpointing: recompute activations in the backward pass (saves memory).
-    ``token_type_ids`` are passed only when given (some models have none). The token embedder
-    is the model's ``embeddings`` module (for BERT: word, position and token-type tables plus
-    their LayerNorm), or its input embeddings when it has no such module. Freezing it
-    (ADE-FTE) freezes the embedding tables; the LayerNorm stays trainable.
+    ``token_type_ids`` are passed only when given and when the model takes them (T5 has no
+    segment embeddings: they are left out). The token embedder is the model's ``embeddings``
+    module (for BERT: word, position and token-type tables plus their LayerNorm), or its input
+    embeddings when it has no such module (T5: the ``shared`` table, which its encoder reads).
+    Freezing it (ADE-FTE) freezes the embedding tables; the LayerNorm stays trainable.
     ``checkpoint`` records the :class:`ResolvedCheckpoint` when built with ``from_pretrained``.
     ``input_offset``, when given, is added to every token's word embedding before the
     model's own embedding layer adds positions and token types.
@@ -34,6 +39,7 @@ class PretrainedTokenEncoder(TokenEncoder):
         self.model = model
         self.hidden_size = int(model.config.hidden_size)
         self.checkpoint = checkpoint
+        self.takes_token_types = "token_type_ids" in inspect.signature(model.forward).parameters
         if gradient_checkpointing:
             enable = getattr(model, "activation_checkpointing_enable", None)
             if enable is not None:
@@ -88,6 +94,6 @@ class PretrainedTokenEncoder(TokenEncoder):
             words = self.model.get_input_embeddings()(input_ids)
             kwargs = {"inputs_embeds": words + input_offset.to(words.dtype)}
         kwargs["attention_mask"] = attention_mask
-        if token_type_ids is not None:
+        if token_type_ids is not None and self.takes_token_types:
             kwargs["token_type_ids"] = token_type_ids
         return self.model(**kwargs).last_hidden_state

@@ -190,9 +190,11 @@ def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
     enc = {**tower_defaults()["encoder"], **plain(towers_cfg.get("encoder") or {}),
            "gradient_checkpointing": False}
     if enc["type"] == "pretrained":
-        from transformers import AutoConfig, AutoModel
+        from transformers import AutoConfig
 
-        model = AutoModel.from_config(AutoConfig.from_pretrained(folder / "encoder"))
+        from ..pretrained import model_from_config
+
+        model = model_from_config(AutoConfig.from_pretrained(folder / "encoder"))
         token_encoder = build_token_encoder(enc, model=model)
     elif enc["vocab_size"] is None:  # pretrained word embeddings: a table of their shape
         vocab, dim = spec["embedding_shape"]

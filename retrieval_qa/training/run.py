@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ..registry import target_of
 from ..runtime import apply_threads
@@ -126,6 +126,11 @@ def _number(value) -> float | None:
     return None if value is None else round(float(value), 4)
 
 
+def _plain(value):
+    """A setting as JSON can write it (a list of a profile is a ListConfig)."""
+    return OmegaConf.to_container(value) if isinstance(value, ListConfig) else value
+
+
 def profile_settings(cfg: DictConfig) -> dict:
     """The effective values of the settings the run's profile changes (its reductions), and
     which of them the command line overrode (profile value -> effective value)."""
@@ -147,10 +152,10 @@ def profile_settings(cfg: DictConfig) -> dict:
             if isinstance(v, DictConfig):
                 walk(v, key + ".")
             elif key != "description":
-                flat[key] = v
+                flat[key] = _plain(v)
 
     walk(block)
-    settings = {k: OmegaConf.select(cfg, k) for k in flat}
+    settings = {k: _plain(OmegaConf.select(cfg, k)) for k in flat}
     overridden = {k: {"profile": flat[k], "effective": settings[k]}
                   for k in flat if settings[k] != flat[k]}
     return {"settings": settings, "overridden": overridden}

@@ -1,0 +1,94 @@
+"""experiments/run_queue.py: `rqa train` lines and arbitrary `rqa` command lines, resumable
+(done runs skipped, a failed command not marked done); and the committed GPU queue: every
+training line composes under its gpu profile, every command line parses as an `rqa` command."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from experiments import run_queue as Q
+from retrieval_qa.cli import build_parser
+from retrieval_qa.training.compose import compose
+
+QUEUES = Path(Q.__file__).parent / "queues"
+
+
+def _fake_rqa(calls, fail=()):
+    def run(cmd, **kwargs):
+        words = cmd[3:]                         # after python -m retrieval_qa.cli
+        calls.append(words)
+        if words[0] in fail:
+            return subprocess.CompletedProcess(cmd, 1, stdout="")
+        if words[0] == "train":
+            picks = dict(w.split("=", 1) for w in words[1:])
+            where = Path(picks["output_dir"]) / picks["experiment"] / \
+                f"{picks.get('profile', 'paper')}-seed{picks.get('seed', 42)}"
+            where.mkdir(parents=True)
+            (where / "result.json").write_text("{}")
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"ok": true}\n')
+    return run
+
+
+def test_train_and_command_lines_run_once_with_placeholders(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("# a comment\n"
+                     "m/retriever  rqa export experiment=mining_dual --output {out}\n"
+                     "m   experiment=mining_classifier data.dense_retriever={root}/m/retriever\n"
+                     "m/mined  rqa mine --classifier {root}/m/x --output {out}  # mined\n")
+    root = tmp_path / "runs"
+    calls = []
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls, fail={"mine"}))
+    summary = Q.main([str(queue), "--output-root", str(root)])
+    assert [c[0] for c in calls] == ["export", "train", "mine"]
+    assert calls[0] == ["export", "experiment=mining_dual", "--output", str(root / "m/retriever")]
+    assert f"data.dense_retriever={root}/m/retriever" in calls[1]
+    assert f"output_dir={root / 'm'}" in calls[1]
+    assert [s["state"] for s in summary] == ["finished", "finished", "failed (1)"]
+    assert json.loads((root / "m/retriever.done").read_text())["command"][0] == "export"
+    assert '{"ok": true}' in (root / "m/retriever.log").read_text()
+    assert not (root / "m/mined.done").exists()
+
+    calls.clear()                               # again: only the failed command reruns
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    summary = Q.main([str(queue), "--output-root", str(root)])
+    assert [c[0] for c in calls] == ["mine"]
+    assert [s["state"] for s in summary] == ["done", "done", "finished"]
+
+
+def test_deadline_leaves_the_rest(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("a experiment=fcrr seed=1\na experiment=fcrr seed=2\n")
+    calls = []
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    summary = Q.main([str(queue), "--output-root", str(tmp_path), "--deadline-s", "-1"])
+    assert calls == [] and [s["state"] for s in summary] == ["left", "left"]
+
+
+def test_a_line_of_neither_form_names_the_line(tmp_path):
+    queue = tmp_path / "q.txt"
+    queue.write_text("\nfolder profile=gpu\n")
+    with pytest.raises(ValueError, match=r"q.txt:2: expected"):
+        Q.parse_queue(queue)
+
+
+@pytest.mark.parametrize("name", ["gpu_all.txt", "gpu_endx_vs_dual.txt"])
+def test_committed_queues_compose_and_parse(name, tmp_path):
+    runs = Q.parse_queue(QUEUES / name)
+    seen = set()
+    for run in runs:
+        words = Q.expand(run.words, tmp_path, run.folder)
+        if run.is_command:
+            args = build_parser().parse_args(words[1:])
+            assert callable(args.func)
+            if words[1] == "export":
+                compose(args.overrides)
+            continue
+        cfg = compose(words)
+        assert cfg.profile == "gpu" and "GPU profile" in cfg.description, words
+        seen.add(cfg.experiment)
+    if name == "gpu_all.txt":                   # every experiment, once at least
+        experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
+                       .glob("*.yaml")}
+        assert seen == experiments
