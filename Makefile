@@ -49,17 +49,15 @@ PROFILE ?= cpu
 # TRAIN_OVERRIDES="trainer.max_steps=50" for the trained rows.
 # PROFILE=gpu: the rows whose experiment has a gpu profile (dual_gru, endx_gru, dual_bert,
 # endx_bert; ROWS=all by default), their reductions printed before the run and under the
-# table, with mixed precision (GPU_PRECISION=bf16-mixed, passed as a training override: the
-# committed results/gpu/ were made with the profiles' fp32, which the profiles keep;
-# GPU_PRECISION=32 reproduces them).
+# table. Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
+# trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
 ifeq ($(PROFILE),gpu)
 ROWS ?= all
-GPU_PRECISION ?= bf16-mixed
-TABLE2_OVERRIDES = trainer.precision=$(GPU_PRECISION) $(TRAIN_OVERRIDES)
 else
 ROWS ?= quick
-TABLE2_OVERRIDES = $(TRAIN_OVERRIDES)
 endif
+TABLE2_OVERRIDES = $(if $(GPU_PRECISION),trainer.precision=$(GPU_PRECISION)) $(TRAIN_OVERRIDES)
+
 OUT ?= runs/table2$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
 reproduce-table2: $(STAMP)
 	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) --rows "$(ROWS)" \

@@ -20,8 +20,8 @@ listed as such, never faked.
 
 Profiles: ``cpu`` (default, reduced for a 2-core laptop), ``gpu`` (the rows whose experiment
 has a ``gpu`` profile, ``conf/experiment/{dual_gru,endx_gru,dual_bert,endx_bert}.yaml``:
-larger than the CPU profile, smaller than the paper; ``make reproduce-table2 PROFILE=gpu``
-adds ``trainer.precision=bf16-mixed``), ``paper`` (the paper's settings). Each trained row's
+larger than the CPU profile, smaller than the paper; bf16-mixed through the trainer's
+``precision: auto``), ``paper`` (the paper's settings). Each trained row's
 profile description (what it reduces) is printed before the run and written under the table;
 rows whose experiment has no such profile are listed as such, not run.
 """
