@@ -8,10 +8,11 @@ encoding against sentence-transformers): what both need to run on a CPU or a CUD
 * :func:`synchronize`: waits for the GPU's queued work; a timed region on CUDA starts and ends
   with it (CUDA calls return before the work is done). A no-op on the CPU.
 * :class:`Utilisation`: NVML's ``utilization.gpu`` (the percentage of time in which at least
-  one kernel ran on the GPU) sampled in a background thread about every 100 ms, each sample
-  credited to the side whose timed region is open; mean and median per side. From a
-  streaming ``nvidia-smi --query-gpu=utilization.gpu -lms N``, else ``torch.cuda.utilization``
-  (pynvml); on the CPU, or with neither, every side's figure is None and ``reason`` says why.
+  one kernel ran on the GPU; ``sm`` in ``nvidia-smi dmon``) sampled in a background thread
+  about every 100 ms, each reading credited to the side whose timed region is open; mean and
+  median per side. From ``torch.cuda.utilization`` (pynvml, in-process), else one
+  ``nvidia-smi --query-gpu=utilization.gpu`` per reading; on the CPU, or with neither, every
+  side's figure is None and ``reason`` says why.
 """
 
 from __future__ import annotations
@@ -120,21 +121,24 @@ def gpu_id(device: torch.device) -> str | None:
     return visible[index] if index < len(visible) else str(index)
 
 
-def _torch_poll(device_index: int) -> Callable[[], float]:
-    return lambda: float(torch.cuda.utilization(device_index))
+def torch_utilisation() -> float:
+    """NVML's utilization.gpu of the current CUDA device (pynvml, through torch)."""
+    return float(torch.cuda.utilization())
 
 
 class Utilisation:
     """GPU utilisation per timed region, sampled in a background thread (see the module
     docstring). ``gpu``: the ``nvidia-smi -i`` name of the GPU (:func:`gpu_id`), None on the
-    CPU (nothing is sampled). ``poll``: the fallback when ``nvidia-smi`` is not on PATH, a
-    function returning one reading (default ``torch.cuda.utilization``). Use as a context
-    manager around the run, and :meth:`region` (or :meth:`begin` / :meth:`end`) around each
-    side's timed work; :meth:`summary` gives a side's figures or None."""
+    CPU (nothing is sampled). Readings come from ``poll`` (default
+    ``torch.cuda.utilization``: NVML in-process, no subprocess), or, when that fails (no
+    pynvml), from one ``nvidia-smi --query-gpu=utilization.gpu -i GPU`` per sample. A reading
+    is credited to the region open when it was asked for. Use as a context manager around
+    the run, and :meth:`region` (or :meth:`begin` / :meth:`end`) around each side's timed
+    work; :meth:`summary` gives a side's figures or None, and ``reason`` says why."""
 
     def __init__(self, gpu: str | None, interval_s: float = 0.1,
                  nvidia_smi: str = "nvidia-smi",
-                 poll: Callable[[], float] | None = None) -> None:
+                 poll: Callable[[], float] | None = torch_utilisation) -> None:
         self.gpu, self.interval_s = gpu, interval_s
         self.nvidia_smi, self.poll = nvidia_smi, poll
         self.samples: dict[str, list[float]] = {}
@@ -143,78 +147,62 @@ class Utilisation:
         self._label: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._proc: subprocess.Popen | None = None
 
     # ---- the sampling thread ------------------------------------------------------------
+    def _smi_reading(self, smi: str) -> float:
+        out = subprocess.run([smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                              "-i", self.gpu], capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+        return float(out.strip().splitlines()[0])
+
+    def _source(self) -> tuple[Callable[[], float] | None, str]:
+        """The first source that answers (its reading function and name), or None and why."""
+        failures = []
+        if self.poll is not None:
+            try:
+                self.poll()
+            except Exception as e:  # pynvml missing, NVML not answering: try nvidia-smi
+                failures.append(f"torch.cuda.utilization failed ({type(e).__name__}: {e})")
+            else:
+                return self.poll, "torch.cuda.utilization (NVML)"
+        smi = shutil.which(self.nvidia_smi)
+        if smi is None:
+            failures.append(f"no {self.nvidia_smi} on PATH")
+            return None, "; ".join(failures)
+        try:
+            self._smi_reading(smi)
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError) as e:
+            failures.append(f"{smi} gave no reading ({type(e).__name__}: {e})")
+            return None, "; ".join(failures)
+        return (lambda: self._smi_reading(smi)), f"{smi} --query-gpu=utilization.gpu -i {self.gpu}"
+
     def __enter__(self) -> Utilisation:
         if self.gpu is None:
             return self
-        smi = shutil.which(self.nvidia_smi)
-        if smi is not None:
-            try:
-                self._proc = subprocess.Popen(
-                    [smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                     "-i", self.gpu, "-lms", str(max(1, round(self.interval_s * 1000)))],
-                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            except OSError as e:
-                self.reason = f"{smi} did not start: {e}"
-            else:
-                self.source = f"nvidia-smi --query-gpu=utilization.gpu -lms (every " \
-                              f"{self.interval_s * 1000:.0f} ms)"
-                self._thread = threading.Thread(target=self._read_stream, daemon=True)
-                self._thread.start()
-                return self
-        poll = self.poll
-        if poll is None and self.gpu.isdigit():
-            poll = _torch_poll(int(self.gpu))
-        if poll is None:
-            self.reason = "no nvidia-smi on PATH and no device index for torch.cuda.utilization"
+        read, name = self._source()
+        if read is None:
+            self.reason = name
             return self
-        try:
-            poll()
-        except Exception as e:  # pynvml missing, NVML not answering: no figure, not a crash
-            self.reason = (f"no {self.nvidia_smi} on PATH, and torch.cuda.utilization failed: "
-                           f"{type(e).__name__}: {e}")
-            return self
-        self.source = f"torch.cuda.utilization (every {self.interval_s * 1000:.0f} ms)"
-        self._thread = threading.Thread(target=self._poll_loop, args=(poll,), daemon=True)
+        self.source = f"{name}, every {self.interval_s * 1000:.0f} ms"
+        self._thread = threading.Thread(target=self._loop, args=(read,), daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=15)
 
-    def _record(self, value: float) -> None:
-        label = self._label
-        if label is not None:
-            self.samples.setdefault(label, []).append(value)
-
-    def _read_stream(self) -> None:
-        for line in self._proc.stdout:
-            try:
-                value = float(line.strip())
-            except ValueError:  # "[N/A]", a header, a warning: not a reading
-                continue
-            self._record(value)
-        if not self.samples and self.reason is None:
-            self.reason = f"{self.nvidia_smi} gave no readings"
-
-    def _poll_loop(self, poll: Callable[[], float]) -> None:
+    def _loop(self, read: Callable[[], float]) -> None:
         while not self._stop.is_set():
+            label = self._label  # the region open when the reading is asked for
             try:
-                self._record(float(poll()))
+                value = float(read())
             except Exception as e:
-                self.reason = f"torch.cuda.utilization failed: {type(e).__name__}: {e}"
+                self.reason = f"{self.source} failed mid-run: {type(e).__name__}: {e}"
                 return
+            if label is not None:
+                self.samples.setdefault(label, []).append(value)
             self._stop.wait(self.interval_s)
 
     # ---- regions and figures ------------------------------------------------------------
