@@ -313,13 +313,19 @@ class SentenceTransformers(Side):
         self.model.train(train)
 
 
+def unpadded(ids: torch.Tensor) -> list[list[int]]:
+    """Each row's ids without the padding ([PAD] = 0), on the CPU."""
+    return [row[row != 0].tolist() for row in ids.cpu()]
+
+
 def agreement(ours: Ours, st: SentenceTransformers, pairs, idx) -> dict:
     """Loss and gradients of the first batch from the same initial weights, dropout off, in
     float32 (no autocast)."""
     ours.mode(False)
     st.mode(False)
     ob, sb = ours.place(ours.inputs(pairs, idx)), st.place(st.inputs(pairs, idx))
-    same_ids = all(torch.equal(x, y) for x, y in zip(ours.ids(ob), st.ids(sb), strict=True))
+    same_ids = all(unpadded(x) == unpadded(y)  # ours may pad to a multiple (data config)
+                   for x, y in zip(ours.ids(ob), st.ids(sb), strict=True))
     op, sp = ours.named_parameters(), st.named_parameters()
     same_weights = set(op) == set(sp) and all(torch.equal(op[k], sp[k]) for k in op)
     ours.optimizer.zero_grad(set_to_none=True)
@@ -628,11 +634,11 @@ def trainer_args(cfg, device: torch.device, precision: str, max_steps: int
     import pytorch_lightning as pl
     from omegaconf import OmegaConf
 
-    from retrieval_qa.training.run import CALLBACK_KEYS
+    from retrieval_qa.training.run import RUNNER_KEYS
 
     accepted = set(inspect.signature(pl.Trainer.__init__).parameters)
     config = {k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items()
-              if k not in CALLBACK_KEYS}
+              if k not in RUNNER_KEYS}
     dropped = sorted(k for k in config if k not in accepted)
     passed = {k: v for k, v in config.items() if k in accepted}
     return {**passed, **forced_trainer_args(device, precision, max_steps)}, dropped
@@ -740,6 +746,10 @@ def run_trainer(args, device: torch.device, precision: str) -> dict:
     check = agreement(ours, st, pairs, plans[ours.name][0])
     ours.mode(True)
     st.mode(True)
+    if cfg.trainer.compile:  # what rqa train does with the profile's trainer.compile
+        from retrieval_qa.training.compile import compile_encoders
+
+        compile_encoders(module, cfg.trainer.compile)
 
     with Utilisation(gpu_id(device)) as util:
         st_run = time_st_loop(st, pairs, plans[st.name], args.warmup, args.steps, util)

@@ -17,6 +17,8 @@ encoding against sentence-transformers): what both need to run on a CPU or a CUD
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import argparse
 import contextlib
 import os
@@ -77,7 +79,7 @@ def move(batch, device: torch.device):
     Lightning's and the Hugging Face trainer's input preparation do before a step."""
     if torch.is_tensor(batch):
         return batch.to(device)
-    if isinstance(batch, dict):
+    if isinstance(batch, Mapping):  # dicts and Hugging Face's BatchEncoding (a UserDict)
         return {k: move(v, device) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
         return type(batch)(move(v, device) for v in batch)
