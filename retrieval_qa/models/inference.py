@@ -118,15 +118,18 @@ class DualEncoderInference:
                     out[idx] = saved["embeddings"]
                     bar.update(len(idx))
                     continue
-                part = torch.empty(len(idx), self.towers.output_dim)
+                # kept on the device until the shard is done: no read-back per batch, so the
+                # host cuts the next batch while the GPU encodes this one
+                part = torch.empty(len(idx), self.towers.output_dim, device=device)
                 for b in range(0, len(idx), batch_size):
                     rows = idx[b:b + batch_size]
                     batch = tokens.batch(rows)
                     with autocast:
                         emb = fn(**{k_: v.to(device, non_blocking=True)
                                     for k_, v in batch.items()})
-                    part[b:b + len(rows)] = emb.float().cpu()
+                    part[b:b + len(rows)] = emb.float()
                     bar.update(len(rows))
+                part = part.cpu()
                 out[idx] = part
                 if path is not None:  # written whole, then renamed: never half a shard
                     tmp = path.with_suffix(".partial")
