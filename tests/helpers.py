@@ -129,6 +129,7 @@ def load_experiment(name: str, monkeypatch=None):
     return module
 
 
+<<<<<<< HEAD
 def load_bench(name: str, monkeypatch):
     """``bench/<name>.py`` as a module, registered for the test; bench/ is on the path for
     the test (the benches import each other and bench/device_timing.py by name)."""
@@ -138,3 +139,39 @@ def load_bench(name: str, monkeypatch):
     monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+=======
+def save_tiny_t5(folder: Path, tokenizer, d_model: int = 32, seed: int = 0):
+    """A tiny random T5 1.1-shaped encoder-decoder (gated-gelu, 2 layers; saved as
+    T5ForConditionalGeneration, as the hub's google/t5-v1_1-* are) with ``tokenizer``, in
+    ``folder``. Returns the model."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = T5Config(vocab_size=len(tokenizer), d_model=d_model, d_kv=8, d_ff=2 * d_model,
+                      num_layers=2, num_decoder_layers=2, num_heads=4,
+                      feed_forward_proj="gated-gelu", dropout_rate=0.0, pad_token_id=0,
+                      decoder_start_token_id=0, tie_word_embeddings=False)
+    model = T5ForConditionalGeneration(config)
+    model.save_pretrained(folder)
+    return model
+
+
+def save_tiny_bert_model(folder: Path, tokenizer, hidden: int = 24, layers: int = 2,
+                         seed: int = 0):
+    """A tiny random BertModel (BERT-base and MiniLM are both BertModels) with ``tokenizer``,
+    in ``folder``; ``layers`` as the named checkpoint has them when a test needs their count
+    (MiniLM: 6). Returns the model."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=2 * hidden,
+                        max_position_embeddings=512)
+    model = BertModel(config)
+    model.save_pretrained(folder)
+    return model
+>>>>>>> paper-profiles

@@ -58,16 +58,18 @@ def test_profile_gpu_runs_the_gpu_rows_with_the_trainers_precision():
 def test_profile_gpu_selects_the_rows_that_have_one():
 
     from retrieval_qa.config import load_yaml
-    from retrieval_qa.training.compose import load_experiment as experiment_file
 
     module = load_experiment("reproduce_table2")
     table = load_yaml("tables/endx_table2.yaml")
     wanted, selection = module.select_rows(table, "all", "gpu")
     trained = {r.name for r in table.rows if r.kind == "train"} & wanted
-    with_gpu = {r.name for r in table.rows if r.kind == "train"
-                and "gpu" in experiment_file(r.experiment).get("profiles", {})}
-    assert trained == with_gpu >= {"Dual-GRUs", "ENDX-GRUs", "Dual-BERTs", "ENDX-BERTs"}
-    assert "BM25" in wanted and selection == "all"  # every trained row has a gpu profile
+    # every trained row of Table 2 has a gpu profile
+    assert trained == {r.name for r in table.rows if r.kind == "train"} >= {"Dual-RNNs"}
+    assert "BM25" in wanted and selection == "all"
     reduced = module.reductions(table, wanted, "gpu")
     assert set(reduced) == trained and all("GPU profile (REDUCED)" in d for d in reduced.values())
+    wanted, selection = module.select_rows(table, "all", "tpu")   # a profile no row has
+    assert "BM25" in wanted and not wanted & trained and "tpu profile" in selection
+    with pytest.raises(SystemExit, match="no `tpu` profile"):
+        module.select_rows(table, "Dual-RNNs", "tpu")
     assert module.select_rows(table, "all", "cpu")[0] >= trained

@@ -20,7 +20,8 @@ needs_minilm = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    for var in ("RQA_OFFLINE_FALLBACK", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    for var in ("RQA_OFFLINE_FALLBACK", "RQA_PRETRAINED_DIR", "HF_HUB_OFFLINE",
+                "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
     # never let a test depend on the real network or the real hub cache
     monkeypatch.setattr(pre, "_hub_answers", lambda *a, **k: False)
@@ -155,3 +156,15 @@ def test_load_helpers_read_a_local_folder(tmp_path):
     model = pre.load_model(resolved)
     batch = tokenizer(["hello world"], return_tensors="pt")
     assert model(**batch).last_hidden_state.shape == (1, 4, 8)
+
+
+def test_a_copy_under_rqa_pretrained_dir_is_used_for_its_hub_name(tmp_path, monkeypatch):
+    copy = tmp_path / "google" / "t5-v1_1-base"
+    copy.mkdir(parents=True)
+    (copy / "config.json").write_text("{}")
+    monkeypatch.setenv("RQA_PRETRAINED_DIR", str(tmp_path))
+    resolved = resolve_pretrained("google/t5-v1_1-base", allow_network=False)
+    assert resolved.path_or_name == str(copy) and resolved.local and not resolved.substituted
+    assert "RQA_PRETRAINED_DIR" in resolved.label and "google/t5-v1_1-base" in resolved.label
+    with pytest.raises(PretrainedNotFoundError, match=r"RQA_PRETRAINED_DIR copy .*no config"):
+        resolve_pretrained("bert-base-uncased", allow_network=False)

@@ -59,6 +59,7 @@ class EndxModule(DualEncoderModule):
                                          gam["detach_cross"])
         self.schedule = gam_schedule(gam)
         self.weights = EndxLossWeights.from_config(weights)
+        self.train()  # the branch's from_pretrained model too (else no dropout in its training)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Read checkpoints written while the branch was called ``cross_encoder``."""

@@ -7,33 +7,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import WORDS, word_tokenizer
+from helpers import WORDS, save_tiny_t5, word_tokenizer
 
 from retrieval_qa.encoders import PretrainedTokenEncoder, build_dual_towers
 from retrieval_qa.pretrained import load_model, model_from_config, resolve_pretrained
 
 
-def save_tiny_t5(folder, seed: int = 0):
-    """A tiny random T5 1.1-shaped encoder-decoder (T5ForConditionalGeneration, as the hub's
-    google/t5-v1_1-* are) and a word tokenizer, saved to ``folder``."""
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    tok = word_tokenizer(WORDS)
-    tok.save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = T5Config(vocab_size=len(tok.vocab), d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                      num_decoder_layers=2, num_heads=4, feed_forward_proj="gated-gelu",
-                      dropout_rate=0.0, pad_token_id=0, decoder_start_token_id=0,
-                      tie_word_embeddings=False)
-    full = T5ForConditionalGeneration(config)
-    full.save_pretrained(folder)
-    return full
-
-
 @pytest.fixture(scope="module")
 def t5_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-t5")
-    return folder, save_tiny_t5(folder)
+    return folder, save_tiny_t5(folder, word_tokenizer(WORDS))
 
 
 def _batch(folder, texts=("what is the city", "the fact of the place is a city")):

@@ -100,3 +100,19 @@ def test_checkpoints_of_the_branch_under_its_old_name_load(tmp_path):
     fresh.load_state_dict(checkpoint["state_dict"])
     for name, value in fresh.state_dict().items():
         assert torch.equal(value, saved[name]), name
+
+
+def test_a_pretrained_cross_branch_trains_in_train_mode(tmp_path):
+    """from_pretrained leaves a Hugging Face model in eval mode: the branch's copy too must be
+    put in train mode (its dropout on), as the towers are."""
+    from helpers import WORDS, save_tiny_bert_model, word_tokenizer
+
+    save_tiny_bert_model(tmp_path / "bert", word_tokenizer(WORDS))
+    cfg = compose(["experiment=endx_bert", "profile=cpu",
+                   f"model.towers.encoder.pretrained={tmp_path / 'bert'}",
+                   "model.cross.cross_attention.num_heads=2"])
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    model.pop("_target_")
+    module = EndxModule(**model)
+    assert module.cross_branch.token_encoder.model is not module.towers.question_tower.token_encoder.model
+    assert all(m.training for m in module.modules())

@@ -1,0 +1,153 @@
+"""Every experiment's `paper` and `gpu` profile runs: composed as `rqa train` composes it, its
+real architecture built (BERT-base, T5 1.1 and MiniLM as tiny random models of the same
+classes under their own names, resolved through $RQA_PRETRAINED_DIR; the packaged MiniLM
+replaced by a tiny 6-layer BertModel), trained two steps on tiny synthetic data and evaluated
+on a tiny pool. Only what the tiny data cannot hold is overridden: batch sizes, the number of
+training batches (2) and epochs (1), the validation sample, and the width of from-scratch
+towers (768 -> 48: the paper's widths cost minutes on a CPU); every other model setting is
+the profile's own. Data the tests cannot have is made by the suite's test helpers: GloVe as tiny
+random vectors, MultiReQA files from synthetic SQuAD, a mined-pairs folder from the miner
+with stand-in scorer and retriever, a tiny exported dense retriever."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from helpers import TINY_SQUAD, make_dirs, save_tiny_bert_model, save_tiny_t5
+from mining_helpers import (
+    BagOfWordsRetriever,
+    HashScorer,
+    save_tiny_retriever,
+    save_tokenizer,
+    write_multireqa_dir,
+)
+
+from retrieval_qa import pretrained
+from retrieval_qa.cli import main
+from retrieval_qa.config import conf_names
+from retrieval_qa.training.compose import compose, load_experiment
+
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              # a module left in eval mode trains without its dropout (Lightning keeps modes)
+              pytest.mark.filterwarnings(r"error:Found \d+ module\(s\) in eval mode")]
+
+EXPERIMENTS = conf_names("experiment")
+PROFILES = ("paper", "gpu")
+MINED = ("mining_dual_augmented", "mining_dual_unweighted")
+GLOVE_WORDS = ("the a is of what where who fact place city about question paris berlin france "
+               "capital which form number ? .").split() + [str(i) for i in range(60)]
+
+
+@pytest.fixture(scope="module")
+def tiny_world(tmp_path_factory):
+    """Tiny checkpoints under their hub names, a packaged-MiniLM stand-in, the data dirs."""
+    root = tmp_path_factory.mktemp("profiles")
+    tok = save_tokenizer(root / "tokenizer")
+    hub = root / "hub"
+    save_tiny_bert_model(hub / "bert-base-uncased", tok)
+    save_tiny_t5(hub / "google" / "t5-v1_1-base", tok, d_model=24)
+    save_tiny_bert_model(root / "minilm", tok, layers=6)   # contextual:minilm weighs 7 layers
+    reqa, _ = make_dirs(root / "reqa", TINY_SQUAD)
+    mining = write_multireqa_dir(root / "mining")
+    retriever = save_tiny_retriever(root / "retriever", root / "tokenizer")
+    return {"root": root, "hub": hub, "minilm": root / "minilm", "reqa": reqa / "data",
+            "mining": mining, "retriever": retriever, "mined": root / "mined"}
+
+
+@pytest.fixture
+def offline_tiny(tiny_world, monkeypatch, tmp_path):
+    """Resolution of every named checkpoint to the tiny models; GloVe as tiny vectors."""
+    from retrieval_qa.embeddings import base
+    from retrieval_qa.embeddings.static import read_vectors
+
+    monkeypatch.setenv(pretrained.PRETRAINED_DIR_ENV, str(tiny_world["hub"]))
+    monkeypatch.setenv("RQA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(pretrained, "packaged_minilm_path", lambda: tiny_world["minilm"])
+    monkeypatch.setattr(pretrained, "_in_hub_cache", lambda name: False)
+    monkeypatch.setattr(pretrained, "network_allowed", lambda allow=None: False)
+    words = GLOVE_WORDS
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "m.npy", rng.standard_normal((len(words), 16)).astype(np.float32))
+    (tmp_path / "vocab.txt").write_text("\n".join(words))
+    vectors = read_vectors("tiny", tmp_path / "m.npy", tmp_path / "vocab.txt")
+    monkeypatch.setattr(base, "load_static", lambda name: vectors)
+    return tiny_world
+
+
+def _mined(world) -> str:
+    """A finished `rqa mine` folder over the tiny MultiReQA training pool (made once)."""
+    folder = world["mined"]
+    if not (folder / "summary.json").is_file():
+        from retrieval_qa.data import load_pool
+        from retrieval_qa.mining.miner import Miner, MiningSettings
+
+        pool, _ = load_pool("multireqa_squad", "train", world["mining"], use_cache=False)
+        Miner(pool, BagOfWordsRetriever(), HashScorer(), folder,
+              MiningSettings(shard_questions=64), progress=False).run()
+    return str(folder)
+
+
+def _overrides(experiment: str, profile: str, world, out) -> list[str]:
+    common = [f"experiment={experiment}", f"profile={profile}", f"output_dir={out}",
+              "logger.name=none", "trainer.enable_progress_bar=false", "threads=1",
+              "trainer.max_epochs=1", "trainer.max_steps=-1", "trainer.limit_train_batches=2"]
+    if experiment == "mining_classifier":
+        return [*common, f"data.data_dir={world['mining']}", "data.batch_size=4",
+                f"data.dense_retriever={world['retriever']}"]
+    if experiment.startswith("mining_"):
+        mined = [f"data.mined={_mined(world)}"] if experiment in MINED else []
+        return [*common, f"data.data_dir={world['mining']}", "data.batch_size=4",
+                "data.max_val_questions=10", *mined]
+    if experiment in ("fcrr", "convrr", "fcrr_convrr"):
+        return [*common, f"data.data_dir={world['reqa']}", "data.batch_size=16",
+                "data.val_questions=20"]
+    return [*common, f"data.data_dir={world['reqa']}", "data.batch_size=4",
+            "data.max_val_questions=10"]
+
+
+def _narrower(cfg) -> list[str]:
+    """Test-only widths for the from-scratch towers (768 -> 48, still 12 heads' multiple;
+    VAE latent 512 -> 32): the paper's widths cost minutes here, and the width is the one
+    thing the tiny data cannot tell apart."""
+    towers = cfg.model.get("towers")
+    if towers is None or towers.encoder.type == "pretrained":
+        return []
+    narrow = ["model.towers.encoder.hidden_size=48"]
+    if "decoder" in cfg.model:
+        narrow += ["model.decoder.hidden_size=48", "model.towers.latent_dim=32"]
+    return narrow
+
+
+def _named_checkpoints(cfg) -> set[str]:
+    model = cfg.model
+    names = {model.get("pretrained")}
+    towers = model.get("towers")
+    if towers is not None:
+        names.add(towers.encoder.get("pretrained"))
+    return {n for n in names if n}
+
+
+def test_every_experiment_has_a_gpu_profile():
+    missing = [e for e in EXPERIMENTS if "gpu" not in load_experiment(e).get("profiles", {})]
+    assert not missing, f"experiments without a gpu profile: {missing}"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_profile_trains_two_steps_and_evaluates(experiment, profile, offline_tiny, tmp_path):
+    overrides = _overrides(experiment, profile, offline_tiny, tmp_path / "runs")
+    cfg = compose(overrides)
+    overrides += _narrower(cfg)
+    out = io.StringIO()
+    assert main(["train", *overrides], stdout=out) == 0
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert report["experiment"] == experiment and report["profile"] == profile
+    assert report["global_steps"] == 2
+    assert report["test"], "no test metrics"
+    text = json.dumps(report)
+    assert "standing in" not in text              # the named architecture, not a fallback
+    for name in _named_checkpoints(cfg) - {"minilm"}:
+        assert f"{name} (copy in $RQA_PRETRAINED_DIR" in text, name
