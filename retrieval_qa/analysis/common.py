@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from ..config import load_yaml
 from ..data.types import Candidate, RetrievalPool
+from ..portable_paths import portable
 
 DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
 METRICS = ("mrr", "r@1", "r@5")
@@ -106,14 +107,16 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list
 
 
 def write_json(path: Path, obj) -> str:
+    """``obj`` as JSON, its paths named without the machine's layout (portable_paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(portable(obj), indent=2, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
     return str(path)
 
 
 def write_markdown(path: Path, lines: Sequence[str]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    path.write_text("\n".join(portable(list(lines))).rstrip() + "\n", encoding="utf-8")
     return str(path)
 
 
