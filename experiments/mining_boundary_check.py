@@ -25,6 +25,7 @@ from retrieval_qa.data.multireqa import read_boundaries
 from retrieval_qa.data.multireqa_train import rebuild_multireqa_train
 from retrieval_qa.data.registry import resolve_data_dir
 from retrieval_qa.data.squad import read_squad
+from retrieval_qa.portable_paths import portable
 
 OUT = Path(__file__).resolve().parents[1] / "results" / "mining" / "multireqa_train_check.json"
 
@@ -63,7 +64,7 @@ def main() -> None:
                   "pairs": len(train.pairs), "paper_training_pairs": 87_133},
         "seconds": round(time.perf_counter() - start, 1)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    OUT.write_text(json.dumps(portable(result), indent=2) + "\n")  # $RQA_DATA_DIR/..., no machine paths
     print(json.dumps(result, indent=2))
 
 

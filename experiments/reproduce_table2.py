@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from retrieval_qa.config import conf_dir, load_yaml
+from retrieval_qa.portable_paths import portable
 from retrieval_qa.runtime import run_rqa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,25 +74,6 @@ def runner():
         return _rqa
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def portable(obj, root: Path = ROOT):
-    """Paths under the repository's parent folder made relative to the repository (so results
-    carry no machine's absolute paths): ``/x/repo/runs/a`` -> ``runs/a``,
-    ``/x/shared/data/f`` -> ``../shared/data/f``."""
-    if isinstance(obj, dict):
-        return {k: portable(v, root) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [portable(v, root) for v in obj]
-    if isinstance(obj, str) and obj.startswith("/"):
-        parts = []
-        for piece in obj.split(", "):  # a pool's `source` lists its files
-            p = Path(piece)
-            if p.is_absolute() and (p == root.parent or root.parent in p.parents):
-                piece = os.path.relpath(p, root)
-            parts.append(piece)
-        return ", ".join(parts)
-    return obj
 
 
 def slug(name: str) -> str:

@@ -36,6 +36,7 @@ from retrieval_qa.evaluation.paragraph_retrieval import (  # noqa: E402
     plot_pr_curves,
     precision_recall_points,
 )
+from retrieval_qa.portable_paths import portable  # noqa: E402
 
 OUT = REPO / "results" / "residual"
 # The paper's numbers (dev, 10,570 questions): Tables 3-7 (recall@k %, AP), Table 2 and
@@ -71,6 +72,12 @@ PROFILE_NOTE = ("Profile `paper`: the paper's settings with its shortest trainin
                 "rows) or 3 (rows with ConvRR). The epochs column says which.")
 
 
+def _write(path: Path, obj) -> None:
+    """A row file, its paths named without the machine's layout (``runs/...``,
+    ``$RQA_DATA_DIR/...``, ``package:...``)."""
+    path.write_text(json.dumps(portable(obj), indent=1))
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -100,7 +107,7 @@ def frozen_rows(rows: Path) -> dict:
                 r = evaluate_paragraph_task(f"static:{key}", idf, "dev")
                 r["command"] = (f"rqa evaluate --model static:{key}{' --idf' if idf else ''} "
                                 "--dataset squad_paragraphs --pool dev")
-                path.write_text(json.dumps(r, indent=1))
+                _write(path, r)
             out[key, idf] = json.loads(path.read_text())
     return out
 
@@ -119,7 +126,7 @@ def frozen_p2q(rows: Path, frozen: dict) -> dict:
             task = task or load_paragraph_task("dev")
             q, p, _ = task_embeddings(task, f"static:{key}", idf)
             done[name] = evaluate_questions_from_paragraphs(q, p, task.gold)
-            path.write_text(json.dumps(done, indent=1))
+            _write(path, done)
     return {(key, idf): done[f"{key}{'_idf' if idf else ''}"] for key, idf in frozen}
 
 
@@ -150,7 +157,7 @@ def reqa_rows(rows: Path) -> dict:
                 r = _rqa_json(["evaluate", "--model", f"static:{key}",
                                *(["--idf"] if idf else []), "--dataset", "reqa_squad",
                                "--pool", "dev", "--quiet"])
-                path.write_text(json.dumps(r, indent=1))
+                _write(path, r)
             out[key, idf] = json.loads(path.read_text())
     return out
 
@@ -207,7 +214,7 @@ def contextual_rows(rows: Path) -> dict:
         out["best"][side] = {"row": best["row"], "weights": best["weights"],
                              "metrics": evaluate_paragraphs(q, p, task.gold),
                              "pr": precision_recall_points(q, p, task.gold)}
-    path.write_text(json.dumps(out, indent=1))
+    _write(path, out)
     return out
 
 
@@ -229,7 +236,7 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
                 report = train(cfg)
                 report["command"] = "rqa train " + " ".join(
                     [f"experiment={experiment}", f"profile={profile}", f"seed={seed}", *extra])
-                path.write_text(json.dumps(report, indent=1))
+                _write(path, report)
     out: dict = {}
     for name in TRAINED:
         for kind in PROFILES:
@@ -254,10 +261,10 @@ def reqa_refined_rows(rows: Path, trained: dict, compute: bool = True) -> dict:
             if compute and not path.is_file() and (folder / "refiners.pt").is_file():
                 data = report["data"]
                 log(f"ReQA SQuAD dev through {name} ({profile}, seed {report['seed']})")
-                path.write_text(json.dumps(_rqa_json(
+                _write(path, _rqa_json(
                     ["evaluate", "--model", data["embedding"],
                      *(["--idf"] if data["idf"] else []), "--dataset", "reqa_squad",
-                     "--pool", "dev", "--refiner", str(folder), "--quiet"]), indent=1))
+                     "--pool", "dev", "--refiner", str(folder), "--quiet"]))
             if path.is_file():
                 found.append(json.loads(path.read_text()))
         if found:

@@ -35,13 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from retrieval_qa.analysis.common import (  # noqa: E402
+    RUN_FILES,
     cell,
     logged_rows,
     markdown_table,
     paper_table_rows,
     spread,
+    write_json,
 )
-from retrieval_qa.analysis.sweeps import load_sweep_runs  # noqa: E402
+from retrieval_qa.analysis.sweeps import load_sweep_runs, write_run_files  # noqa: E402
 from retrieval_qa.runtime import run_rqa  # noqa: E402
 
 SWEEP = "sde_ade"
@@ -144,6 +146,9 @@ def render(table: dict) -> str:
              "Paper: SDE/ADE paper Table 2, SQuAD (T5 1.1 base, batch 512, 20,000 steps); "
              "BERT-DE and USE-QA are its quoted baselines.", ""]
     lines += markdown_table(header, body)
+    if table.get("run_files"):
+        lines += ["", f"Per-run results (result.json without checkpoint paths, sweep.json, the "
+                      f"evaluations on the other pool): `{table['run_files']}/`."]
     lines += ["", "Settings:", ""]
     lines += [f"- {r['name']} (`{r['experiment']}`): {r['description']}" for r in table["rows"]
               if r["description"]]
@@ -222,7 +227,13 @@ def main(argv=None, rqa=run_rqa) -> int:
     out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = build_table(runs)
-    (out / "table2.json").write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    # each run's result.json and evaluations beside the table: --sweep-dir
+    # results/sde_ade/runs/sde_ade --no-train recomputes the table from them
+    run_files = write_run_files(runs, sweep_dir, out, SWEEP,
+                                extra=[f"{d}_{p}.json" for d, p, _ in POOLS.values()])
+    if run_files:
+        table["run_files"] = f"{RUN_FILES}/{SWEEP}"
+    write_json(out / "table2.json", table)
     (out / "table2.md").write_text(render(table), encoding="utf-8")
     firsts = [(row["name"], row["run_dirs"][0]) for row in table["rows"] if row["run_dirs"]]
     if firsts:

@@ -1,7 +1,11 @@
 """Dual-GRUs vs Dual-VAEs vs Cross-VAEs side by side (issue 11; Cross-VAEs paper, Tables 2
 and 3): the same data, profile, steps and seeds for the three rows, on the ReQA SQuAD dev pool
 and its one-to-many subset (answers with more than 8 questions: ``--min-questions-per-answer
-9``), with MRR, R@1, R@5 and the SSE of the subset's question embeddings.
+9``), with MRR, R@1, R@5 and the SSE of the subset's question embeddings. The Dual-GRUs row is
+the ``dual_gru`` experiment (the ENDX paper's settings): besides having no latent model it
+shares one tower between questions and answers, scores by the inner product and trains with the
+in-batch softmax, where the VAEs have separate encoders, the cosine of the latent means and
+eq. 7 (results/vaes/README.md, "Departures").
 
 Plan (each step is skipped when finished, so an interrupted study resumes with the same
 command):

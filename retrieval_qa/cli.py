@@ -19,8 +19,11 @@ from .data.subsets import one_to_many_subset
 
 
 def _emit(obj: dict, stream=None) -> None:
+    """The command's JSON, its paths named without the machine's layout (portable_paths)."""
+    from .portable_paths import portable
+
     stream = stream or sys.stdout
-    stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    stream.write(json.dumps(portable(obj), ensure_ascii=False) + "\n")
     stream.flush()
 
 

@@ -53,8 +53,8 @@ def load_group(group: str, name: str) -> DictConfig:
 
 
 @functools.lru_cache(maxsize=32)
-def _model_defaults(folder: str, name: str) -> dict[str, Any]:
-    del folder  # part of the cache key only: RQA_CONF_DIR may point elsewhere
+def _model_defaults(folders: tuple[str, ...], name: str) -> dict[str, Any]:
+    del folders  # the cache key only: a later RQA_CONF_PATH or RQA_CONF_DIR is another search
     return OmegaConf.to_container(load_group("model", name), resolve=False)  # type: ignore[return-value]
 
 
@@ -63,7 +63,7 @@ def model_defaults(name: str) -> dict[str, Any]:
     defaults of the builders that take a section of it, e.g.
     ``model_defaults("dual_encoder")["towers"]``. Interpolations (``${model...}``) are left as
     written; read only sections that have none. A fresh copy on every call."""
-    return copy.deepcopy(_model_defaults(str(conf_dir()), name))
+    return copy.deepcopy(_model_defaults(tuple(str(d) for d in conf_dirs()), name))
 
 
 def plain(cfg: Any) -> dict[str, Any]:

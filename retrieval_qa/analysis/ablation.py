@@ -17,12 +17,14 @@ from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
     METRICS,
+    RUN_FILES,
     cell,
     markdown_table,
     paper_table,
     paper_table_rows,
     write_json,
     write_markdown,
+    write_report_copies,
 )
 from .runs import report_rows
 
@@ -87,9 +89,13 @@ def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
                                      for r in rows))
     lines += ["", "Paper (ReQA NQ, BERT-base towers): " + "; ".join(
         f"{n} {v['mrr']:.2f} / {v['r@1']:.2f} / {v['r@5']:.2f}" for n, v in paper5.items())]
-    files = [write_json(out / "table5.json", {"reference": ref["name"], "rows": rows,
+    run_files = write_report_copies(out, "table5", reports)
+    lines += ["", "Per-run results (each run's result.json without its checkpoint paths): "
+                  f"`{RUN_FILES}/table5/<method>/<experiment>-seed<seed>/`."]
+    files = [write_json(out / "table5.json", {"reference": ref["name"],
+                                              "run_files": f"{RUN_FILES}/table5", "rows": rows,
                                               "paper": paper5}),
              write_markdown(out / "table5.md", lines)]
     return {"analysis": "ablation", "reference": ref["name"],
             "rows": {r["name"]: {m: r[m]["mean"] for m in METRICS} for r in rows},
-            "files": files}
+            "files": files, "run_files": run_files}

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from ..config import load_yaml
 from ..data.types import Candidate, RetrievalPool
+from ..portable_paths import portable
 
 DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
 METRICS = ("mrr", "r@1", "r@5")
@@ -106,14 +108,45 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list
 
 
 def write_json(path: Path, obj) -> str:
+    """``obj`` as JSON, its paths named without the machine's layout (portable_paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(portable(obj), indent=2, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
     return str(path)
+
+
+# Each run behind a committed table is committed beside it, under RUN_FILES/<table>/: its
+# `rqa train` report (metrics, settings, seed, times) without LOCAL_FILES, the paths of its run
+# folder's checkpoints and export (git-ignored, never committed)
+RUN_FILES = "runs"
+LOCAL_FILES = ("checkpoint", "best_training_checkpoint", "resumed_from")
+
+
+def run_copy(report: dict) -> dict:
+    """A run's report as committed beside a table (:data:`LOCAL_FILES` left out)."""
+    return {k: v for k, v in report.items() if k not in LOCAL_FILES}
+
+
+def write_report_copies(out: Path, table: str,
+                        reports: Mapping[str, Sequence[dict] | dict]) -> list[str]:
+    """``{row name: report or [reports]}`` -> ``out/runs/<table>/<row>/<experiment>-seed<seed>/
+    result.json`` per report (:func:`run_copy`); the files written. ``rqa analyze side-by-side
+    --report ROW=<that folder>`` reads them back."""
+    written: list[str] = []
+    for name, reps in reports.items():
+        row = re.sub(r"[^\w.=+-]+", "_", name).strip("_") or "row"
+        for i, report in enumerate([reps] if isinstance(reps, Mapping) else reps):
+            run = f"{report.get('experiment', 'run')}-seed{report.get('seed', i)}"
+            target = out / RUN_FILES / table / row / run / "result.json"
+            if str(target) in written:  # two reports of one row with one seed
+                target = target.parent.with_name(f"{run}-{i}") / "result.json"
+            written.append(write_json(target, run_copy(report)))
+    return written
 
 
 def write_markdown(path: Path, lines: Sequence[str]) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    path.write_text("\n".join(portable(list(lines))).rstrip() + "\n", encoding="utf-8")
     return str(path)
 
 

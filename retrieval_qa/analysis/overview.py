@@ -13,6 +13,9 @@
   row whose ``experiment`` is that experiment (``conf/tables``), seeds grouped into a mean and
   a standard deviation; the test metrics, else the last validation ones (marked ``[val]``).
 
+The per-run files committed beside a table (``runs/`` folders) are skipped: the table holds
+their numbers.
+
 Each entry is one number: ``{table, method, metric, ours, spread, runs, paper, source}``; the
 paper's number comes from ``conf/tables/<table>.yaml`` (the only place they are kept), or from
 the row itself when it carries ``paper``. Paper rows that we have no number for are entries
@@ -27,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..config import conf_names
-from .common import paper_table, paper_table_rows
+from .common import RUN_FILES, paper_table, paper_table_rows
 
 #: file stems of the committed tables -> their paper table (conf/tables/<name>.yaml)
 TABLE_OF_STEM = {"side_by_side": "endx_table2", "side_by_side_gru_weights": "endx_table2",
@@ -154,6 +157,8 @@ def collect_results(results_dir: str | Path) -> list[dict]:
     entries: list[dict] = []
     reports: list[tuple[dict, str]] = []
     for path in sorted(root.rglob("*.json")):
+        if RUN_FILES in path.relative_to(root).parts[:-1]:
+            continue  # a table's per-run files (runs/<table>/...): the table is the entry
         rel = path.relative_to(root).as_posix()
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

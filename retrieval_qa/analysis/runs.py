@@ -14,6 +14,7 @@ from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
     METRICS,
+    RUN_FILES,
     cell,
     markdown_table,
     output_name,
@@ -21,6 +22,7 @@ from .common import (
     spread,
     write_json,
     write_markdown,
+    write_report_copies,
 )
 
 
@@ -110,8 +112,12 @@ def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,
               f"{r['description'].rstrip('.')}. Encoder: {r['pretrained']}."
               + "".join(f" GAM final weights: {w}." for w in r["gam_final"] if w != "null")
               for r in rows]
-    files = [write_json(out / f"{stem}.json", {"title": title, "rows": rows}),
+    run_files = write_report_copies(out, stem, reports)
+    lines += ["", f"Per-run results (each run's result.json without its checkpoint paths): "
+                  f"`{RUN_FILES}/{stem}/<method>/<experiment>-seed<seed>/`."]
+    files = [write_json(out / f"{stem}.json", {"title": title, "run_files": f"{RUN_FILES}/{stem}",
+                                               "rows": rows}),
              write_markdown(out / f"{stem}.md", lines)]
     return {"analysis": "side-by-side",
             "rows": {r["name"]: {m: r[m]["mean"] for m in METRICS} for r in rows},
-            "files": files}
+            "files": files, "run_files": run_files}

@@ -7,9 +7,17 @@ A sweep folder holds, per run, ``<setting>/<experiment>/<profile>-seed<seed>/`` 
 ``result.json``; a run with a folder but no result is counted as started, not finished (runs
 that ``rqa sweep --runs`` / ``--count`` left out have no folder and are not counted).
 
-Run folders are git-ignored and local: ``merge=`` pools the runs of the folder into an earlier
-table of the same sweep (its ``sweep_table.json``, e.g. the committed one made on another
-machine), setting by setting, from the table's spreads alone."""
+Run folders are git-ignored and local, so a table written elsewhere (``output_dir``, e.g.
+``results/...``) gets each finished run's small files beside it:
+``runs/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/`` with the run's ``sweep.json``
+and its ``result.json`` without the checkpoint paths (metrics, settings, seed, times, and the
+``last_logged`` values the table used), paths named by :mod:`retrieval_qa.portable_paths`.
+That folder is itself a sweep folder: ``--sweep <table dir>/runs/<sweep>`` recomputes the
+table from the committed files alone.
+
+``merge=`` pools the runs of the folder into an earlier table of the same sweep (its
+``sweep_table.json``, e.g. the committed one made on another machine), setting by setting,
+from the table's spreads alone."""
 
 from __future__ import annotations
 
@@ -20,11 +28,13 @@ from pathlib import Path
 from .common import (
     METRIC_LABELS,
     METRICS,
+    RUN_FILES,
     cell,
     last_logged,
     markdown_table,
     output_name,
     pool_spreads,
+    run_copy,
     spread,
     write_json,
     write_markdown,
@@ -59,6 +69,43 @@ def _show(value) -> str:
     return str(value)
 
 
+def _last_logged(run: dict, keys: Sequence[str]) -> dict[str, float | None]:
+    """The last logged value of each key: the run's CSV log, else (a run copied beside a
+    table, without its log) the ``last_logged`` its result.json carries."""
+    last = last_logged(run["run_dir"], keys)
+    kept = (run["report"] or {}).get("last_logged") or {}
+    return {k: kept.get(k) if v is None else v for k, v in last.items()}
+
+
+def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name: str,
+                    logged: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+    """Each finished run's ``sweep.json`` and small ``result.json`` (the report without its
+    checkpoint paths, :func:`.common.run_copy`, with the ``last_logged`` values of ``logged``) under
+    ``out/runs/<name>/<its folder in the sweep>/``, with the run folder's JSON files named in
+    ``extra`` where present (e.g. a study's evaluations of the run on other pools); returns the
+    result files written.
+    Nothing is written when ``out`` is the sweep folder or inside it (the runs are there, and
+    copies would be read as runs of the sweep)."""
+    root, where = Path(sweep_dir).resolve(), out.resolve()
+    if where == root or root in where.parents:
+        return []
+    written = []
+    for run in runs:
+        if run["report"] is None:
+            continue
+        target = out / RUN_FILES / name / Path(run["run_dir"]).resolve().relative_to(root)
+        report = run_copy(run["report"])
+        if logged:
+            report["last_logged"] = _last_logged(run, logged)
+        write_json(target / "sweep.json", run["sweep"])
+        written.append(write_json(target / "result.json", report))
+        for file in extra:
+            if (Path(run["run_dir"]) / file).is_file():
+                write_json(target / file, json.loads(
+                    (Path(run["run_dir"]) / file).read_text(encoding="utf-8")))
+    return written
+
+
 def _metric(report: dict, name: str) -> float | None:
     from ..training.sweep import metric_value
 
@@ -90,7 +137,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     for members in groups.values():
         done = [m for m in members if m["report"] is not None]
         reports = [m["report"] for m in done]
-        lasts = [last_logged(m["run_dir"], logged) for m in done] if logged else []
+        lasts = [_last_logged(m, logged) for m in done] if logged else []
         rows.append({
             "label": members[0]["sweep"].get("label"),
             "setting": members[0]["sweep"].get("setting", {}),
@@ -148,17 +195,24 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         lines += ["", f"Best setting by {sweep_metric} (mean over seeds): {best['label']} "
                       f"({cell(best['sweep_metric'])})."]
     out = Path(output_dir) if output_dir is not None else Path(sweep_dir)
+    run_files = write_run_files(runs, sweep_dir, out, name, logged)
+    if run_files:
+        lines += ["", f"Per-run results (each run's result.json without its checkpoint paths, "
+                      f"and its sweep.json): `{RUN_FILES}/{name}/`; `rqa analyze side-by-side "
+                      f"--sweep {RUN_FILES}/{name}` recomputes the rows of the runs there."]
     stem = output_name("sweep_table", tag)
     files = [write_json(out / f"{stem}.json", {"title": title, "sweep": name,
                                                "metric": sweep_metric, "swept": keys,
                                                "best": best and best["label"],
                                                **({"merged": merged} if merged else {}),
+                                               **({"run_files": f"{RUN_FILES}/{name}"}
+                                                  if run_files else {}),
                                                "rows": rows}),
              write_markdown(out / f"{stem}.md", lines)]
     return {"analysis": "side-by-side", "sweep": name, "metric": sweep_metric,
             "best": best and best["label"],
             "rows": {r["label"]: {m: (r[m] or {}).get("mean") for m in metrics} for r in rows},
-            "files": files}
+            "files": files, "run_files": run_files}
 
 
 def _best(rows: list[dict], goal: str | None) -> dict | None:

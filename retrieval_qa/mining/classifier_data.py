@@ -91,16 +91,15 @@ def binary_metrics(scores: torch.Tensor, labels: torch.Tensor, threshold: float 
 
 
 class MiningClassifierData(pl.LightningDataModule):
-    """Args mirror ``conf/data/mining_classifier.yaml``; ``collator`` turns a list of examples
-    into a batch (the model's, :meth:`MiningClassifier.collator`)."""
+    """Args are the keys of ``conf/data/mining_classifier.yaml``, the one source of their values
+    (required here: no second default); ``collator`` turns a list of examples into a batch (the
+    model's, :meth:`MiningClassifier.collator`)."""
 
-    def __init__(self, collator, *, train_dataset: str = "multireqa_squad",
-                 train_pool: str = "train", test_dataset: str = "multireqa_squad",
-                 test_pool: str = "test", data_dir: str | None = None,
-                 dense_retriever: str | None = None, top_k: int = 10, dev_fraction: float = 0.1, seed: int = 0,
-                 max_train_documents: int | None = None, max_test_documents: int | None = None,
-                 examples_dir: str = "runs/mining/classifier_examples", batch_size: int = 32,
-                 eval_batch_size: int = 128, num_workers: int = 0, tokenizer=None) -> None:
+    def __init__(self, collator, *, train_dataset: str, train_pool: str, test_dataset: str,
+                 test_pool: str, data_dir: str | None, dense_retriever: str | None, top_k: int,
+                 dev_fraction: float, seed: int, max_train_documents: int | None,
+                 max_test_documents: int | None, examples_dir: str, batch_size: int,
+                 eval_batch_size: int, num_workers: int, tokenizer=None) -> None:
         super().__init__()
         del tokenizer  # the collator tokenises
         self.collator = collator

@@ -14,6 +14,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ..portable_paths import portable
 from ..registry import target_of
 from ..runtime import apply_threads
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
@@ -245,6 +246,7 @@ def train(cfg: DictConfig) -> dict:
     if cfg.test_after_fit:
         report["test"] = {**module.test_results, **data.describe().get("test", {})}
     report["seconds"] = round(time.perf_counter() - start, 1)
+    report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
     (run_dir / "result.json").write_text(json.dumps(report, indent=2))
     return report
 

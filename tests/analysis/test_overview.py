@@ -29,6 +29,9 @@ def test_collect_results_reads_every_kind_of_file(tmp_path):
         "test": {"metrics": {"mrr": 40.0, "r@1": 30.0, "r@5": 50.0}}})
     write(tmp_path / "other" / "result.json", {"experiment": "fcrr", "profile": "cpu",
                                                "last_val": {"val/r@1": 19.0}})
+    write(tmp_path / "endx" / "runs" / "table4" / "Dual-BERTs" / "dual_gru-seed3" / "result.json",
+          {"experiment": "dual_gru", "profile": "gpu", "seed": 3,  # a table's per-run file
+           "test": {"metrics": {"mrr": 99.0, "r@1": 30.0, "r@5": 50.0}}})
     (tmp_path / "broken.json").write_text("{")
     entries = collect_results(tmp_path)
     get = {(e["table"], e["method"], e["metric"]): e for e in entries}

@@ -59,3 +59,27 @@ def test_run_config_beside_the_report_gives_the_gam_weights(tmp_path):
     side_by_side_table(load_reports([("ENDX-GRUs", str(run))]), output_dir=tmp_path)
     md = (tmp_path / "side_by_side.md").read_text()
     assert 'endx_gru profile. Encoder: minilm. GAM final weights: {"aa": 1.0, "aq": 0.5' in md
+
+
+def test_each_report_is_committed_beside_the_table_and_reads_back(tmp_path):
+    """runs/<table>/<method>/<experiment>-seed<seed>/result.json per report, without the
+    checkpoint paths; the same table comes back from those files alone."""
+    first = {**_report("dual_bert", 1, 70.0, 400), "checkpoint": "runs/dual_bert/cpu-seed1/model",
+             "best_training_checkpoint": "runs/x/best.ckpt", "resumed_from": None}
+    reports = {"Dual-BERTs": [first, _report("dual_bert", 2, 72.0, 420)],
+               "ENDX-BERTs": [_report("endx_bert", 1, 71.0, 900)]}
+    out = side_by_side_table(reports, output_dir=tmp_path / "results", tag="bert")
+    copies = tmp_path / "results" / "runs" / "side_by_side_bert"
+    assert sorted(str(p.relative_to(copies)) for p in copies.rglob("result.json")) == [
+        "Dual-BERTs/dual_bert-seed1/result.json", "Dual-BERTs/dual_bert-seed2/result.json",
+        "ENDX-BERTs/endx_bert-seed1/result.json"] and len(out["run_files"]) == 3
+    copied = json.loads((copies / "Dual-BERTs" / "dual_bert-seed1" / "result.json").read_text())
+    assert copied == _report("dual_bert", 1, 70.0, 400)  # the checkpoint paths left out
+    again = side_by_side_table(load_reports([
+        ("Dual-BERTs", str(copies / "Dual-BERTs" / "dual_bert-seed1")),
+        ("Dual-BERTs", str(copies / "Dual-BERTs" / "dual_bert-seed2")),
+        ("ENDX-BERTs", str(copies / "ENDX-BERTs" / "endx_bert-seed1"))]),
+        output_dir=tmp_path / "again", tag="bert")
+    assert again["rows"] == out["rows"]
+    assert "`runs/side_by_side_bert/<method>/<experiment>-seed<seed>/`" in (
+        tmp_path / "results" / "side_by_side_bert.md").read_text()

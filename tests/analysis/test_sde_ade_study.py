@@ -162,3 +162,29 @@ def test_budget_curves_beside_the_sweep_run(study, tmp_path):
     assert [c["val/mrr"] for c in row["curve"]] == [33.33, 41.0]
     assert row["sweep_run_at_end"] == {"steps": 125, "val/mrr": 30.5, "val/r@1": 20.0}
     assert "| ade | 1 |" in (out / "budget.md").read_text()
+
+
+def test_each_runs_files_are_kept_beside_the_table(study, tmp_path):
+    """results/.../runs/sde_ade/<run>/: result.json without the checkpoint path, sweep.json and
+    the evaluation on the other pool; the table is recomputed from those files alone."""
+    sweep = fake_sweep(tmp_path / "sde_ade")
+    out = tmp_path / "results"
+    assert study.main(["--no-train", "--sweep-dir", str(sweep), "--results-dir", str(out)],
+                      rqa=FakeRqa()) == 0
+    copies = out / "runs" / "sde_ade"
+    run = copies / "experiment=sde" / "sde" / "cpu-seed1"
+    assert {p.name for p in run.iterdir()} == {"result.json", "sweep.json",
+                                               "multireqa_squad_test.json"}
+    assert "checkpoint" not in json.loads((run / "result.json").read_text())
+    assert len(list(copies.rglob("result.json"))) == 6  # the unfinished ade_ste run: none
+    table = json.loads((out / "table2.json").read_text())
+    assert table["run_files"] == "runs/sde_ade"
+    rqa = FakeRqa()
+    again = tmp_path / "again"
+    assert study.main(["--no-train", "--sweep-dir", str(copies), "--results-dir", str(again)],
+                      rqa=rqa) == 0
+    assert not any(c[0] == "evaluate" for c in rqa.calls)  # the evaluations came along
+    rows = json.loads((again / "table2.json").read_text())["rows"]
+    for old, new in zip(table["rows"], rows, strict=True):
+        for key in ("p@1", "mrr", "reqa", "multireqa_seeds", "reqa_seeds", "train_seconds"):
+            assert new[key] == old[key], (old["name"], key)

@@ -128,3 +128,38 @@ def test_merge_refuses_a_seed_twice_another_sweep_and_missing_columns(sweep_dir,
     with pytest.raises(FileNotFoundError, match="no such file"):
         sweep_table(sweep_dir, merge=tmp_path / "none.json")
     assert main(["analyze", "side-by-side", "--report", f"a={tmp_path}", "--merge", str(table)]) == 2
+
+
+def test_a_table_written_elsewhere_gets_each_runs_small_files(sweep_dir, tmp_path):
+    """Beside a table written outside the sweep folder: per finished run its sweep.json and
+    result.json without checkpoint paths (with the last logged values used), from which the
+    same table is recomputed; nothing is copied into the sweep folder itself."""
+    run = next(p for p in sweep_dir.rglob("cpu-seed1") if "detach_cross=True" in str(p))
+    report = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({
+        **report, "checkpoint": str(run / "model"), "resumed_from": None,
+        "best_training_checkpoint": str(run / "checkpoints" / "best.ckpt")}))
+    log = run / "logs" / "version_0"
+    log.mkdir(parents=True)
+    (log / "metrics.csv").write_text("step,train/gam_loss\n1,2.5\n2,1.25\n")
+    tables = tmp_path / "results"
+    out = sweep_table(sweep_dir, output_dir=tables, logged=["train/gam_loss"])
+    copies = sorted((tables / "runs" / "confounds").rglob("result.json"))
+    assert len(copies) == len(out["run_files"]) == 4  # the unfinished run has no result
+    copied = json.loads((tables / "runs" / "confounds" / run.relative_to(sweep_dir)
+                         / "result.json").read_text())
+    assert copied["test"] == report["test"] and copied["seed"] == 1
+    assert not {"checkpoint", "best_training_checkpoint", "resumed_from"} & set(copied)
+    assert copied["last_logged"] == {"train/gam_loss": 1.25}
+    table = json.loads((tables / "sweep_table.json").read_text())
+    assert table["run_files"] == "runs/confounds"
+    assert "`rqa analyze side-by-side --sweep runs/confounds`" in (
+        tables / "sweep_table.md").read_text()
+    again = tmp_path / "again"
+    sweep_table(tables / "runs" / "confounds", output_dir=again, logged=["train/gam_loss"])
+    recomputed = json.loads((again / "sweep_table.json").read_text())["rows"]
+    for old, new in zip(table["rows"], recomputed, strict=True):
+        for key in ("mrr", "r@1", "r@5", "best_val", "train_seconds", "seeds", "last_logged"):
+            assert new[key] == old[key], key
+    sweep_table(sweep_dir)  # the table in the sweep folder: the runs are there, no copies
+    assert not (sweep_dir / "runs").exists()

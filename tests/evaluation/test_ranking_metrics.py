@@ -53,3 +53,13 @@ def test_metrics_by_hand():
     assert math.isclose(metrics_from_ranks([1.5])["mrr"], 100 / 1.5)
     with pytest.raises(ValueError):
         metrics_from_ranks([0.0])
+
+
+def test_mrr_at_100_counts_rank_100_and_nothing_past_it():
+    """The supervised-mining paper's MRR@100: 1/rank up to rank 100 inclusive, 0 past it (a tie
+    spanning rank 100 averages past it and counts 0)."""
+    ranks = torch.tensor([1.0, 100.0, 100.5, 101.0, 5000.0])
+    m = metrics_from_ranks(ranks)
+    assert m["mrr@100"] == pytest.approx(100 * (1 + 1 / 100) / 5)
+    assert m["mrr"] == pytest.approx(100 * (1 + 1 / 100 + 1 / 100.5 + 1 / 101 + 1 / 5000) / 5)
+    assert metrics_from_ranks(ranks, prefix="doc_")["doc_mrr@100"] == m["mrr@100"]

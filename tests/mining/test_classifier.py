@@ -73,12 +73,41 @@ def test_best_threshold_maximises_accuracy():
     assert ((scores >= t).long() == labels).sum() == 4
 
 
+def _data_settings(*overrides: str) -> dict:
+    """``data`` of the composed mining_classifier experiment (conf is the one source)."""
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.training.compose import compose
+
+    cfg = compose(["experiment=mining_classifier", *overrides])
+    settings = OmegaConf.to_container(cfg.data, resolve=True)
+    assert settings.pop("_target_") == "retrieval_qa.mining.classifier_data.MiningClassifierData"
+    return settings
+
+
+def test_the_data_module_takes_every_setting_from_conf(tmp_path):
+    """No second default: each key of conf/data/mining_classifier.yaml is a required argument,
+    and the composed values (batch 256, eval batch 512, the run's examples folder and seed)
+    are the ones the module holds."""
+    import inspect
+
+    params = inspect.signature(MiningClassifierData).parameters
+    settings = _data_settings(f"output_dir={tmp_path}", "seed=7")
+    assert set(settings) <= set(params)
+    assert all(params[k].default is inspect.Parameter.empty for k in settings)
+    with pytest.raises(TypeError, match="batch_size"):
+        MiningClassifierData(None, **{k: v for k, v in settings.items() if k != "batch_size"})
+    data = MiningClassifierData(None, **settings)
+    assert (data.batch_size, data.eval_batch_size, data.seed) == (256, 512, 7)
+    assert data.examples_dir == tmp_path / "mining_classifier" / "examples"
+
+
 def test_examples_are_built_once_and_reused(mining_dirs, tok, tmp_path, monkeypatch):
     def data():
-        return MiningClassifierData(
-            ExampleCollator(tok, 64, 16), data_dir=str(mining_dirs["data"]),
-            dense_retriever=str(mining_dirs["retriever"]), examples_dir=str(tmp_path),
-            batch_size=8, eval_batch_size=16, seed=3)
+        return MiningClassifierData(ExampleCollator(tok, 64, 16), **_data_settings(
+            f"data.data_dir={mining_dirs['data']}",
+            f"data.dense_retriever={mining_dirs['retriever']}", f"data.examples_dir={tmp_path}",
+            "data.batch_size=8", "data.eval_batch_size=16", "data.seed=3"))
 
     first = data()
     first.setup()

@@ -187,3 +187,38 @@ def test_a_tiny_fit_with_validation(tmp_path):
     assert VOCAB_WORDS.index("[CLS]") not in kept.tolist()
     after = module.towers.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_rqa_evaluate_of_a_vae_prints_the_sse_of_the_one_to_many_subset(tmp_path, capsys):
+    """`rqa evaluate --checkpoint <VAE export> --min-questions-per-answer N`: the JSON holds the
+    SSE of Cross-VAEs Table 3 over the subset's questions (the latent means, l2-normalised);
+    without the flag there is no subset and no SSE."""
+    import copy
+    import json
+
+    from retrieval_qa.cli import main
+
+    torch.set_num_threads(1)
+    module = make("cross").eval()
+    module.tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB_WORDS)})
+    module.inference_meta = {"max_question_length": 16, "max_answer_length": 24}
+    folder = module.export(tmp_path / "model")
+    dev = copy.deepcopy(TINY_SQUAD)  # a second question on "Berlin is in Germany."
+    dev["data"][0]["paragraphs"][0]["qas"].append(
+        {"id": "q6", "question": "Which country is Berlin in?",
+         "answers": [{"answer_start": 70, "text": "Germany"}]})
+    write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", dev)
+    common = ["evaluate", "--checkpoint", str(folder), "--dataset", "reqa_squad", "--pool",
+              "dev", "--data-dir", str(tmp_path / "data"), "--quiet", "--no-cache"]
+    assert main([*common, "--min-questions-per-answer", "2"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (out["questions"], out["sse_pairs"], out["sse_answers"]) == (2, 1, 1)
+    q = load_artifact(folder).encode_questions(["Where is Berlin?", "Which country is Berlin in?"],
+                                               progress=False)
+    assert q.shape[1] == LATENT  # the latent means
+    q = torch.nn.functional.normalize(q, dim=-1)
+    assert out["sse"] == pytest.approx(float(((q[0] - q[1]) ** 2).sum()), abs=1e-4)
+    assert 0 < out["sse"] <= 4 and "sse_definition" in out
+    assert main(common) == 0
+    full = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert full["questions"] == 5 and "sse" not in full  # "Where is Berlin?" asked twice
