@@ -47,18 +47,10 @@ PROFILE ?= cpu
 # ROWS=quick (default: BM25 on both pools + Dual-GRUs, ~10 min on a 2-core laptop) | all |
 # "BM25,Dual-BERTs"; FORCE=1 recomputes the selected rows (the others are kept);
 # TRAIN_OVERRIDES="trainer.max_steps=50" for the trained rows.
-<<<<<<< HEAD
-# PROFILE=gpu: the rows whose experiment has a gpu profile (dual_gru, endx_gru, dual_bert,
-# endx_bert; ROWS=all by default), their reductions printed before the run and under the
-# table. Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
-# trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
-=======
 # PROFILE=gpu: the rows under their experiments' gpu profiles (every trained row has one;
-# ROWS=all by default), their reductions printed before the run and under the table,
-# with mixed precision (GPU_PRECISION=bf16-mixed, passed as a training override: the
-# committed results/gpu/ were made with the profiles' fp32, which the profiles keep;
-# GPU_PRECISION=32 reproduces them).
->>>>>>> paper-profiles
+# ROWS=all by default), their reductions printed before the run and under the table.
+# Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
+# trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
 ifeq ($(PROFILE),gpu)
 ROWS ?= all
 else

@@ -18,16 +18,9 @@ listed as such, never faked.
     python experiments/reproduce_table2.py [--rows quick|all|NAMES] [--force] [--out DIR]
         [--profile cpu|gpu|paper] [--pools dev,train] [--train-overrides "key=value ..."]
 
-<<<<<<< HEAD
-Profiles: ``cpu`` (default, reduced for a 2-core laptop), ``gpu`` (the rows whose experiment
-has a ``gpu`` profile, ``conf/experiment/{dual_gru,endx_gru,dual_bert,endx_bert}.yaml``:
-larger than the CPU profile, smaller than the paper; bf16-mixed through the trainer's
-``precision: auto``), ``paper`` (the paper's settings). Each trained row's
-=======
 Profiles: ``cpu`` (default, reduced for a 2-core laptop), ``gpu`` (each experiment's ``gpu``
-profile in ``conf/experiment/*.yaml``: larger than the CPU profile, smaller than the paper; ``make reproduce-table2 PROFILE=gpu``
-adds ``trainer.precision=bf16-mixed``), ``paper`` (the paper's settings). Each trained row's
->>>>>>> paper-profiles
+profile in ``conf/experiment/*.yaml``: larger than the CPU profile, smaller than the paper;
+bf16-mixed through the trainer's ``precision: auto``), ``paper`` (the paper's settings). Each trained row's
 profile description (what it reduces) is printed before the run and written under the table;
 rows whose experiment has no such profile are listed as such, not run.
 """

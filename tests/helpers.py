@@ -129,7 +129,6 @@ def load_experiment(name: str, monkeypatch=None):
     return module
 
 
-<<<<<<< HEAD
 def load_bench(name: str, monkeypatch):
     """``bench/<name>.py`` as a module, registered for the test; bench/ is on the path for
     the test (the benches import each other and bench/device_timing.py by name)."""
@@ -139,7 +138,8 @@ def load_bench(name: str, monkeypatch):
     monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
-=======
+
+
 def save_tiny_t5(folder: Path, tokenizer, d_model: int = 32, seed: int = 0):
     """A tiny random T5 1.1-shaped encoder-decoder (gated-gelu, 2 layers; saved as
     T5ForConditionalGeneration, as the hub's google/t5-v1_1-* are) with ``tokenizer``, in
@@ -174,4 +174,3 @@ def save_tiny_bert_model(folder: Path, tokenizer, hidden: int = 24, layers: int 
     model = BertModel(config)
     model.save_pretrained(folder)
     return model
->>>>>>> paper-profiles
