@@ -50,6 +50,9 @@ def yaml_error_line(error: yaml.YAMLError) -> str:
     mark = getattr(error, "problem_mark", None)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     what = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context, start = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and start is not None:  # where the unfinished construct began
+        what += f" ({context} from line {start.line + 1}, column {start.column + 1})"
     return where + what
 
 

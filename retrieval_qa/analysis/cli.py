@@ -10,7 +10,9 @@ and returns one JSON-able dict (printed by ``rqa`` on the last line of stdout).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from ..errors import ConflictingOptionsError, InputFileError
 from .common import DEFAULT_OUTPUT_DIR, parse_named
 
 CLASSIFIER_CONF = "conf/model/cross_classifier.yaml"
@@ -243,18 +245,41 @@ def classifier_overrides(args) -> dict:
 
 
 def _pool(args, dataset=None, pool=None):
-    from ..data import load_pool
+    """The pool of the analysis, with one progress line on stderr."""
+    from ..data import default_pool, load_pool
+    from ..progress import stage
 
-    built, _ = load_pool(dataset or args.dataset, pool if pool is not None else args.pool,
-                         args.data_dir, strict=not args.lenient, use_cache=not args.no_cache)
+    dataset = dataset or args.dataset
+    pool = pool if pool is not None else args.pool
+    with stage(f"pool {dataset}/{pool or default_pool(dataset)}",
+               enabled=not getattr(args, "quiet", False)) as s:
+        built, notes = load_pool(dataset, pool, args.data_dir, strict=not args.lenient,
+                                 use_cache=not args.no_cache)
+        s.done = "read from the cache" if "cache" in notes else "built"
+        s.detail = f"{len(built.questions)} questions, {len(built.candidates)} candidates"
     return built
+
+
+def _folder(option: str, given: str, folder: str) -> None:
+    if not Path(folder).exists():
+        raise InputFileError(option, given, "does not exist",
+                             "pass the `checkpoint` folder printed by `rqa train`")
+
+
+def _checked_models(args) -> list[tuple[str, str]]:
+    """``--model NAME=DIR`` pairs, each folder checked to exist before any pool is read."""
+    models = parse_named(args.model)
+    for name, folder in models:
+        _folder("--model", f"{name}={folder}", folder)
+    return models
 
 
 def run_analysis(args) -> dict:
     if args.analysis == "one-to-many":
         from .one_to_many import one_to_many_analysis
 
-        return one_to_many_analysis(_pool(args), parse_named(args.model),
+        models = _checked_models(args)
+        return one_to_many_analysis(_pool(args), models,
                                     ks=range(1, args.max_k + 1), table_k=args.table_k,
                                     output_dir=args.output_dir, batch_size=args.batch_size,
                                     progress=not args.quiet)
@@ -266,7 +291,11 @@ def run_analysis(args) -> dict:
             run_ckpt, run_model = resolve_run(args.endx_run)
             ckpt, model = ckpt or run_ckpt, model or run_model
         if not ckpt or not model:
-            raise ValueError("give --endx-run, or --endx-checkpoint and --endx-model")
+            raise ConflictingOptionsError("similarity needs the ENDX model (fix: give "
+                                          "--endx-run, or --endx-checkpoint and --endx-model)")
+        for option, path in (("--endx-checkpoint", ckpt), ("--endx-model", model),
+                             ("--dual-model", args.dual_model)):
+            _folder(option, path, path)
         return similarity_analysis(_pool(args), endx_checkpoint=ckpt, endx_model=model,
                                    dual_model=args.dual_model, answer=args.answer,
                                    max_questions=args.max_questions,
@@ -274,21 +303,24 @@ def run_analysis(args) -> dict:
     if args.analysis == "bertqa":
         from .bertqa import bertqa_analysis
 
+        models = _checked_models(args)
         return bertqa_analysis(
             _pool(args), _pool(args, args.train_dataset, args.train_pool),
-            parse_named(args.model), classifier=classifier_overrides(args),
+            models, classifier=classifier_overrides(args),
             passages=args.passages, pairs=args.pairs, choice=args.passage_choice,
             seed=args.seed, output_dir=args.output_dir)
     if args.analysis == "tsne":
         from .tsne import tsne_analysis
 
-        return tsne_analysis(_pool(args), parse_named(args.model), answer=args.answer,
+        models = _checked_models(args)
+        return tsne_analysis(_pool(args), models, answer=args.answer,
                              num_questions=args.questions, perplexity=args.perplexity,
                              seed=args.seed, output_dir=args.output_dir, tag=args.tag)
     if args.analysis == "towers":
         from .towers import towers_analysis
 
-        return towers_analysis(_pool(args), parse_named(args.model), pairs=args.pairs, k=args.k,
+        models = _checked_models(args)
+        return towers_analysis(_pool(args), models, pairs=args.pairs, k=args.k,
                                perplexity=args.perplexity, seed=args.seed,
                                output_dir=args.output_dir, tag=args.tag, label=args.label)
     if args.analysis == "ablation":
@@ -300,10 +332,12 @@ def run_analysis(args) -> dict:
                               title=args.title)
     if args.analysis == "side-by-side":
         if bool(args.sweep) == bool(args.report):
-            raise ValueError("side-by-side: give --report NAME=RUN (repeated) or --sweep DIR")
+            raise ConflictingOptionsError("side-by-side compares runs or a sweep's settings "
+                                          "(fix: give --report NAME=RUN, repeated, or --sweep "
+                                          "DIR)")
         if args.merge and not args.sweep:
-            raise ValueError("side-by-side: --merge TABLE_JSON pools into a sweep's table; "
-                             "give --sweep DIR with it")
+            raise ConflictingOptionsError("side-by-side: --merge TABLE_JSON pools into a "
+                                          "sweep's table (fix: give --sweep DIR with it)")
         if args.sweep:
             from .sweeps import sweep_table
 
