@@ -231,9 +231,11 @@ def _with_threads(args) -> list[str]:
 
 def cmd_train(args) -> dict:
     from .training.compose import compose
+
+    cfg = compose(_with_threads(args))  # checked before Lightning is imported
     from .training.run import train
 
-    return train(compose(_with_threads(args)))
+    return train(cfg)
 
 
 def cmd_sweep(args) -> dict:
@@ -263,9 +265,10 @@ def cmd_export(args) -> dict:
         apply_threads(args.threads)
         return export_sentence_transformers(args.checkpoint, args.output)
     from .training.compose import compose
+
+    cfg = compose(_with_threads(args))  # checked before Lightning is imported
     from .training.run import export_untrained
 
-    cfg = compose(_with_threads(args))
     apply_threads(cfg.threads)
     if args.format == "rqa":
         return export_untrained(cfg, args.output)

@@ -126,13 +126,16 @@ def test_help_texts_of_the_common_options_and_the_train_listing():
 
 
 def test_importing_the_command_line_imports_no_heavy_library():
-    """`rqa --help` and argument errors must not wait for torch or Lightning: the command line
-    and its parser import them only in the command that needs them."""
+    """`rqa --help`, argument errors and a mistyped training setting must not wait for torch or
+    Lightning: the command line imports them only in the command that needs them, after its
+    settings are checked."""
     import subprocess
     import sys
 
-    code = ("import sys; from retrieval_qa.cli import build_parser; p = build_parser(); "
-            "p.parse_args(['evaluate', '--quiet']); "
+    code = ("import io, sys; from retrieval_qa.cli import build_parser, main; "
+            "build_parser().parse_args(['evaluate', '--quiet']); "
+            "assert main(['train', 'experiment=dual_gru', 'trainer.max_steps=abc'], "
+            "stdout=io.StringIO()) == 2; "
             "print([m for m in ('torch', 'pytorch_lightning', 'lightning', 'transformers', "
             "'bm25s', 'wandb', 'matplotlib') if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
