@@ -333,7 +333,7 @@ def run_analysis(args) -> dict:
     if args.analysis == "side-by-side":
         if bool(args.sweep) == bool(args.report):
             raise ConflictingOptionsError("side-by-side compares runs or a sweep's settings "
-                                          "(fix: give --report NAME=RUN, repeated, or --sweep "
+                                          "(fix: give --report NAME=RUN (repeated) or --sweep "
                                           "DIR)")
         if args.merge and not args.sweep:
             raise ConflictingOptionsError("side-by-side: --merge TABLE_JSON pools into a "
