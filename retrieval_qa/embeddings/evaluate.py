@@ -10,7 +10,7 @@ import time
 
 from ..data.paragraphs import DATASET as PARAGRAPHS
 from .idf import IDF_CORPORA
-from .static import STATIC_MODELS  # the rest on use: `rqa --help` imports no torch
+from .static import STATIC_MODELS, load_static, static_package  # numpy only
 
 EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
 
@@ -73,8 +73,7 @@ def evaluate_reqa(args, eval_cfg) -> dict:
     from ..evaluation import evaluate
     from ..evaluation.search import DenseScorer
     from .base import embed_texts, parse_model
-    from .cache import cached, source_sha256
-    from .static import load_static, static_package
+    from .cache import cached, source_sha256  # torch: imported on use, not by `rqa --help`
 
     start = time.perf_counter()
     _, name = parse_model(args.model)
