@@ -11,7 +11,8 @@ lands there). Writes ``--out`` (default results/bench_cli_start.json; an existin
 its other sources) and prints the JSON.
 
     python bench/bench_cli_start.py --runs 5 --bm25
-    python bench/bench_cli_start.py --source /tmp/rqa-before --label before --bm25
+    git archive OLD retrieval_qa conf | tar -x -C runs/rqa-before   # (mkdir it first)
+    python bench/bench_cli_start.py --source runs/rqa-before --label before --bm25
 """
 
 from __future__ import annotations
