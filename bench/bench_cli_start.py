@@ -83,11 +83,11 @@ def main() -> None:
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(COMMANDS)
     load = os.getloadavg()
-    timings = {name: summary(COMMANDS[name], args.source, args.runs, args.timeout)
-               for name in names}
+    source = args.source.resolve()  # the commands run in temporary folders
+    timings = {name: summary(COMMANDS[name], source, args.runs, args.timeout) for name in names}
     if args.bm25:
-        timings["evaluate --model bm25 (cached pool)"] = summary(BM25, args.source,
-                                                                 args.bm25_runs, args.timeout)
+        timings["evaluate --model bm25 (cached pool)"] = summary(BM25, source, args.bm25_runs,
+                                                                 args.timeout)
     import platform
 
     result = json.loads(args.out.read_text()) if args.out.is_file() else {}
