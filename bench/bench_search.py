@@ -37,7 +37,7 @@ def bench_bm25(pool: RetrievalPool, sample: int) -> dict:
     t = time.perf_counter()
     ours = BM25Scorer(pool, settings)
     ours_index = time.perf_counter() - t
-    docs = ours._tokenize([c.text for c in pool.candidates], False)
+    docs = ours._tokenize([c.text for c in pool.candidates])
     t = time.perf_counter()
     peer = BM25Okapi(docs, k1=settings.k1, b=settings.b)
     peer_index = time.perf_counter() - t

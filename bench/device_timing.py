@@ -17,8 +17,6 @@ encoding against sentence-transformers): what both need to run on a CPU or a CUD
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import argparse
 import contextlib
 import os
@@ -27,7 +25,7 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 

@@ -13,8 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, GrammarParseError
+
+from .errors import InputFileError, OverrideError, UnknownKeyError
 
 
 def conf_dir() -> Path:
@@ -39,8 +42,31 @@ def load_yaml(relative: str) -> DictConfig:
         group = Path(relative).parent.as_posix()
         raise FileNotFoundError(f"config {relative} not found in {[str(d) for d in conf_dirs()]}; "
                                 f"available in {group}/: {conf_names(group)}")
-    cfg = OmegaConf.load(path)
-    assert isinstance(cfg, DictConfig)
+    return load_yaml_file(path)
+
+
+def yaml_error_line(error: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, in one line ("line 3, column 5: ...")."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context, start = getattr(error, "context", None), getattr(error, "context_mark", None)
+    if context and start is not None:  # where the unfinished construct began
+        what += f" ({context} from line {start.line + 1}, column {start.column + 1})"
+    return where + what
+
+
+def load_yaml_file(path: str | Path, what: str = "config file") -> DictConfig:
+    """A YAML mapping as a DictConfig; a syntax error, or a file that is not a mapping, is an
+    :class:`InputFileError` naming the file and the line."""
+    try:
+        cfg = OmegaConf.load(path)
+    except yaml.YAMLError as e:
+        raise InputFileError(what, path, f"not valid YAML ({yaml_error_line(e)})",
+                             "repair the YAML at that line") from e
+    if not isinstance(cfg, DictConfig):
+        raise InputFileError(what, path, "not a YAML mapping (key: value lines)",
+                             "write its settings as key: value")
     return cfg
 
 
@@ -77,16 +103,123 @@ def plain(cfg: Any) -> dict[str, Any]:
     raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}")
 
 
+_ABSENT = object()
+
+
+def _current(cfg: DictConfig, key: str):
+    """The value an override of ``key`` replaces: ``_ABSENT`` when there is none (the merge
+    then names the unknown key), None when any value fits (a null default, an
+    interpolation)."""
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key, throw_on_resolution_failure=False) \
+        if parent_key else cfg
+    if not isinstance(parent, DictConfig) or leaf not in parent:
+        return _ABSENT
+    if OmegaConf.is_interpolation(parent, leaf):
+        return None
+    return parent[leaf]
+
+
+_PLURAL = {bool: "true/false values", int: "integers", float: "numbers", str: "strings"}
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, (DictConfig, dict)):
+        return "a mapping {key: value, ...}"
+    if isinstance(value, (ListConfig, list)):
+        return "a list [a, b, ...]"
+    return "a string"
+
+
+def _fits(current, value) -> bool:
+    """Whether ``value`` (parsed as YAML) may replace ``current``: the type of the composed
+    default is the key's type (an int takes an int, a float an int or a float, a string any
+    scalar); null is allowed everywhere, and a null default takes anything."""
+    if current is None or value is None:
+        return True
+    if isinstance(current, bool):
+        return isinstance(value, bool)
+    if isinstance(current, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(current, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(current, DictConfig):
+        return isinstance(value, dict)
+    if isinstance(current, ListConfig):  # and its items, when the default's share a type
+        if not isinstance(value, list):
+            return False
+        kinds = {type(v) for v in current}
+        if len(kinds) == 1 and kinds <= {bool, int, float, str}:
+            return all(_fits(current[0], v) for v in value)
+        return True
+    return not isinstance(value, (dict, list))
+
+
+def check_override(cfg: DictConfig, item: str) -> None:
+    """Raise :class:`OverrideError` when ``item`` (``key=value``) is not key=value, or its
+    value has another type than the setting it replaces; an unknown key is left to the merge
+    (which names it)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise OverrideError(item, key, "not key=value",
+                            "write settings as key=value, e.g. trainer.max_steps=100")
+    try:
+        value = OmegaConf.to_container(OmegaConf.from_dotlist([f"v={raw}"]), resolve=False)["v"]
+    except (yaml.YAMLError, GrammarParseError) as e:
+        raise OverrideError(item, key, f"the value is not valid YAML ({str(e).splitlines()[0]})",
+                            "quote or complete it, e.g. a list as [a, b] or a string as "
+                            "'text'") from e
+    if isinstance(value, str) and "${" in value:  # an interpolation: known when resolved
+        return
+    current = _current(cfg, key)
+    if current is _ABSENT or _fits(current, value):
+        return
+    got = f"got {_kind(value)} {value!r}"
+    if isinstance(current, DictConfig):  # a section: its keys are set one by one
+        keys = list(current.keys())
+        raise OverrideError(item, key, f"{key} is a section of settings (keys: "
+                                       f"{', '.join(map(str, keys))}), {got}",
+                            f"set one of its keys, e.g. {key}.{keys[0]}=..." if keys
+                            else f"give {key} a mapping")
+    kind = _kind(current)
+    if isinstance(current, ListConfig) and isinstance(value, list):  # items of another type
+        kind, got = f"a list of {_PLURAL[type(current[0])]}", f"got {value!r}"
+    shown = OmegaConf.to_container(current, resolve=False) \
+        if isinstance(current, ListConfig) else current
+    raise OverrideError(item, key, f"{key} takes {kind} (its default here is {shown!r}), {got}",
+                        f"give {key} {kind}, e.g. {key}={_yaml(shown)}")
+
+
+def _yaml(value) -> str:
+    """``value`` as it is written on the command line."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_yaml, value)) + "]"
+    return str(value)
+
+
 def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
-    """Apply ``a.b=value`` overrides (values parsed as YAML); a key that does not exist in the
-    config is an error naming it, so a misspelt setting never passes silently."""
+    """Apply ``a.b=value`` overrides (values parsed as YAML). Each is checked before it is
+    applied: a key that does not exist in the config is an :class:`UnknownKeyError` naming it
+    (so a misspelt setting never passes silently), a value of another type than the key's
+    default an :class:`OverrideError` (see :func:`check_override`)."""
     OmegaConf.set_struct(cfg, True)
     for item in overrides:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value")
+        check_override(cfg, item)
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([item]))
         except ConfigKeyError as e:
-            raise KeyError(f"unknown config key {item.split('=', 1)[0]!r} in override "
-                           f"{item!r}: {e.msg.splitlines()[0]}") from e
+            key = item.split("=", 1)[0]
+            raise UnknownKeyError(f"unknown config key {key!r} in override {item!r}: "
+                                  f"{e.msg.splitlines()[0]} (fix: check the spelling against "
+                                  f"conf/ and its groups)") from e
     return cfg

@@ -39,7 +39,10 @@ def resolve_threads(value: int | str | None = None) -> int:
     except (TypeError, ValueError):
         n = 0
     if n < 1:
-        raise ValueError(f"{source}={value!r}: expected a positive integer or auto")
+        from .errors import UsageError
+
+        raise UsageError(f"{source}={value!r}: expected a positive integer or auto (fix: "
+                         "give a number of threads, e.g. threads=1, or auto)")
     return n
 
 

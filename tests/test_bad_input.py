@@ -105,8 +105,10 @@ def test_unknown_names_are_errors_that_list_the_choices(capsys):
 def test_a_broken_export_folder_says_what_is_missing(tmp_path, capsys):
     folder = tmp_path / "model"
     assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
-    assert "no model.json" in capsys.readouterr().err
+    assert "model does not exist" in capsys.readouterr().err
     folder.mkdir()
+    assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
+    assert "no model.json" in capsys.readouterr().err
     (folder / "model.json").write_text("{not json")
     assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
     err = capsys.readouterr().err

@@ -74,3 +74,85 @@ def test_progress_goes_to_stderr_and_json_is_the_only_stdout(capsys, tiny_squad_
     code = main(["evaluate", "--data-dir", str(tiny_squad_file.parents[1])])  # with progress
     out, err = capsys.readouterr()
     assert code == 0 and len(out.splitlines()) == 1 and json.loads(out)["questions"] == 4
+
+
+def _parsers(parser, path=("rqa",)):
+    """Every parser of the command line with its command words, subcommands included."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_help_shows_an_example_and_the_defaults():
+    from retrieval_qa.cli import build_parser
+
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) >= 18  # rqa, 9 commands, data stats, 7 analyses
+    for path, parser in parsers:
+        text = parser.format_help()
+        assert "example" in text.lower(), path
+        leaf = not any(a.__class__.__name__ == "_SubParsersAction" for a in parser._actions)
+        if leaf or path == ("rqa",):  # a group (rqa data, rqa analyze) has no settings
+            assert "default" in text.lower(), path
+        assert "``" not in text and ":class:" not in text, path  # no reStructuredText
+
+
+def test_help_texts_of_the_common_options_and_the_train_listing():
+    from retrieval_qa.cli import build_parser
+
+    parsers = dict(_parsers(build_parser()))
+    named = {"--model", "--dataset", "--checkpoint", "--input", "--side", "--run-file"}
+    seen = set()
+    for path, parser in parsers.items():
+        for action in parser._actions:
+            for option in named.intersection(action.option_strings):
+                seen.add(option)
+                assert action.help and len(action.help) > 20, (path, option)
+    assert seen == named
+    helps = {path: parser.format_help() for path, parser in parsers.items()}
+    evaluate = helps[("rqa", "evaluate")]
+    assert "(default: reqa_squad)" in " ".join(evaluate.split())
+    encode = " ".join(helps[("rqa", "encode")].split())
+    assert "--input FILE UTF-8 text file, one text per line" in encode
+    assert "--side {question,answer} the tower" in encode and "(default: question)" in encode
+    train = helps[("rqa", "train")]
+    assert "dual_gru" in train and "paper, cpu, gpu" in train and "profiles" in train
+    assert "ENDX analyses" not in helps[("rqa",)]
+    assert "t-SNE" in helps[("rqa", "analyze")]
+
+
+def test_importing_the_command_line_imports_no_heavy_library():
+    """`rqa --help`, argument errors and a mistyped training setting must not wait for torch or
+    Lightning: the command line imports them only in the command that needs them, after its
+    settings are checked."""
+    import subprocess
+    import sys
+
+    code = ("import io, sys; from retrieval_qa.cli import build_parser, main; "
+            "build_parser().parse_args(['evaluate', '--quiet']); "
+            "assert main(['train', 'experiment=dual_gru', 'trainer.max_steps=abc'], "
+            "stdout=io.StringIO()) == 2; "
+            "print([m for m in ('torch', 'pytorch_lightning', 'lightning', 'transformers', "
+            "'bm25s', 'wandb', 'matplotlib') if m in sys.modules])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_bm25_progress_is_one_display_per_stage(capsys, tiny_squad_file):
+    """Building the pool, the BM25 index and the retrieval each show one display named after
+    its stage; bm25s's own bars (Split strings, BM25S Count Tokens, ...) never show."""
+    assert main(["evaluate", "--data-dir", str(tiny_squad_file.parents[1]), "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    stages = ("pool reqa_squad/dev ... ", "BM25 index ... ", "BM25 retrieval: ")
+    segments = [s for line in err.split("\n") for s in line.split("\r") if s.strip()]
+    assert segments and all(s.startswith(stages) for s in segments), segments
+    lines = [line for line in err.split("\n") if line.strip()]
+    assert len(lines) <= len(stages)
+    assert "pool reqa_squad/dev ... built in" in err and "4 questions, 5 candidates" in err
+    assert main(["evaluate", "--data-dir", str(tiny_squad_file.parents[1]), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -10,16 +10,65 @@ and returns one JSON-able dict (printed by ``rqa`` on the last line of stdout).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from ..errors import ConflictingOptionsError, InputFileError
 from .common import DEFAULT_OUTPUT_DIR, parse_named
 
 CLASSIFIER_CONF = "conf/model/cross_classifier.yaml"
 
+ANALYZE_DESCRIPTION = """\
+Analyses of trained models (exported folders, --model NAME=DIR) and of finished runs
+(--report NAME=RUN, --sweep DIR): metrics on one-to-many subsets (ENDX Table 4, Figure 2),
+question-question similarity matrices (Figure 3), BERTQA against dual encoders with timings
+(Table 6), t-SNE of questions sharing an answer (Figure 4) and of both towers (SDE/ADE
+Figure 2), the GAM ablation (Table 5), and side-by-side tables of runs or of a sweep's
+settings. Each writes tables (.md, .json) and figures (.png) into --output-dir."""
+
+EXAMPLES = {
+    "analyze": """\
+examples:
+  rqa analyze one-to-many --model Dual-GRUs=runs/dual_gru/cpu-seed42/model \\
+      --model ENDX-GRUs=runs/endx_gru/cpu-seed42/model
+  rqa analyze side-by-side --sweep runs/sweeps/endx_confounds --metrics p@1,mrr
+  rqa analyze ANALYSIS --help   # the options of one analysis""",
+    "one-to-many": """\
+example (the same NAME again = another seed, reported as mean ± std):
+  rqa analyze one-to-many --model Dual-GRUs=runs/dual_gru/cpu-seed1/model \\
+      --model Dual-GRUs=runs/dual_gru/cpu-seed2/model --model ENDX-GRUs=runs/endx_gru/cpu-seed1/model""",
+    "similarity": """\
+example:
+  rqa analyze similarity --endx-run runs/endx_gru/cpu-seed42 \\
+      --dual-model runs/dual_gru/cpu-seed42/model --tag gru""",
+    "bertqa": """\
+example:
+  rqa analyze bertqa --model Dual-BERTs=runs/dual_bert/cpu-seed42/model --steps 200""",
+    "tsne": """\
+example:
+  rqa analyze tsne --model Dual-GRUs=runs/dual_gru/cpu-seed42/model \\
+      --model ENDX-GRUs=runs/endx_gru/cpu-seed42/model --tag gru""",
+    "towers": """\
+example:
+  rqa analyze towers --model SDE=runs/sde/cpu-seed42/model --model ADE=runs/ade/cpu-seed42/model \\
+      --label 'trained, CPU profile'""",
+    "ablation": """\
+example:
+  rqa analyze ablation --report ENDX-GRUs=runs/endx_gru/cpu-seed42 \\
+      --report "w/o QQ=runs/ablation_qq/endx_gru/cpu-seed42" --reference ENDX-GRUs""",
+    "side-by-side": """\
+examples:
+  rqa analyze side-by-side --report Dual-GRUs=runs/dual_gru/cpu-seed42 \\
+      --report ENDX-GRUs=runs/endx_gru/cpu-seed42
+  rqa analyze side-by-side --sweep runs/sweeps/sde_ade --metrics p@1,mrr""",
+}
+
 
 def _data_args(p: argparse.ArgumentParser, pool_help: str = "evaluation pool") -> None:
-    from ..data import DATASETS
+    from ..data.registry import DATASETS
 
-    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS)
+    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS, metavar="NAME",
+                   help="the data: reqa_squad (ReQA SQuAD) or a MultiReQA set "
+                        f"({', '.join(d for d in DATASETS if d != 'reqa_squad')})")
     p.add_argument("--pool", default=None, help=f"{pool_help} (default: dev / test)")
     p.add_argument("--data-dir", default=None,
                    help="folder with squad/, mrqa/, multireqa/ (else $RQA_DATA_DIR, else "
@@ -46,20 +95,30 @@ def _reports(p: argparse.ArgumentParser, required: bool = True) -> None:
                                              "same NAME again = another seed")
 
 
-def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="analysis", required=True)
+def add_analyze_arguments(parser: argparse.ArgumentParser,
+                          formatter_class=argparse.HelpFormatter) -> None:
+    """The analyses as subcommands of ``parser``, each with its example, help laid out by
+    ``formatter_class`` (the command line's)."""
+    parser.epilog = EXAMPLES["analyze"]
+    sub = parser.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
 
-    om = sub.add_parser("one-to-many", help="Table 4 + Figure 2: metrics on the subsets of "
+    def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, formatter_class=formatter_class, epilog=EXAMPLES[name],
+                          description=kwargs["help"][0].upper() + kwargs["help"][1:] + ".",
+                          **kwargs)
+
+
+    om = add("one-to-many", help="Table 4 + Figure 2: metrics on the subsets of "
                                             "questions whose answer has >= k questions")
     _models(om)
     _data_args(om)
     om.add_argument("--max-k", type=int, default=8, help="subsets k = 1..MAX_K (default 8)")
     om.add_argument("--table-k", type=int, default=8, help="the k of Table 4 (default 8)")
-    om.add_argument("--batch-size", type=int, default=128)
+    om.add_argument("--batch-size", type=int, default=128, help="texts per encoding batch")
     om.add_argument("--quiet", action="store_true", help="no progress bars")
     _common(om)
 
-    si = sub.add_parser("similarity", help="Figure 3: question-question similarity matrices "
+    si = add("similarity", help="Figure 3: question-question similarity matrices "
                                            "(ENDX cross, ENDX dual, baseline dual)")
     si.add_argument("--endx-run", default=None,
                     help="an `rqa train` run folder of ENDX (reads its result.json for the "
@@ -72,12 +131,13 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     si.add_argument("--dual-model", required=True, help="baseline dual-encoder exported folder")
     si.add_argument("--answer", default=None, help="candidate id or exact sentence (default: "
                                                    "the answer with the most questions)")
-    si.add_argument("--max-questions", type=int, default=10)
+    si.add_argument("--max-questions", type=int, default=10,
+                    help="questions of the answer shown in the matrices")
     si.add_argument("--tag", default=None, help="suffix of the file names (figure3_TAG.*)")
     _data_args(si)
     _common(si)
 
-    bq = sub.add_parser("bertqa", help="Table 6: BERTQA (concatenated cross-attention "
+    bq = add("bertqa", help="Table 6: BERTQA (concatenated cross-attention "
                                        "classifier) vs dual encoders, with timings")
     _models(bq)
     _data_args(bq, "pool the test sample is drawn from")
@@ -101,26 +161,28 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     bq.add_argument("--pairs", type=int, default=None,
                     help="QA pairs of the test sample (default: the paper's)")
     bq.add_argument("--passage-choice", default="most_questions",
-                    choices=["most_questions", "random"])
-    bq.add_argument("--seed", type=int, default=0)
+                    choices=["most_questions", "random"],
+                    help="which paragraphs make the test sample")
+    bq.add_argument("--seed", type=int, default=0,
+                    help="seed of the test sample and of BERTQA's training")
     bq.add_argument("--score-batch-size", type=int, default=None,
                     help="BERTQA pairs per forward pass at test time (default: "
                          "score_batch_size)")
     _common(bq)
 
-    ts = sub.add_parser("tsne", help="Figure 4: t-SNE of questions sharing one answer")
+    ts = add("tsne", help="Figure 4: t-SNE of questions sharing one answer")
     _models(ts)
     ts.add_argument("--answer", default=None, help="candidate id or exact sentence (default: "
                                                    "the answer with the most questions)")
     ts.add_argument("--questions", type=int, default=6, help="questions to show (default 6)")
     ts.add_argument("--perplexity", type=float, default=None,
                     help="default max(1, min(30, (n-1)/3)) for n points")
-    ts.add_argument("--seed", type=int, default=0)
+    ts.add_argument("--seed", type=int, default=0, help="seed of the t-SNE")
     ts.add_argument("--tag", default=None, help="suffix of the file names (figure4_TAG.*)")
     _data_args(ts)
     _common(ts)
 
-    tw = sub.add_parser("towers", help="SDE/ADE Figure 2: t-SNE of questions (question tower) "
+    tw = add("towers", help="SDE/ADE Figure 2: t-SNE of questions (question tower) "
                                        "and answers (answer tower), per model")
     _models(tw)
     tw.add_argument("--pairs", type=int, default=400,
@@ -129,20 +191,20 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
                     help="neighbours of the same-tower share (default 10)")
     tw.add_argument("--perplexity", type=float, default=None,
                     help="default max(1, min(30, (n-1)/3)) for n points")
-    tw.add_argument("--seed", type=int, default=0)
+    tw.add_argument("--seed", type=int, default=0, help="seed of the pairs drawn and the t-SNE")
     tw.add_argument("--tag", default=None, help="suffix of the file names (figure2_TAG.*)")
     tw.add_argument("--label", default=None,
                     help="what the models are (e.g. 'trained, CPU profile'), in the title")
     _data_args(tw)
     _common(tw)
 
-    ab = sub.add_parser("ablation", help="Table 5 from finished `rqa train` reports")
+    ab = add("ablation", help="Table 5 from finished `rqa train` reports")
     _reports(ab)
     ab.add_argument("--reference", default=None, help="row the deltas are taken against")
     ab.add_argument("--title", default="Table 5: ablation of the GAM terms")
     _common(ab)
 
-    sb = sub.add_parser("side-by-side", help="dual encoders vs ENDX from finished `rqa train` "
+    sb = add("side-by-side", help="dual encoders vs ENDX from finished `rqa train` "
                                              "reports: test metrics, validation, time per "
                                              "method; or a sweep's settings (--sweep DIR)")
     _reports(sb, required=False)
@@ -183,18 +245,41 @@ def classifier_overrides(args) -> dict:
 
 
 def _pool(args, dataset=None, pool=None):
-    from ..data import load_pool
+    """The pool of the analysis, with one progress line on stderr."""
+    from ..data import default_pool, load_pool
+    from ..progress import stage
 
-    built, _ = load_pool(dataset or args.dataset, pool if pool is not None else args.pool,
-                         args.data_dir, strict=not args.lenient, use_cache=not args.no_cache)
+    dataset = dataset or args.dataset
+    pool = pool if pool is not None else args.pool
+    with stage(f"pool {dataset}/{pool or default_pool(dataset)}",
+               enabled=not getattr(args, "quiet", False)) as s:
+        built, notes = load_pool(dataset, pool, args.data_dir, strict=not args.lenient,
+                                 use_cache=not args.no_cache)
+        s.done = "read from the cache" if "cache" in notes else "built"
+        s.detail = f"{len(built.questions)} questions, {len(built.candidates)} candidates"
     return built
+
+
+def _folder(option: str, given: str, folder: str) -> None:
+    if not Path(folder).exists():
+        raise InputFileError(option, given, "does not exist",
+                             "pass the `checkpoint` folder printed by `rqa train`")
+
+
+def _checked_models(args) -> list[tuple[str, str]]:
+    """``--model NAME=DIR`` pairs, each folder checked to exist before any pool is read."""
+    models = parse_named(args.model)
+    for name, folder in models:
+        _folder("--model", f"{name}={folder}", folder)
+    return models
 
 
 def run_analysis(args) -> dict:
     if args.analysis == "one-to-many":
         from .one_to_many import one_to_many_analysis
 
-        return one_to_many_analysis(_pool(args), parse_named(args.model),
+        models = _checked_models(args)
+        return one_to_many_analysis(_pool(args), models,
                                     ks=range(1, args.max_k + 1), table_k=args.table_k,
                                     output_dir=args.output_dir, batch_size=args.batch_size,
                                     progress=not args.quiet)
@@ -206,7 +291,11 @@ def run_analysis(args) -> dict:
             run_ckpt, run_model = resolve_run(args.endx_run)
             ckpt, model = ckpt or run_ckpt, model or run_model
         if not ckpt or not model:
-            raise ValueError("give --endx-run, or --endx-checkpoint and --endx-model")
+            raise ConflictingOptionsError("similarity needs the ENDX model (fix: give "
+                                          "--endx-run, or --endx-checkpoint and --endx-model)")
+        for option, path in (("--endx-checkpoint", ckpt), ("--endx-model", model),
+                             ("--dual-model", args.dual_model)):
+            _folder(option, path, path)
         return similarity_analysis(_pool(args), endx_checkpoint=ckpt, endx_model=model,
                                    dual_model=args.dual_model, answer=args.answer,
                                    max_questions=args.max_questions,
@@ -214,21 +303,24 @@ def run_analysis(args) -> dict:
     if args.analysis == "bertqa":
         from .bertqa import bertqa_analysis
 
+        models = _checked_models(args)
         return bertqa_analysis(
             _pool(args), _pool(args, args.train_dataset, args.train_pool),
-            parse_named(args.model), classifier=classifier_overrides(args),
+            models, classifier=classifier_overrides(args),
             passages=args.passages, pairs=args.pairs, choice=args.passage_choice,
             seed=args.seed, output_dir=args.output_dir)
     if args.analysis == "tsne":
         from .tsne import tsne_analysis
 
-        return tsne_analysis(_pool(args), parse_named(args.model), answer=args.answer,
+        models = _checked_models(args)
+        return tsne_analysis(_pool(args), models, answer=args.answer,
                              num_questions=args.questions, perplexity=args.perplexity,
                              seed=args.seed, output_dir=args.output_dir, tag=args.tag)
     if args.analysis == "towers":
         from .towers import towers_analysis
 
-        return towers_analysis(_pool(args), parse_named(args.model), pairs=args.pairs, k=args.k,
+        models = _checked_models(args)
+        return towers_analysis(_pool(args), models, pairs=args.pairs, k=args.k,
                                perplexity=args.perplexity, seed=args.seed,
                                output_dir=args.output_dir, tag=args.tag, label=args.label)
     if args.analysis == "ablation":
@@ -240,10 +332,12 @@ def run_analysis(args) -> dict:
                               title=args.title)
     if args.analysis == "side-by-side":
         if bool(args.sweep) == bool(args.report):
-            raise ValueError("side-by-side: give --report NAME=RUN (repeated) or --sweep DIR")
+            raise ConflictingOptionsError("side-by-side compares runs or a sweep's settings "
+                                          "(fix: give --report NAME=RUN (repeated) or --sweep "
+                                          "DIR)")
         if args.merge and not args.sweep:
-            raise ValueError("side-by-side: --merge TABLE_JSON pools into a sweep's table; "
-                             "give --sweep DIR with it")
+            raise ConflictingOptionsError("side-by-side: --merge TABLE_JSON pools into a "
+                                          "sweep's table (fix: give --sweep DIR with it)")
         if args.sweep:
             from .sweeps import sweep_table
 

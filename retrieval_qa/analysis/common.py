@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from ..config import load_yaml
 from ..data.types import Candidate, RetrievalPool
+from ..errors import UsageError
 from ..portable_paths import portable
 
 DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
@@ -41,10 +42,12 @@ def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, st
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name.strip() or not path.strip():
-            raise ValueError(f"--{what} {spec!r}: expected NAME=PATH")
+            example = "runs/dual_gru/cpu-seed42" + ("/model" if what == "model" else "")
+            raise UsageError(f"--{what} {spec!r}: expected NAME=PATH (fix: e.g. --{what} "
+                             f"Dual-GRUs={example})")
         out.append((name.strip(), path.strip()))
     if not out:
-        raise ValueError(f"give at least one --{what} NAME=PATH")
+        raise UsageError(f"give at least one --{what} NAME=PATH")
     return out
 
 

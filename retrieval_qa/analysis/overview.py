@@ -38,7 +38,17 @@ TABLE_OF_STEM = {"side_by_side": "endx_table2", "side_by_side_gru_weights": "end
                  "table6": "endx_table6"}
 #: metrics looked for in a table that has no paper table
 DEFAULT_METRICS = ("mrr", "r@1", "r@5", "avg_recall")
-POOL_OF_TABLE = {"endx_table2": "dev"}  # the pool the paper's numbers were computed on
+METRIC_NAMES = {"mrr": "MRR", "avg_recall": "average recall"}
+
+
+def _table_setting(table: str | None, key: str, default=None):
+    """A top-level setting of conf/tables/<table>.yaml (``pools``, ``paper_pool``)."""
+    if table is None:
+        return default
+    from ..config import load_yaml
+
+    value = load_yaml(f"tables/{table}.yaml").get(key, default)
+    return list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
 
 
 def paper_tables() -> list[str]:
@@ -75,6 +85,28 @@ def _value(v) -> tuple[float | None, float | None, int | None]:
     return None, None, None
 
 
+def _seeds(seeds) -> list[str]:
+    if isinstance(seeds, list) and len(seeds) > 1:
+        return [f"{len(seeds)} seeds"]
+    if isinstance(seeds, list) and seeds:
+        seeds = seeds[0]
+    return [] if seeds is None else [f"seed {seeds}"]
+
+
+def _entry(table, name, metric, ours, spread, runs, paper, source, shown=(), extra=(),
+           tag="") -> dict:
+    """An entry; its label is ``name`` with the ``shown`` qualifiers (the pool of an
+    evaluation, the profile of a report), and the ``extra`` ones (profile, seeds) too when
+    another entry of the table has the same label (:func:`_label_apart`)."""
+    return {"table": table, "method": _label(name, list(shown), tag), "metric": metric,
+            "ours": ours, "spread": spread, "runs": runs, "paper": paper, "source": source,
+            "_name": name, "_shown": list(shown), "_extra": list(extra), "_tag": tag}
+
+
+def _label(name: str, qualifiers: list[str], tag: str = "") -> str:
+    return name + (f" ({', '.join(qualifiers)})" if qualifiers else "") + tag
+
+
 def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
     named = data.get("table")
     table = named if isinstance(named, str) and named in paper_tables() \
@@ -88,14 +120,16 @@ def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
         name = row.get("name") or row.get("model")
         if not name:
             continue
+        pool = str(row.get("test_pool") or "").rpartition("/")[2]
+        extra = ([f"{row['profile']} profile"] if row.get("profile") else []) + \
+            _seeds(row.get("seeds")) + ([f"{pool} pool"] if pool else [])
         for metric in metrics:
             ours, spread, runs = _value(row.get(metric))
             if ours is None:
                 continue
             paper = (row.get("paper") or paper_here.get(name) or {}).get(metric)
-            out.append({"table": table, "method": str(name), "metric": metric, "ours": ours,
-                        "spread": spread, "runs": runs or row.get("runs"), "paper": paper,
-                        "source": rel})
+            out.append(_entry(table, str(name), metric, ours, spread, runs or row.get("runs"),
+                              paper, rel, extra=extra))
     return out
 
 
@@ -104,17 +138,20 @@ def _evaluation_entries(data: dict, path: Path, rel: str) -> list[dict]:
     stem = path.stem
     name = stem[: -len(pool) - 1] if pool and stem.endswith(f"-{pool}") else stem
     table = TABLE_OF_STEM.get(path.parent.name)
-    if table is not None and pool != POOL_OF_TABLE.get(table, pool):
-        name, table = f"{name} ({pool} pool)", None  # not the pool of the paper's numbers
-    return [{"table": table, "method": name, "metric": metric, "ours": float(value),
-             "spread": None, "runs": 1, "paper": None, "source": rel}
+    if table is not None and pool not in _table_setting(table, "pools", [pool]):
+        table = None  # a pool the paper's table is not about
+    training = data.get("training") if isinstance(data.get("training"), dict) else {}
+    extra = ([f"{training['profile']} profile"] if training.get("profile") else []) + \
+        _seeds(training.get("seed"))
+    return [_entry(table, name, metric, float(value), None, 1, None, rel,
+                   shown=[f"{pool} pool"] if pool else [], extra=extra)
             for metric in _paper_metrics(table)
             if isinstance(value := data["metrics"].get(metric), int | float)]
 
 
 def _report_entries(reports: Sequence[tuple[dict, str]]) -> list[dict]:
     rows = _experiment_rows()
-    groups: dict[tuple, list[tuple[dict, str]]] = {}
+    groups: dict[tuple, list[tuple[dict, dict, str]]] = {}
     seen: set = set()
     for data, rel in reports:
         run = (data["experiment"], data.get("profile"), data.get("seed"),
@@ -127,25 +164,57 @@ def _report_entries(reports: Sequence[tuple[dict, str]]) -> list[dict]:
             {k.removeprefix("val/"): v for k, v in (data.get("last_val") or {}).items()},
             " [val]")
         table, name = rows.get(data["experiment"], (None, data["experiment"]))
-        label = f"{name} ({data.get('profile', '?')} profile){tag}"
-        groups.setdefault((table, label), []).append((metrics, rel))
+        groups.setdefault((table, name, data.get("profile", "?"), tag), []).append(
+            (metrics, data, rel))
     out = []
-    for (table, label), items in groups.items():
+    for (table, name, profile, tag), items in groups.items():
+        pools = {(d.get("test") or {}).get("pool") for _, d, _ in items} - {None}
+        extra = _seeds(sorted(d.get("seed") for _, d, _ in items if d.get("seed") is not None))
+        extra += [f"{pools.pop()} pool"] if len(pools) == 1 and not tag else []
         for metric in _paper_metrics(table):
-            values = [m[metric] for m, _ in items if isinstance(m.get(metric), int | float)]
+            values = [m[metric] for m, _, _ in items if isinstance(m.get(metric), int | float)]
             if not values:
                 continue
-            out.append({"table": table, "method": label, "metric": metric,
-                        "ours": statistics.fmean(values),
-                        "spread": statistics.stdev(values) if len(values) > 1 else None,
-                        "runs": len(values), "paper": None,
-                        "source": ", ".join(sorted({r for _, r in items}))})
+            out.append(_entry(table, name, metric, statistics.fmean(values),
+                              statistics.stdev(values) if len(values) > 1 else None,
+                              len(values), None, ", ".join(sorted({r for _, _, r in items})),
+                              shown=[f"{profile} profile"], extra=extra, tag=tag))
     return out
 
 
-def _base_name(method: str) -> str:
-    """``"Dual-GRUs (gpu profile)"`` -> ``"Dual-GRUs"``."""
-    return method.split(" (")[0].split(" [")[0].strip()
+def _qualifier_order(qualifier: str) -> int:
+    return next((i for i, word in enumerate(("profile", "seed", "pool")) if word in qualifier), 3)
+
+
+def _alike(a: dict, b: dict) -> bool:
+    """Two entries of one method from different files whose labels do not tell them apart:
+    what each label shows is true of the other (a dev-pool evaluation beside a seeds table
+    of dev-pool runs; not the dev and the train pool of one baseline)."""
+    full_a, full_b = {*a["_shown"], *a["_extra"]}, {*b["_shown"], *b["_extra"]}
+    return (a["_name"] == b["_name"] and a["source"] != b["source"]
+            and set(a["_shown"]) <= full_b and set(b["_shown"]) <= full_a)
+
+
+def _label_apart(entries: list[dict]) -> None:
+    """In a table where one method has numbers from different files that its label does not
+    tell apart (Dual-BERTs of a seeds table and of a single evaluation), every row of ours
+    shows its extra qualifiers (profile, seeds, pool); two labels still alike then show their
+    file, so no two bars of different numbers share a label."""
+    by_table: dict = {}
+    for e in entries:
+        by_table.setdefault(e["table"], []).append(e)
+    mixed = {table for table, rows in by_table.items()
+             if any(_alike(a, b) for i, a in enumerate(rows) for b in rows[i + 1:])}
+    for e in entries:
+        if e["table"] in mixed:
+            e["_shown"] = sorted(dict.fromkeys(e["_shown"] + e["_extra"]), key=_qualifier_order)
+            e["method"] = _label(e["_name"], e["_shown"], e["_tag"])
+    labels: dict[tuple, set[str]] = {}
+    for e in entries:
+        labels.setdefault((e["table"], e["method"]), set()).add(e["source"])
+    for e in entries:
+        if len(labels[(e["table"], e["method"])]) > 1:
+            e["method"] = _label(e["_name"], [*e["_shown"], e["source"]], e["_tag"])
 
 
 def collect_results(results_dir: str | Path) -> list[dict]:
@@ -177,19 +246,19 @@ def collect_results(results_dir: str | Path) -> list[dict]:
     for e in entries:  # a row copied into two tables: kept once
         unique.setdefault((e["table"], e["method"], e["metric"], e["ours"], e["spread"]), e)
     entries = list(unique.values())
+    _label_apart(entries)
     for e in entries:
         if e["table"] is not None and e["paper"] is None:
-            row = paper_table(e["table"]).get(_base_name(e["method"])) or {}
+            row = paper_table(e["table"]).get(e["_name"]) or {}
             e["paper"] = row.get(e["metric"])
     for table in sorted({e["table"] for e in entries if e["table"]}):
-        have = {(_base_name(e["method"]), e["metric"]) for e in entries if e["table"] == table}
+        have = {(e["_name"], e["metric"]) for e in entries if e["table"] == table}
         for name, paper in paper_table(table).items():
             for metric, value in (paper or {}).items():
                 if metric in _paper_metrics(table) and (name, metric) not in have:
-                    entries.append({"table": table, "method": name, "metric": metric,
-                                    "ours": None, "spread": None, "runs": 0, "paper": value,
-                                    "source": f"conf/tables/{table}.yaml"})
-    return entries
+                    entries.append(_entry(table, name, metric, None, None, 0, value,
+                                          f"conf/tables/{table}.yaml"))
+    return [{k: v for k, v in e.items() if not k.startswith("_")} for e in entries]
 
 
 def table_title(table: str | None, entries: Iterable[dict] = ()) -> str:
@@ -214,8 +283,10 @@ def markdown(entries: Sequence[dict]) -> str:
     """One markdown table per paper table: method, metric, ours (mean ± std, runs), paper."""
     lines = []
     for table, rows in grouped(entries).items():
-        lines += [f"### {table_title(table, rows)}", "",
-                  "| method | metric | ours | runs | paper | source |", "|---|---|---|---|---|---|"]
+        lines += [f"### {table_title(table, rows)}", ""]
+        if _table_setting(table, "paper_pool"):
+            lines += [f"The paper's numbers: {_table_setting(table, 'paper_pool')}.", ""]
+        lines += ["| method | metric | ours | runs | paper | source |", "|---|---|---|---|---|---|"]
         for e in rows:
             ours = "" if e["ours"] is None else f"{e['ours']:.2f}" + (
                 f" ± {e['spread']:.2f}" if e["spread"] is not None else "")
@@ -228,15 +299,17 @@ def markdown(entries: Sequence[dict]) -> str:
 
 def plot_table(entries: Sequence[dict], table: str | None, metrics: Sequence[str] | None = None):
     """One panel per metric: for every method a bar of ours (error bar: std over seeds) and a
-    hatched bar of the paper's number. Returns the matplotlib figure."""
+    hatched bar of the paper's number, the axes labelled (metric in %, method with its
+    profile / pool where two differ), the legend below the panels (it hides no bar).
+    Returns the matplotlib figure."""
     from .common import pyplot
 
     plt = pyplot()
     rows = [e for e in entries if e["table"] == table]
     metrics = list(metrics or dict.fromkeys(e["metric"] for e in rows))
     methods = list(dict.fromkeys(e["method"] for e in rows))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics),
-                                                        0.45 * len(methods) + 1.6),
+    height = 0.45 * len(methods) + 2.2
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics) + 1.5, height),
                              squeeze=False, sharey=True)
     for ax, metric in zip(axes[0], metrics, strict=True):
         by = {e["method"]: e for e in rows if e["metric"] == metric}
@@ -247,13 +320,20 @@ def plot_table(entries: Sequence[dict], table: str | None, metrics: Sequence[str
                  for m in methods]
         ax.barh([y - 0.2 for y in ys], ours, height=0.4, xerr=err, color="tab:blue",
                 label="ours (± std over seeds)")
+        paper_pool = _table_setting(table, "paper_pool")
         ax.barh([y + 0.2 for y in ys], paper, height=0.4, color="white", edgecolor="tab:gray",
-                hatch="//", label="paper")
+                hatch="//", label="paper" + (f" (its pool: {paper_pool})" if paper_pool else ""))
         ax.set_yticks(list(ys), methods, fontsize=8)
         ax.invert_yaxis()
-        ax.set_title(metric.upper() if metric == "mrr" else metric)
+        name = METRIC_NAMES.get(metric, metric.upper() if metric.startswith(("r@", "p@"))
+                                else metric)
+        ax.set_title(name)
+        ax.set_xlabel(f"{name} (%)")
         ax.grid(axis="x", alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("method")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    legend_in, title_in = 0.45, 0.3  # inches below the panels (legend), above (title)
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False)
     fig.suptitle(table_title(table, rows), fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1 - title_in / height))
     return fig

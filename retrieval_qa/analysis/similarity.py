@@ -125,7 +125,9 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
                                                                     matrices[k])}
                  for k in ("dual_endx", "dual_baseline")}
     stem = output_name("figure3", tag)
-    png = _figure3(matrices, out / f"{stem}.png", candidate.text)
+    scores = {"cross_endx": _score_name(module.cross_loss), "dual_endx": _score_name(module.loss),
+              "dual_baseline": _score_name(module.loss)}
+    png = _figure3(matrices, out / f"{stem}.png", candidate.text, scores)
     data = {"answer": {"id": candidate.id, "text": candidate.text, "doc_id": candidate.doc_id},
             "questions": questions, "dataset": pool.dataset, "pool": pool.pool,
             "similarity": {"cross": _score_name(module.cross_loss),
@@ -150,17 +152,22 @@ def _score_name(loss) -> str:
     return f"{loss.scale:g} x " + ("cosine" if loss.similarity == "cosine" else "inner product")
 
 
-def _figure3(matrices: dict[str, torch.Tensor], path: Path, answer_text: str) -> str:
+def _figure3(matrices: dict[str, torch.Tensor], path: Path, answer_text: str,
+             scores: dict[str, str]) -> str:
+    """The heatmaps, each axis the questions Q1..Qn, each colourbar the score it shows."""
     plt = pyplot()
     n = len(next(iter(matrices.values())))
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 4))
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.4 * len(PANELS), 4.2))
     labels = [f"Q{i + 1}" for i in range(n)]
     for ax, (key, title) in zip(axes, PANELS, strict=True):
         im = ax.imshow(matrices[key].numpy(), cmap="viridis")
         ax.set_title(title, fontsize=10)
         ax.set_xticks(range(n), labels, fontsize=7)
         ax.set_yticks(range(n), labels, fontsize=7)
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_xlabel("question", fontsize=8)
+        ax.set_ylabel("question", fontsize=8)
+        bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        bar.set_label(f"similarity ({scores[key]})", fontsize=8)
     short = answer_text if len(answer_text) <= 110 else answer_text[:107] + "..."
     fig.suptitle(f"Question-question similarities; answer: {short}", fontsize=9)
     fig.tight_layout()

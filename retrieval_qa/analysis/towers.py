@@ -126,9 +126,13 @@ def _figure2(panels: list[dict], path: Path, title: str, k: int) -> str:
                      fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    axes[0][0].legend(fontsize=7, loc="best", markerscale=2)
+        ax.set_xlabel("t-SNE 1", fontsize=8)
+        ax.set_ylabel("t-SNE 2", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()  # below the panels: over no point
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, markerscale=2,
+               frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

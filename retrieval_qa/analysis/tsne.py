@@ -107,9 +107,11 @@ def _figure4(panels: list[dict], path: Path) -> str:
         ax.scatter([p["answer_xy"][0]], [p["answer_xy"][1]], c="tab:orange", marker="*",
                    s=220, edgecolors="black", label="answer")
         ax.set_xlim(-0.1, 1.1)
-        ax.set_ylim(-0.1, 1.1)
+        ax.set_ylim(-0.1, 1.3)  # the points lie in [0, 1]: the legend above them hides none
+        ax.set_xlabel("t-SNE 1 (scaled to [0, 1])", fontsize=8)
+        ax.set_ylabel("t-SNE 2 (scaled to [0, 1])", fontsize=8)
         ax.set_title(p["model"])
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper center", ncol=2)
     fig.suptitle("t-SNE of questions sharing one answer", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ import torch
 
 from ..data.types import RetrievalPool
 from ..evaluation.sparse import SparseScores
+from ..progress import stage
 
 
 @dataclass(frozen=True)
@@ -43,23 +44,27 @@ class BM25Settings:
 
 class BM25Scorer:
     def __init__(self, pool: RetrievalPool, settings: BM25Settings, progress: bool = False):
+        """Index the candidates and tokenise the questions: one stage line on stderr with
+        ``progress`` (bm25s's own dozen bars are always off)."""
         self.settings = settings
         self._stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
         docs = [f"{c.text} {c.context}" if settings.with_context else c.text
                 for c in pool.candidates]
-        self.index = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
-        self.index.index(self._tokenize(docs, progress), show_progress=progress)
-        self._queries = self._tokenize(pool.questions, progress)
+        with stage("BM25 index", enabled=progress) as s:
+            self.index = bm25s.BM25(k1=settings.k1, b=settings.b, method=settings.method)
+            self.index.index(self._tokenize(docs), show_progress=False)
+            self._queries = self._tokenize(pool.questions)
+            s.done, s.detail = "built", f"{len(docs)} candidates, {len(pool.questions)} questions"
         self.num_questions = len(pool.questions)
         self.num_candidates = len(pool.candidates)
         self._token_ids: list[np.ndarray] | None = None
         self._matrix: sp.csr_array | None = None
 
-    def _tokenize(self, texts: list[str], progress: bool):
+    def _tokenize(self, texts: list[str]):
         return bm25s.tokenize(texts, lower=self.settings.lowercase,
                               stopwords=self.settings.stopwords or [],
                               stemmer=self._stemmer.stemWords if self._stemmer else None,
-                              return_ids=False, show_progress=progress)
+                              return_ids=False, show_progress=False)
 
     def scores_for(self, tokens: list[str]) -> np.ndarray:
         known = [t for t in tokens if t in self.index.vocab_dict]

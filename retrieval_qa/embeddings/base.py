@@ -14,12 +14,9 @@ import torch
 
 from ..data.paragraphs import ParagraphTask
 from .cache import cached, source_sha256
-from .idf import IDF, word_tokens
+from .idf import IDF, IDF_CORPORA, word_tokens
 from .pooling import mean_pool
 from .static import StaticVectors, load_static, static_package
-
-IDF_CORPORA = ("paragraphs", "paragraphs+questions")
-
 
 CONTEXTUAL_MODELS = ("minilm",)
 

@@ -9,9 +9,8 @@ import argparse
 import time
 
 from ..data.paragraphs import DATASET as PARAGRAPHS
-from .base import IDF_CORPORA, embed_texts, parse_model, task_embeddings
-from .cache import cached, source_sha256
-from .static import STATIC_MODELS, load_static, static_package
+from .idf import IDF_CORPORA
+from .static import STATIC_MODELS, load_static, static_package  # numpy only
 
 EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
 
@@ -46,6 +45,7 @@ def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
         plot_pr_curves,
         precision_recall_points,
     )
+    from .base import task_embeddings
 
     start = time.perf_counter()
     task = load_paragraph_task(pool, data_dir)
@@ -72,6 +72,8 @@ def evaluate_reqa(args, eval_cfg) -> dict:
     from ..data import load_pool
     from ..evaluation import evaluate
     from ..evaluation.search import DenseScorer
+    from .base import embed_texts, parse_model
+    from .cache import cached, source_sha256  # torch: imported on use, not by `rqa --help`
 
     start = time.perf_counter()
     _, name = parse_model(args.model)
@@ -126,6 +128,16 @@ def refine(folder, model: str, idf: bool, questions, candidates):
              "base_embedding": base})
 
 
+def _layer_weights(text: str) -> list[float]:
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        from ..errors import UsageError
+
+        raise UsageError(f"--layer-weights {text!r}: not comma-separated numbers (fix: give "
+                         "one weight per layer, e.g. --layer-weights 1,0,0,0,0,0,0)") from None
+
+
 def cmd_evaluate_embeddings(args, eval_cfg) -> dict:
     if args.checkpoint:
         raise ValueError("--checkpoint and --model static:* / --dataset squad_paragraphs do "
@@ -134,8 +146,7 @@ def cmd_evaluate_embeddings(args, eval_cfg) -> dict:
         if args.model not in EMBEDDING_MODELS:
             raise ValueError(f"--dataset {PARAGRAPHS} evaluates frozen embeddings: pass "
                              f"--model one of {list(EMBEDDING_MODELS)}")
-        weights = [float(w) for w in args.layer_weights.split(",")] \
-            if args.layer_weights else None
+        weights = _layer_weights(args.layer_weights) if args.layer_weights else None
         return evaluate_paragraph_task(args.model, args.idf, args.pool or "dev", args.data_dir,
                                        args.idf_corpus, args.pr_curve,
                                        use_cache=not args.no_cache, layer_weights=weights)

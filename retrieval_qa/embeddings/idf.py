@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+IDF_CORPORA = ("paragraphs", "paragraphs+questions")  # what the IDF is computed on
 
 
 def word_tokens(text: str) -> list[str]:

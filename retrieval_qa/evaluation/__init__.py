@@ -1,12 +1,29 @@
-"""The shared evaluator: exact search, ReQA rank rules, metrics, run files, torchmetrics."""
+"""The shared evaluator: exact search, ReQA rank rules, metrics, run files, torchmetrics.
 
-from .evaluator import EvaluationResult, evaluate
-from .metrics import metrics_from_ranks
-from .rank_metrics import MeanReciprocalRank, RecallAtK, ReQARankMetric
-from .ranking import aggregate_min, gold_ranks
-from .runfile import metrics_from_run_file, read_run_file
-from .search import DenseScorer, Scorer
+The names are imported on first use (PEP 562), so ``rqa evaluate --model bm25`` and
+``rqa metrics`` do not pay for torchmetrics, which only the training metrics need."""
 
-__all__ = ["DenseScorer", "EvaluationResult", "MeanReciprocalRank", "ReQARankMetric",
-           "RecallAtK", "Scorer", "aggregate_min", "evaluate", "gold_ranks",
-           "metrics_from_ranks", "metrics_from_run_file", "read_run_file"]
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {"EvaluationResult": "evaluator", "evaluate": "evaluator",
+          "metrics_from_ranks": "metrics", "MeanReciprocalRank": "rank_metrics",
+          "RecallAtK": "rank_metrics", "ReQARankMetric": "rank_metrics",
+          "aggregate_min": "ranking", "gold_ranks": "ranking",
+          "metrics_from_run_file": "runfile", "read_run_file": "runfile",
+          "DenseScorer": "search", "Scorer": "search"}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

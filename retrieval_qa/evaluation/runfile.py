@@ -58,15 +58,57 @@ class RunFileWriter:
 
 
 def read_run_file(path: str | Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The records of a run file; a line that is not a JSON object is a
+    :class:`~retrieval_qa.data.errors.DataFormatError` naming the file and the line."""
+    from ..data.errors import DataFormatError
+
+    fix = "give a run file written by `rqa evaluate --run-file` (one JSON object per line)"
+    records = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataFormatError(path, f"line {number}", f"not JSON ({e.msg})",
+                                          fix) from None
+                if not isinstance(record, dict):
+                    raise DataFormatError(path, f"line {number}", "not a JSON object", fix)
+                records.append(record)
+    except UnicodeDecodeError as e:
+        raise DataFormatError(path, f"byte {e.start}", "not UTF-8 text", fix) from None
+    return records
+
+
+def _ranks(records: list[dict], key: str, path) -> list[float]:
+    """The ``key`` of every record, each a number >= 1 (a rank)."""
+    from ..data.errors import DataFormatError
+
+    ranks = []
+    for number, record in enumerate(records, 1):
+        rank = record.get(key)
+        if isinstance(rank, bool) or not isinstance(rank, (int, float)) or rank < 1:
+            problem = (f"no {key!r}" if key not in record
+                       else f"{key} {rank!r} is not a rank (a number >= 1)")
+            raise DataFormatError(path, f"record {number}", problem,
+                                  "give a run file written by `rqa evaluate --run-file`, "
+                                  "whose records hold the gold ranks")
+        ranks.append(rank)
+    return ranks
 
 
 def metrics_from_run_file(path: str | Path, ks=DEFAULT_KS) -> dict[str, float]:
     """Recompute the metrics from the gold ranks a run file records (and the document ranks
     when it has them)."""
+    from ..data.errors import DataFormatError
+
     records = read_run_file(path)
-    out = metrics_from_ranks([r["gold_rank"] for r in records], ks)
-    if records and "doc_rank" in records[0]:
-        out.update(metrics_from_ranks([r["doc_rank"] for r in records], ks, prefix="doc_"))
+    if not records:
+        raise DataFormatError(path, "whole file", "no records",
+                              "give a run file written by `rqa evaluate --run-file`")
+    out = metrics_from_ranks(_ranks(records, "gold_rank", path), ks)
+    if "doc_rank" in records[0]:
+        out.update(metrics_from_ranks(_ranks(records, "doc_rank", path), ks, prefix="doc_"))
     return out

@@ -6,8 +6,10 @@ again); the JSON summary is the last line of stdout."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..config import load_yaml
+from ..errors import InputFileError
 
 _FLAGS = ("dataset", "pool", "max_documents", "seed", "top_k", "threshold", "weight_power",
           "shard_questions", "chunk_pairs", "score_batch_size", "device")
@@ -42,6 +44,10 @@ def cmd_mine(args) -> dict:
     from .miner import Miner, MiningSettings
     from .scorer import ClassifierScorer
 
+    for option, path in (("--classifier", args.classifier), ("--retriever", args.retriever)):
+        if not Path(path).exists():  # before the pool is read
+            raise InputFileError(option, path, "does not exist",
+                                 "pass the `checkpoint` folder printed by `rqa train`")
     cfg = {k: (getattr(args, k) if getattr(args, k) is not None else v)
            for k, v in load_yaml("mine/default.yaml").items()}
     pool, notes = load_pool(cfg["dataset"], cfg["pool"], args.data_dir)

@@ -22,13 +22,23 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
         map_location = "cuda" if torch.cuda.is_available() else "cpu"
     folder = Path(folder)
     meta_file = folder / "model.json"
+    if not folder.exists():
+        raise FileNotFoundError(f"{folder} does not exist; pass the `checkpoint` folder "
+                                "printed by `rqa train` (or the --output of `rqa export`)")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is a file, not an exported model folder; pass the "
+                                "`checkpoint` folder printed by `rqa train` (a Lightning .ckpt "
+                                "is not loaded here)")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
                                 "`checkpoint` folder printed by `rqa train`")
     try:
-        meta = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as e:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{meta_file}: not valid JSON ({e}); re-export the model") from e
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file}: not an export's model.json (a JSON object with "
+                         f"_target_); re-export the model")
     loader = locate(meta.get("_target_", LEGACY_LOADER))
     try:
         return loader.load(folder, map_location=map_location)

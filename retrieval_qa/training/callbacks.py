@@ -17,6 +17,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 
+from ..errors import RunInterrupted  # raised here; defined light, for the command line
+
 log = logging.getLogger(__name__)
 
 
@@ -41,23 +43,6 @@ def set_rng_states(states: dict) -> None:
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, state, py_gauss = states["python"]
     random.setstate((version, tuple(state), py_gauss))
-
-
-class RunInterrupted(Exception):
-    """The run was stopped by a signal after saving a resumable checkpoint."""
-
-    def __init__(self, signum: int, checkpoint: str | None, global_step: int):
-        self.signum = signum
-        self.checkpoint = checkpoint
-        self.global_step = global_step
-        name = signal.Signals(signum).name
-        where = (f"saved a resumable checkpoint at step {global_step}: {checkpoint}"
-                 if checkpoint else "no checkpoint could be saved")
-        super().__init__(f"stopped by {name}; {where}. Run the same command again to resume.")
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
 
 
 class StderrProgressBar(TQDMProgressBar):

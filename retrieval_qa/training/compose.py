@@ -9,22 +9,24 @@ CPU reductions that many experiments share (conf/profile/cpu.yaml)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError
 
 from .. import config
-from ..config import apply_overrides, conf_names, load_yaml
+from ..config import apply_overrides, conf_dirs, conf_names, load_yaml, yaml_error_line
+from ..errors import InputFileError, UnknownKeyError, UsageError
 
-__all__ = ["compose", "load_experiment", "load_group"]
+__all__ = ["compose", "experiment_profiles", "load_experiment", "load_group"]
 
 
 def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, extra)
     except ConfigKeyError as e:
-        raise KeyError(f"{where}: {e.msg.splitlines()[0]} (check the spelling against "
-                       f"conf/train.yaml and its groups)") from e
+        raise UnknownKeyError(f"{where}: {e.msg.splitlines()[0]} (fix: check the spelling "
+                              f"against conf/train.yaml and its groups)") from e
 
 
 def load_group(group: str, name: str) -> DictConfig:
@@ -71,7 +73,7 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     experiment_name = picks.get("experiment")
     if not experiment_name:
         names = conf_names("experiment")
-        raise ValueError(f"say which experiment: experiment=NAME, one of {names}")
+        raise UsageError(f"say which experiment: experiment=NAME, one of {names}")
     experiment = load_experiment(experiment_name)
     groups.update(experiment.pop("defaults", {}))
     groups.update({g: picks[g] for g in groups if g in picks})
@@ -80,7 +82,7 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     inline = {g: experiment.pop(g, None) for g, name in groups.items() if name is None}
     missing = [g for g, node in inline.items() if node is None]
     if missing:
-        raise ValueError(f"conf/experiment/{experiment_name}.yaml sets the groups {missing} to "
+        raise UsageError(f"conf/experiment/{experiment_name}.yaml sets the groups {missing} to "
                          "null but does not give them: add them to the file or name a group file")
     cfg = OmegaConf.merge(base, {g: load_group(g, name) for g, name in groups.items()
                                  if name is not None}, inline)
@@ -90,11 +92,55 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     profile = picks.get("profile", cfg.profile)
     if profile != "paper":
         if profile not in profiles:
-            raise ValueError(f"experiment {experiment_name!r} has no profile {profile!r}; "
+            raise UsageError(f"experiment {experiment_name!r} has no profile {profile!r}; "
                              f"profiles: ['paper', {', '.join(map(repr, profiles))}]")
         cfg = _merge_strict(cfg, profiles[profile], f"profile {profile!r} of {experiment_name}")
     rest = [o for o in overrides if o.split("=", 1)[0] not in (*groups, "experiment")]
     cfg = apply_overrides(cfg, rest)
     cfg.experiment = experiment_name
     cfg.profile = profile
+    _check_values(cfg)
     return cfg
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """The values that types cannot check and that would fail only after the run folder is
+    written: the thread count and a ``resume`` checkpoint."""
+    from ..runtime import resolve_threads
+
+    resolve_threads(cfg.threads)
+    if cfg.resume not in ("auto", "never") and not Path(str(cfg.resume)).is_file():
+        raise UsageError(f"resume={cfg.resume}: no such checkpoint (fix: give the path of a "
+                         "Lightning .ckpt, or resume=auto to continue from the run folder's "
+                         "last.ckpt, or resume=never)")
+
+
+def experiment_profiles() -> dict[str, list[str]]:
+    """Each experiment of conf/experiment/ (and $RQA_CONF_PATH) with the profiles it offers
+    (``paper`` and its ``profiles:`` blocks, its ``extends:`` parents' included), read
+    without composing anything (for ``rqa train --help``)."""
+    import yaml
+
+    def read(name: str) -> dict:
+        path = next((d / "experiment" / f"{name}.yaml" for d in conf_dirs()
+                     if (d / "experiment" / f"{name}.yaml").is_file()), None)
+        if path is None:
+            return {}
+        try:  # PyYAML's C loader: a tenth of OmegaConf's time, for a --help
+            raw = yaml.load(path.read_text(encoding="utf-8"),
+                            Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as e:
+            raise InputFileError("config file", path, f"not valid YAML ({yaml_error_line(e)})",
+                                 "repair the YAML at that line") from e
+        return raw if isinstance(raw, dict) else {}
+
+    out = {}
+    for name in conf_names("experiment"):
+        profiles, seen, node = ["paper"], set(), name
+        while node and node not in seen:
+            seen.add(node)
+            raw = read(node)
+            profiles += [p for p in raw.get("profiles") or {} if p not in profiles]
+            node = raw.get("extends")
+        out[name] = profiles
+    return out

@@ -46,7 +46,8 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from ..config import conf_dirs
+from ..config import conf_dirs, yaml_error_line
+from ..errors import InputFileError
 
 DEFAULT_OUTPUT_DIR = "runs/sweeps"
 ARGS_MACRO = "${args_no_hyphens}"
@@ -84,10 +85,18 @@ def find_sweep_file(name_or_path: str | Path) -> Path:
 
 def load_sweep(path: str | Path) -> dict:
     """The sweep file as wandb reads it (``yaml.safe_load``)."""
-    with open(path, encoding="utf-8") as f:
-        sweep = yaml.safe_load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            sweep = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise InputFileError("sweep file", path, f"not valid YAML ({yaml_error_line(e)})",
+                             "repair the YAML at that line") from e
+    except UnicodeDecodeError as e:
+        raise InputFileError("sweep file", path, f"not UTF-8 text (byte {e.start})",
+                             "give a YAML sweep file saved as UTF-8") from e
     if not isinstance(sweep, dict) or not sweep:
-        raise ValueError(f"{path}: not a sweep file (expected a YAML mapping)")
+        raise InputFileError("sweep file", path, "not a sweep file (expected a YAML mapping)",
+                             "write it in wandb's format: method, parameters, command")
     return sweep
 
 

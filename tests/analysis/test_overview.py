@@ -37,8 +37,10 @@ def test_collect_results_reads_every_kind_of_file(tmp_path):
     get = {(e["table"], e["method"], e["metric"]): e for e in entries}
     t4 = get[("endx_table4", "Dual-BERTs", "mrr")]
     assert (t4["ours"], t4["spread"], t4["runs"], t4["paper"]) == (60.0, 1.0, 3, 60.19)
-    assert get[("endx_table2", "BM25", "mrr")]["paper"] == 52.96
-    assert get[(None, "BM25 (train pool)", "mrr")]["paper"] is None
+    # evaluations name their pool; both pools of conf/tables/endx_table2.yaml's `pools` sit
+    # beside the paper's number (whose pool the figure's legend states)
+    assert get[("endx_table2", "BM25 (dev pool)", "mrr")]["paper"] == 52.96
+    assert get[("endx_table2", "BM25 (train pool)", "mrr")]["paper"] == 52.96
     gru = get[("endx_table2", "Dual-GRUs (gpu profile)", "mrr")]
     assert (gru["ours"], gru["runs"], gru["paper"]) == (42.0, 2, 55.24)
     assert round(gru["spread"], 4) == 2.8284
@@ -50,3 +52,29 @@ def test_collect_results_reads_every_kind_of_file(tmp_path):
     assert "| Dual-GRUs (gpu profile) | mrr | 42.00 ± 2.83 | 2 | 55.24 |" in text
     fig = plot_table(entries, "endx_table2")
     assert len(fig.axes) == 3
+    assert [ax.get_xlabel() for ax in fig.axes] == ["MRR (%)", "R@1 (%)", "R@5 (%)"]
+    assert fig.axes[0].get_ylabel().startswith("method")
+    assert not any(ax.get_legend() for ax in fig.axes)  # below the panels, over no bar
+    (legend,) = fig.legends
+    assert "its pool: dev per the ENDX paper" in legend.get_texts()[1].get_text()
+
+
+def test_one_method_from_two_files_is_labelled_apart(tmp_path):
+    """Dual-BERTs of a seeds table and of a single evaluation, both on dev: two bars, labelled
+    by profile and seeds; a pool a paper table is not about stays out of it."""
+    write(tmp_path / "endx" / "side_by_side.json", {"rows": [
+        {"name": "Dual-BERTs", "profile": "cpu", "seeds": [1, 2, 3], "test_pool": "reqa_squad/dev",
+         "mrr": {"mean": 71.8, "std": 0.1, "n": 3}},
+        {"name": "ENDX-BERTs", "profile": "cpu", "seeds": [1, 2, 3], "mrr": 68.0}]})
+    write(tmp_path / "table2" / "Dual-BERTs-dev.json", {
+        "metrics": {"mrr": 72.8}, "dataset": "reqa_squad", "pool": "dev",
+        "training": {"experiment": "dual_bert", "profile": "cpu", "seed": 42}})
+    write(tmp_path / "table2" / "BM25-test.json", {"metrics": {"mrr": 50.0},
+                                                   "dataset": "multireqa_squad", "pool": "test"})
+    entries = collect_results(tmp_path)
+    ours = {e["method"]: e for e in entries if e["metric"] == "mrr" and e["ours"] is not None}
+    assert set(ours) == {"Dual-BERTs (cpu profile, 3 seeds, dev pool)",
+                         "Dual-BERTs (cpu profile, seed 42, dev pool)",
+                         "ENDX-BERTs (cpu profile, 3 seeds)", "BM25 (test pool)"}
+    assert ours["Dual-BERTs (cpu profile, seed 42, dev pool)"]["paper"] == 71.06
+    assert ours["BM25 (test pool)"]["table"] is None

@@ -29,3 +29,30 @@ def test_tsne_perplexity_is_checked():
     assert default_perplexity(7) == 2.0 and default_perplexity(1000) == 30.0
     with pytest.raises(ValueError, match="perplexity"):
         tsne_2d(np.zeros((4, 3)), perplexity=5)
+
+
+def test_the_figures_label_their_axes_and_colourbars(tmp_path, monkeypatch):
+    """Figure 3's colourbars name the score each heatmap shows and its axes the questions;
+    Figure 4's axes are the t-SNE coordinates; its legend sits above the points."""
+    import torch
+
+    from retrieval_qa.analysis import similarity, tsne
+    from retrieval_qa.analysis.common import pyplot
+
+    plt, figures = pyplot(), []
+    monkeypatch.setattr(plt, "close", figures.append)
+    m = torch.eye(3, dtype=torch.float64)
+    similarity._figure3({k: m for k, _ in similarity.PANELS}, tmp_path / "f3.png", "answer",
+                        {"cross_endx": "20 x cosine", "dual_endx": "1 x inner product",
+                         "dual_baseline": "1 x inner product"})
+    tsne._figure4([{"model": "Dual", "questions_xy": [[0, 0], [1, 1]], "answer_xy": [0.5, 1]}],
+                  tmp_path / "f4.png")
+    f3, f4 = figures
+    heatmaps, bars = f3.axes[:3], f3.axes[3:]
+    assert [b.get_ylabel() for b in bars] == ["similarity (20 x cosine)",
+                                              "similarity (1 x inner product)",
+                                              "similarity (1 x inner product)"]
+    assert all(ax.get_xlabel() == ax.get_ylabel() == "question" for ax in heatmaps)
+    (ax,) = f4.axes
+    assert ax.get_xlabel().startswith("t-SNE 1") and ax.get_ylabel().startswith("t-SNE 2")
+    assert ax.get_ylim()[1] > 1.1  # room above the points for the legend

@@ -1,0 +1,59 @@
+"""The errors ``rqa`` reports as one line on stderr with exit status 2 (bad input: an option,
+an override, a file), and the stop of an interrupted run. Light on purpose: the command line
+imports this module before it parses its arguments, so it imports nothing heavy."""
+
+from __future__ import annotations
+
+import signal
+
+
+class UsageError(ValueError):
+    """Bad input from the user. The message names what is wrong (the option, the config key,
+    the file and its record) and how to fix it; ``rqa`` prints it and exits with status 2."""
+
+
+class OverrideError(UsageError):
+    """A ``key=value`` override (of ``rqa train``, ``rqa export``, ``rqa evaluate``) whose
+    value does not fit the setting it replaces."""
+
+    def __init__(self, item: str, key: str, problem: str, fix: str) -> None:
+        self.item, self.key = item, key
+        super().__init__(f"override {item!r}: {problem} (fix: {fix})")
+
+
+class UnknownKeyError(UsageError, KeyError):
+    """A config key (in an override or a config file) that the composed config does not
+    have. A KeyError too, for the callers that catch that."""
+
+    __str__ = BaseException.__str__  # the message as written, not KeyError's repr of it
+
+
+class ConflictingOptionsError(UsageError):
+    """Options that cannot be given together."""
+
+
+class InputFileError(UsageError):
+    """A file that is missing, empty, unreadable or not of the kind expected. ``what`` says
+    where it was given (an option such as ``--run-file``, or "config file"); the message names
+    it, the file, the record when there is one, and the fix."""
+
+    def __init__(self, what: str, path, problem: str, fix: str) -> None:
+        self.what, self.path = what, str(path)
+        super().__init__(f"{what} {self.path}: {problem} (fix: {fix})")
+
+
+class RunInterrupted(Exception):
+    """The run was stopped by a signal after saving a resumable checkpoint."""
+
+    def __init__(self, signum: int, checkpoint: str | None, global_step: int):
+        self.signum = signum
+        self.checkpoint = checkpoint
+        self.global_step = global_step
+        name = signal.Signals(signum).name
+        where = (f"saved a resumable checkpoint at step {global_step}: {checkpoint}"
+                 if checkpoint else "no checkpoint could be saved")
+        super().__init__(f"stopped by {name}; {where}. Run the same command again to resume.")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
