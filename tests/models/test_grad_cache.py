@@ -51,8 +51,11 @@ def test_loss_and_gradients_equal_the_plain_step(mini_batch):
     torch.testing.assert_close(loss + 0.5 * cached_penalty, plain.detach())
     got = _grads(module)
     assert got.keys() == expected.keys() and expected
+    # float32 summation order differs between one batch and its mini-batches: on one AVX2
+    # machine the GRU's gradients (entries up to about 1) differ by up to 4.8e-7; a wrong
+    # gradient would be off by orders of magnitude more
     for name in expected:
-        torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-7, msg=name)
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=2e-6, msg=name)
 
 
 def test_dropout_masks_are_replayed():
