@@ -56,6 +56,10 @@ CASES = {
     "train threads": (["train", "experiment=dual_gru", "threads=many"], ["threads", "auto"]),
     "train resume missing": (["train", "experiment=dual_gru", "resume={in}/none.ckpt"],
                              ["none.ckpt", "no such checkpoint", "resume=auto"]),
+    "train value of the right type that no builder knows": (
+        ["train", "experiment=dual_gru", "model.towers.encoder.type=foo"], ["foo"]),
+    "train unknown compile mode": (["train", "experiment=dual_gru", "trainer.compile=fast"],
+                                   ["trainer.compile='fast'", "reduce-overhead"]),
     "train bad value of a profile run": (["train", "experiment=dual_gru", "profile=cpu",
                                           "data.batch_size=big"], ["data.batch_size"]),
     # rqa export

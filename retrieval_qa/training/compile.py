@@ -30,12 +30,18 @@ def token_encoders(module: nn.Module) -> list[nn.Module]:
     return list(seen.values())
 
 
-def compile_encoders(module: nn.Module, setting: bool | str) -> list[nn.Module]:
-    """Compile every token encoder of ``module`` in place; ``setting`` is ``true`` (the
-    default mode) or a mode of :data:`MODES`. Returns the compiled modules."""
+def compile_mode(setting: bool | str) -> str:
+    """The mode that ``trainer.compile`` names (``true``: default); an error otherwise."""
     mode = "default" if setting is True else str(setting)
     if mode not in MODES:
         raise ValueError(f"trainer.compile={setting!r}; expected false, true or one of {MODES}")
+    return mode
+
+
+def compile_encoders(module: nn.Module, setting: bool | str) -> list[nn.Module]:
+    """Compile every token encoder of ``module`` in place; ``setting`` is ``true`` (the
+    default mode) or a mode of :data:`MODES`. Returns the compiled modules."""
+    mode = compile_mode(setting)
     import torch._dynamo
 
     torch._dynamo.config.suppress_errors = True  # fall back to eager, with a warning

@@ -18,7 +18,7 @@ from ..portable_paths import portable
 from ..registry import target_of
 from ..runtime import apply_threads
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
-from .compile import compile_encoders
+from .compile import compile_encoders, compile_mode
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +198,14 @@ def train(cfg: DictConfig) -> dict:
     Trainer (the shared evaluator, ``conf/eval``) and write one report."""
     start = time.perf_counter()
     threads = apply_threads(cfg.threads)
-    description, reduced = _describe(cfg, threads)
+    if cfg.trainer.compile:
+        compile_mode(cfg.trainer.compile)
     pl.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
+    built = method_class(cfg).build(cfg)  # a bad setting fails here, before any folder
+    description, reduced = _describe(cfg, threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
-    built = method_class(cfg).build(cfg)
     module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
     if cfg.trainer.compile:
