@@ -7,7 +7,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 # This checkout's package first, whatever an editable install elsewhere points to.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
-.PHONY: setup test test-all lint reproduce-table2 reproduce-residual reproduce-endx \
+.PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
 	reproduce-vaes reproduce-mining reproduce-sde-ade notebooks bench clean
 
 $(STAMP): pyproject.toml constraints.txt
@@ -30,6 +30,10 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q
+
+# docs/cli-reference.md from the parsers (tests/test_cli_reference.py checks it is current)
+docs: $(STAMP)
+	$(BIN)/python -m retrieval_qa.cli_reference > docs/cli-reference.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench
