@@ -21,6 +21,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -93,10 +94,10 @@ def tokenize_rows(tokenizer, texts: Sequence[str], max_length: int,
 
 
 def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    ids = np.fromiter((t for r in rows for t in r), dtype=np.int32, count=int(offsets[-1]))
+    ids = np.fromiter(chain.from_iterable(rows), dtype=np.int32, count=int(offsets[-1]))
     return ids, offsets
 
 
