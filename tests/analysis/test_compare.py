@@ -97,3 +97,19 @@ def test_unpaired_or_missing_inputs_are_clear_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["compare", str(a), str(tmp_path / "empty")]) == 2
     assert "without per_question.jsonl.gz" in capsys.readouterr().err
+
+
+def test_breakdown_by_question_type_and_answer_length(tmp_path):
+    from retrieval_qa.analysis.compare import answer_bin, breakdown, question_type
+
+    a = read_per_question(record(tmp_path / "a.jsonl.gz", 1))
+    b = read_per_question(record(tmp_path / "b.jsonl.gz", 2, 0.5))
+    by_type = breakdown(a, b, "qword")
+    assert [r["group"] for r in by_type] == ["what", "who"]
+    assert sum(r["questions"] for r in by_type) == N
+    assert all(r["wins"] + r["ties"] + r["losses"] == r["questions"] for r in by_type)
+    by_len = breakdown(a, b, "answer_words")  # answers of 3, 6, ..., 15 words
+    assert [r["group"] for r in by_len] == ["1-10", "11-20"]
+    total = sum(r["diff"] * r["questions"] for r in by_len) / N
+    assert total == pytest.approx(b.metrics()["mrr"] - a.metrics()["mrr"])
+    assert (question_type("in"), answer_bin(41), answer_bin(10)) == ("other", ">40", "1-10")
