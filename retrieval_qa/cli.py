@@ -659,7 +659,7 @@ def _run_parsed(args: argparse.Namespace, out) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             from .runtime import apply_threads, resolve_threads
 
-            if args.func is cmd_data_stats:  # no torch here: the value is only checked
+            if args.func in (cmd_data_stats, cmd_compare):  # no torch: the value is checked
                 resolve_threads(args.threads)
             elif args.func not in (cmd_train, cmd_export):  # they apply the config's threads
                 apply_threads(args.threads)

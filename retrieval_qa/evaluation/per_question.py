@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .metrics import DEFAULT_KS, metrics_from_ranks
+DEFAULT_KS = (1, 5, 10)  # evaluation/metrics.py's; torch is imported only to compute metrics
 
 FORMAT = "rqa-per-question/1"
 RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
@@ -70,6 +70,8 @@ def _words(text: str) -> list[str]:
 
 def build_records(pool, ranks, doc_ranks=None, ks=DEFAULT_KS) -> tuple[dict, list[dict]]:
     """The header and the rows of ``pool`` ranked with ``ranks`` ([Q]) and ``doc_ranks``."""
+    from .metrics import metrics_from_ranks
+
     ranks = np.asarray(ranks, dtype=np.float64)
     docs = None if doc_ranks is None else np.asarray(doc_ranks, dtype=np.float64)
     if len(ranks) != len(pool.questions):
@@ -131,6 +133,9 @@ class PerQuestion:
         return tuple(self.header.get("ks") or DEFAULT_KS)
 
     def metrics(self, ks=None) -> dict[str, float]:
+        """The evaluator's metrics from the exact ranks (the same numbers)."""
+        from .metrics import metrics_from_ranks
+
         out = metrics_from_ranks(self.ranks, ks or self.ks)
         if self.doc_ranks is not None:
             out.update(metrics_from_ranks(self.doc_ranks, ks or self.ks, prefix="doc_"))

@@ -79,3 +79,9 @@ def test_bad_record_names_the_file_and_the_fix(tmp_path, content, where):
     with pytest.raises(DataFormatError, match=where) as e:
         read_per_question(path)
     assert "bad.jsonl.gz" in str(e.value) and "rqa evaluate" in str(e.value)
+
+
+def test_default_ks_are_the_evaluators():
+    from retrieval_qa.evaluation import metrics, per_question
+
+    assert per_question.DEFAULT_KS == metrics.DEFAULT_KS
