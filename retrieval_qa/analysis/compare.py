@@ -227,6 +227,10 @@ def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: st
     import time
 
     start = time.perf_counter()
+    for option, value in (("--samples", samples), ("--permutations", permutations)):
+        if value < 1:
+            raise UsageError(f"{option} {value}: expected a whole number >= 1 (fix: e.g. "
+                             f"{option} {sig.BOOTSTRAP_SAMPLES if option == '--samples' else sig.PERMUTATIONS})")
     result = compare_settings(load_settings(specs), metrics=metrics, pairs=pairs,
                               samples=samples, permutations=permutations, seed=seed)
     text = markdown(result)

@@ -97,6 +97,10 @@ def test_unpaired_or_missing_inputs_are_clear_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["compare", str(a), str(tmp_path / "empty")]) == 2
     assert "without per_question.jsonl.gz" in capsys.readouterr().err
+    assert main(["compare", str(a), str(a), "--samples", "0"]) == 2
+    assert "--samples 0" in capsys.readouterr().err
+    assert main(["compare", f"A={a}", f"B={a}", "--metrics", "ndcg"]) == 2
+    assert "--metrics ndcg" in capsys.readouterr().err
 
 
 def test_breakdown_by_question_type_and_answer_length(tmp_path):
