@@ -63,6 +63,13 @@ examples:
   rqa export --output runs/untrained-gru experiment=dual_gru profile=cpu   # untrained baseline
   rqa export --checkpoint runs/dual_bert/cpu-seed42/model --format sentence-transformers \\
       --output runs/st""",
+    "compare": """\
+examples:
+  rqa compare results/compare/bm25.questions.jsonl.gz \\
+      results/compare/bm25_context.questions.jsonl.gz
+  rqa compare Dual=runs/dual_gru/cpu-seed1 Dual=runs/dual_gru/cpu-seed2 \\
+      ENDX=runs/endx_gru/cpu-seed1 ENDX=runs/endx_gru/cpu-seed2   # seeds averaged
+  rqa compare runs/sweeps/endx_confounds --pairs all""",
     "mine": """\
 example:
   rqa mine --classifier runs/mining_classifier/cpu-seed42/model \\
@@ -345,6 +352,13 @@ def cmd_metrics(args) -> dict:
             "metrics": {k: round(v, 4) for k, v in metrics.items()}}  # as evaluate rounds
 
 
+def cmd_compare(args) -> dict:
+    from .analysis.compare import run_compare
+
+    return run_compare(args.inputs, metrics=args.metrics, pairs=args.pairs, output=args.output,
+                       samples=args.samples, permutations=args.permutations, seed=args.seed)
+
+
 def cmd_analyze(args) -> dict:
     from .analysis.cli import run_analysis
 
@@ -594,6 +608,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_mine_arguments(mi)
     mi.set_defaults(func=cmd_mine)
 
+    co = add_parser(sub, "compare", help="paired tests between runs: MRR / R@k differences, "
+                                         "bootstrap intervals, randomisation p (Holm)",
+                    description="Compare settings question by question on one pool: the "
+                                "MRR / R@k difference with its paired bootstrap 95% interval, "
+                                "the paired randomisation (sign-flip) p-value Holm-corrected "
+                                "across the pairs, wins/ties/losses, and with seeds a "
+                                "seed-level test (retrieval_qa/analysis/compare.py).")
+    co.add_argument("inputs", nargs="+", metavar="[NAME=]PATH",
+                    help="per-question records (*.questions.jsonl.gz, per_question.jsonl.gz), "
+                         "run files (*.jsonl), run folders or sweep folders; the first is the "
+                         "baseline; a NAME repeated = seeds of one setting")
+    co.add_argument("--pairs", choices=["first", "all"], default="first",
+                    help="first: each setting vs the first; all: every pair")
+    co.add_argument("--metrics", default=None, metavar="M,M,...",
+                    type=lambda t: [m.strip() for m in t.split(",") if m.strip()],
+                    help="mrr, r@K, doc_mrr, doc_r@K (default: mrr, the records' r@k and "
+                         "doc_mrr when every input has doc ranks)")
+    co.add_argument("--output", default=None, metavar="FILE.md",
+                    help="write the markdown table here and its JSON beside (FILE.json)")
+    co.add_argument("--samples", type=int, default=2000, help="bootstrap resamples")
+    co.add_argument("--permutations", type=int, default=10000,
+                    help="sign flips of the randomisation test")
+    co.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    co.set_defaults(func=cmd_compare)
+
     from .analysis.cli import ANALYZE_DESCRIPTION, add_analyze_arguments
 
     an = add_parser(sub, "analyze", help="analyses of trained models and finished runs: "
@@ -620,7 +659,7 @@ def _run_parsed(args: argparse.Namespace, out) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             from .runtime import apply_threads, resolve_threads
 
-            if args.func is cmd_data_stats:  # no torch here: the value is only checked
+            if args.func in (cmd_data_stats, cmd_compare):  # no torch: the value is checked
                 resolve_threads(args.threads)
             elif args.func not in (cmd_train, cmd_export):  # they apply the config's threads
                 apply_threads(args.threads)

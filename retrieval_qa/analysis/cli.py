@@ -222,6 +222,10 @@ def add_analyze_arguments(parser: argparse.ArgumentParser,
                     help="--sweep: pool the folder's runs into this earlier sweep_table.json "
                          "of the same sweep (e.g. the committed one, whose run folders are "
                          "on another machine); a seed in both is an error")
+    sb.add_argument("--baseline", default=None, metavar="LABEL",
+                    help="--sweep: a column testing each row against this row (its label): "
+                         "difference of the first metric, 95%% interval, Holm-corrected p "
+                         "(needs the runs' per_question.jsonl.gz)")
     sb.add_argument("--title", default=None,
                     help="default 'Dual encoders vs ENDX', or 'Sweep NAME' with --sweep")
     sb.add_argument("--tag", default=None, help="suffix of the file names (side_by_side_TAG.*)")
@@ -335,6 +339,9 @@ def run_analysis(args) -> dict:
             raise ConflictingOptionsError("side-by-side compares runs or a sweep's settings "
                                           "(fix: give --report NAME=RUN (repeated) or --sweep "
                                           "DIR)")
+        if args.baseline and not args.sweep:
+            raise ConflictingOptionsError("side-by-side: --baseline LABEL names a row of a "
+                                          "sweep's table (fix: give --sweep DIR with it)")
         if args.merge and not args.sweep:
             raise ConflictingOptionsError("side-by-side: --merge TABLE_JSON pools into a "
                                           "sweep's table (fix: give --sweep DIR with it)")
@@ -345,7 +352,7 @@ def run_analysis(args) -> dict:
             logged = [k.strip() for k in args.last_logged.split(",")] if args.last_logged else ()
             return sweep_table(args.sweep, output_dir=args.output_dir, metrics=metrics,
                                title=args.title, tag=args.tag, logged=logged,
-                               merge=args.merge)
+                               merge=args.merge, baseline=args.baseline)
         from .runs import load_reports, side_by_side_table
 
         return side_by_side_table(load_reports(parse_named(args.report, "report")),

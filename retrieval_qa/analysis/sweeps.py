@@ -4,7 +4,8 @@ sample std over the setting's finished runs (seeds).
 
 A sweep folder holds, per run, ``<setting>/<experiment>/<profile>-seed<seed>/`` with
 ``sweep.json`` (the run's parameters, written before it starts) and, once finished,
-``result.json``; a run with a folder but no result is counted as started, not finished (runs
+``result.json`` (and, from ``rqa train`` of this version, ``per_question.jsonl.gz``); a run
+with a folder but no result is counted as started, not finished (runs
 that ``rqa sweep --runs`` / ``--count`` left out have no folder and are not counted).
 
 Run folders are git-ignored and local, so a table written elsewhere (``output_dir``, e.g.
@@ -15,6 +16,11 @@ and its ``result.json`` without the checkpoint paths (metrics, settings, seed, t
 That folder is itself a sweep folder: ``--sweep <table dir>/runs/<sweep>`` recomputes the
 table from the committed files alone.
 
+``baseline=`` names a row (its label) the others are tested against, question by question
+(:mod:`.compare`: the difference of the first metric, its paired bootstrap 95 % interval and
+the randomisation p-value Holm-corrected across the rows, seeds averaged per question); rows
+whose runs kept no per-question records say so in that column.
+
 ``merge=`` pools the runs of the folder into an earlier table of the same sweep (its
 ``sweep_table.json``, e.g. the committed one made on another machine), setting by setting,
 from the table's spreads alone."""
@@ -22,9 +28,11 @@ from the table's spreads alone."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..evaluation.per_question import RUN_DIR_NAME as PER_QUESTION
 from .common import (
     METRIC_LABELS,
     METRICS,
@@ -99,6 +107,9 @@ def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name
             report["last_logged"] = _last_logged(run, logged)
         write_json(target / "sweep.json", run["sweep"])
         written.append(write_json(target / "result.json", report))
+        record = Path(run["run_dir"]) / PER_QUESTION
+        if record.is_file():  # the run's per-question record, for --baseline and rqa compare
+            shutil.copyfile(record, target / PER_QUESTION)
         for file in extra:
             if (Path(run["run_dir"]) / file).is_file():
                 write_json(target / file, json.loads(
@@ -115,14 +126,15 @@ def _metric(report: dict, name: str) -> float | None:
 def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                 metrics: Sequence[str] | None = None, title: str | None = None,
                 tag: str | None = None, logged: Sequence[str] = (),
-                merge: str | Path | None = None) -> dict:
+                merge: str | Path | None = None, baseline: str | None = None) -> dict:
     """Writes ``sweep_table[_TAG].{md,json}`` (into ``output_dir``, default the sweep folder):
     per setting the test metrics (``metrics``, default MRR / R@1 / R@5), the sweep's own
     metric, the best validation score, the training time and the last logged value of each
     key of ``logged`` (the runs' CSV logs, e.g. ``train/gam_loss``), each as mean ± sample std
     over its finished runs, with the seeds and how many runs are finished of those started.
     ``merge``: an earlier ``sweep_table.json`` of this sweep whose rows the folder's runs are
-    pooled into (see ``merge_table``)."""
+    pooled into (see ``merge_table``). ``baseline``: the label of the row the others are
+    tested against (:func:`baseline_column`)."""
     runs = load_sweep_runs(sweep_dir)
     first = runs[0]["sweep"]
     name, sweep_metric = first.get("sweep", Path(sweep_dir).name), first.get("metric")
@@ -160,6 +172,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
         rows = merge_table(previous, rows, metrics, logged, str(merge))
         keys = previous["swept"] + [k for k in keys if k not in previous["swept"]]
         merged = [*previous.get("merged", []), str(merge)]
+    vs = baseline_column(rows, baseline, metrics[0]) if baseline else None
     goal = first.get("goal")
     best = _best(rows, goal)
     title = title or f"Sweep {name}"
@@ -168,14 +181,16 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                                         and sweep_metric[5:] in metrics)
     header = [*keys, *(METRIC_LABELS.get(m, m.upper()) for m in metrics),
               *([sweep_metric] if show_metric else []), "best val",
-              *(f"last {k}" for k in logged), "train s", "runs", "seeds"]
+              *(f"last {k}" for k in logged), "train s", "runs", "seeds",
+              *([vs["header"]] if vs else [])]
     table = markdown_table(header, ([
         *(_show(r["setting"].get(k, "–")) for k in keys),
         *(cell(r[m]) for m in metrics), *([cell(r["sweep_metric"])] if show_metric else []),
         cell(r["best_val"]), *(cell(r["last_logged"][k], 3) for k in logged),
         cell(r["train_seconds"], 0),
         f"{r['runs']}/{r['started']}" + (" best" if r is best else ""),
-        ", ".join(map(str, r["seeds"]))] for r in rows))
+        ", ".join(map(str, r["seeds"])), *([vs["cells"][i]] if vs else [])]
+        for i, r in enumerate(rows)))
     lines = [f"# {title}", "",
              f"From `{sweep_dir}`"
              + "".join(f" and the table `{m}`" for m in merged)
@@ -191,6 +206,8 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                 "spreads; their run folders are not here." if merged else ""),
              ""]
     lines += table
+    if vs:
+        lines += ["", vs["note"]]
     if best is not None:
         lines += ["", f"Best setting by {sweep_metric} (mean over seeds): {best['label']} "
                       f"({cell(best['sweep_metric'])})."]
@@ -205,6 +222,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                                                "metric": sweep_metric, "swept": keys,
                                                "best": best and best["label"],
                                                **({"merged": merged} if merged else {}),
+                                               **({"baseline": vs["json"]} if vs else {}),
                                                **({"run_files": f"{RUN_FILES}/{name}"}
                                                   if run_files else {}),
                                                "rows": rows}),
@@ -277,3 +295,54 @@ def merge_table(previous: dict, rows: list[dict], metrics: Sequence[str],
             "last_logged": {k: pool_spreads(old["last_logged"].get(k), v)
                             for k, v in new["last_logged"].items()}})
     return out + list(fresh.values())
+
+
+def baseline_column(rows: list[dict], baseline: str, metric: str) -> dict:
+    """The column "vs BASELINE": per row, ``metric``'s difference to the baseline row (seeds
+    averaged per question), its paired bootstrap 95 % interval, the randomisation p-value
+    Holm-corrected across the rows tested, and * where that p < 0.05; "no per-question
+    records" where a run of the row (or of the baseline) kept none."""
+    from ..evaluation.per_question import read_per_question
+    from .compare import Setting, compare_settings
+
+    labels = [r["label"] for r in rows]
+    if baseline not in labels:
+        raise ValueError(f"--baseline {baseline!r}: no such row; the rows are "
+                         f"{', '.join(map(repr, labels))}")
+    name = metric.replace("p@", "r@")  # P@k is R@k (evaluation/metrics.py)
+
+    def records(row):
+        files = [Path(d) / PER_QUESTION for d in row.get("run_dirs", [])]
+        if not files or not all(f.is_file() for f in files) or len(files) != row["runs"]:
+            return None
+        return [read_per_question(f) for f in files]
+
+    base_row = rows[labels.index(baseline)]
+    base = records(base_row)
+    tested = [(i, recs) for i, r in enumerate(rows)
+              if r is not base_row and (recs := records(r)) is not None]
+    missing = "no per-question records"
+    cells = [missing] * len(rows)
+    cells[labels.index(baseline)] = "baseline" if base is not None else missing
+    result = None
+    if base is not None and tested:
+        result = compare_settings([Setting(baseline, base),
+                                   *(Setting(rows[i]["label"], recs) for i, recs in tested)],
+                                  metrics=[name])
+        for (i, _), comp in zip(tested, result["comparisons"], strict=True):
+            st = comp["metrics"][name]
+            cells[i] = (f"{st['diff']:+.2f} [{st['ci95'][0]:+.2f}, {st['ci95'][1]:+.2f}] "
+                        f"p={st['p_holm']:.2g}{' *' if st['significant'] else ''}")
+            rows[i]["vs_baseline"] = {"metric": name, **{k: st[k] for k in (
+                "diff", "ci95", "p", "p_holm", "significant")}, "wins": comp["wins"],
+                "ties": comp["ties"], "losses": comp["losses"]}
+    else:
+        tested = []
+    note = (f"'vs {baseline}': {name} of the row minus the baseline row's, per question "
+            "averaged over seeds (`rqa compare`): the paired bootstrap 95 % interval, the "
+            "paired randomisation p Holm-corrected across the rows tested, * where it is "
+            "below 0.05; rows whose runs kept no per-question records (per_question.jsonl.gz) "
+            "are not tested.")
+    return {"header": f"vs {baseline}", "cells": cells, "note": note,
+            "json": {"label": baseline, "metric": name, "tested": len(tested),
+                     "questions": result and result["questions"]}}

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from ..data.types import QUESTION_TEXT, RetrievalPool
 from . import sparse as sparse_rules
 from .metrics import DEFAULT_KS, metrics_from_ranks
+from .per_question import beside_run_file, write_per_question
 from .ranking import gold_ranks
 from .runfile import RunFileWriter
 from .search import Scorer, rows_per_block
@@ -35,12 +36,14 @@ class EvaluationResult:
     run_file: str | None = None
     extra: dict = field(default_factory=dict)
     question_unit: str = QUESTION_TEXT
+    per_question: str | None = None
 
     def summary(self) -> dict:
         return {"metrics": {k: round(v, 4) for k, v in self.metrics.items()},
                 "question_unit": self.question_unit,
                 "questions": self.questions, "candidates": self.candidates,
-                "seconds": round(self.seconds, 3), "run_file": self.run_file}
+                "seconds": round(self.seconds, 3), "run_file": self.run_file,
+                **({"per_question": self.per_question} if self.per_question else {})}
 
 
 def gold_mask(gold: list[list[int]], rows, width: int) -> torch.Tensor:
@@ -156,13 +159,16 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
              ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",
-             sparse: bool | None = None) -> EvaluationResult:
+             sparse: bool | None = None,
+             per_question: str | Path | None = None) -> EvaluationResult:
     """Rank every candidate for every question of ``pool`` with ``scorer``
     (:func:`rank_questions`), compute the metrics and optionally write a run file.
 
     Memory is bounded by ``memory_mb`` whatever the pool size: questions are scored in blocks
     of rows, and for each block only the gold ranks and the top-k survive; run-file records
     are written block by block. A non-finite score is an error naming the question.
+    ``per_question``: write the compact per-question record there
+    (:mod:`.per_question`); default: beside ``run_file`` when one is given.
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)
@@ -185,8 +191,13 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
         metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
+    if per_question is None and run_file is not None:
+        per_question = beside_run_file(run_file)
+    if per_question is not None:
+        write_per_question(per_question, pool, ranks, doc_ranks, ks)
     return EvaluationResult(metrics, ranks, doc_ranks, n_q, n_c, time.perf_counter() - start,
-                            written, question_unit=pool.question_unit)
+                            written, question_unit=pool.question_unit,
+                            per_question=None if per_question is None else str(per_question))
 
 
 def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch.Tensor,

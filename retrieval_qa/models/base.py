@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from ..config import load_yaml
 from ..evaluation import DenseScorer, ReQARankMetric
 from ..evaluation.evaluator import rank_questions
+from ..evaluation.ranking import aggregate_min
 from ..losses.similarity import check_similarity, retrieval_space
 from ..registry import config_values, instantiate
 from .method import Built
@@ -63,6 +64,7 @@ class RetrievalModule(pl.LightningModule):
         self.tokenizer = None
         self.inference_meta: dict = {}
         self.test_results: dict = {}
+        self.test_question_ranks = None  # ([Q] ranks, [Q] doc ranks or None) after test
 
     # ---- the method contract ------------------------------------------------------------
     @classmethod
@@ -231,6 +233,10 @@ class RetrievalModule(pl.LightningModule):
             documents if settings["doc_level"] else None, memory_mb=settings["memory_mb"])
         metric.update_ranks(ranks.to(self.device), q_idx,
                             None if doc_ranks is None else doc_ranks.to(self.device))
+        if stage == "test" and self.trainer.world_size == 1:  # rqa train's per-question record
+            self.test_question_ranks = (
+                aggregate_min(ranks.double(), q_idx.cpu()),
+                None if doc_ranks is None else aggregate_min(doc_ranks.double(), q_idx.cpu()))
         result = {k: float(v) for k, v in metric.compute().items()}
         questions = metric.num_questions
         metric.reset()

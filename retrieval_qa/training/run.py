@@ -192,6 +192,21 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
             wandb.finish()
 
 
+def _per_question(module, data, run_dir: Path) -> dict:
+    """The test's per-question record beside result.json (evaluation/per_question.py), for
+    the methods whose test ranks the data module's test pool; ``{}`` for the others."""
+    ranks = getattr(module, "test_question_ranks", None)
+    pool = getattr(data, "test_pool", None)
+    if ranks is None or pool is None or len(ranks[0]) != len(pool.questions):
+        return {}
+    from ..evaluation.per_question import RUN_DIR_NAME, write_per_question
+
+    path = write_per_question(run_dir / RUN_DIR_NAME, pool, ranks[0].numpy(),
+                              None if ranks[1] is None else ranks[1].numpy(),
+                              tuple(module.evaluation["ks"]))
+    return {"per_question": path.name}
+
+
 def train(cfg: DictConfig) -> dict:
     """Build the method that ``model._target_`` names, fit it (resuming from the run's last
     checkpoint), load the best checkpoint, export its inference artefact, test it with the
@@ -247,6 +262,7 @@ def train(cfg: DictConfig) -> dict:
     }
     if cfg.test_after_fit:
         report["test"] = {**module.test_results, **data.describe().get("test", {})}
+        report["test"].update(_per_question(module, data, run_dir))
     report["seconds"] = round(time.perf_counter() - start, 1)
     report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
     (run_dir / "result.json").write_text(json.dumps(report, indent=2))

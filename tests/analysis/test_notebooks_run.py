@@ -71,7 +71,8 @@ def tiny_exports(root: Path, tokenizer_dir: Path) -> dict[str, str]:
 
 def test_every_notebook_is_executed_here():
     assert {p.name for p in NOTEBOOKS.glob("*.ipynb")} == {
-        "tower_tsne.ipynb", "endx_similarity.ipynb", "results_overview.ipynb"}
+        "tower_tsne.ipynb", "endx_similarity.ipynb", "results_overview.ipynb",
+        "compare_methods.ipynb"}
 
 
 def test_tower_tsne_runs_on_tiny_exports(env, tmp_path, kernel_env):
@@ -98,3 +99,25 @@ def test_results_overview_runs_on_a_results_folder(env, tmp_path, kernel_env):
     (results / "tiny" / "result.json").write_text(json.dumps(env.dual))
     out = run("results_overview.ipynb", tmp_path, RESULTS_DIR=str(results))
     assert out["images"] == 1 and "1 tables" in out["text"]
+
+
+def test_compare_methods_runs_on_tiny_synthetic_records(tmp_path, kernel_env):
+    import numpy as np
+
+    from retrieval_qa.data.types import Candidate, RetrievalPool
+    from retrieval_qa.evaluation.per_question import write_per_question
+
+    n = 60
+    pool = RetrievalPool("toy", "dev", [Candidate(f"c{i}", "w " * (5 + i), f"d{i}", "x")
+                                        for i in range(n)],
+                         [f"{('What', 'Who', 'In')[i % 3]} is {i}?" for i in range(n)],
+                         [[i] for i in range(n)])
+    rng = np.random.default_rng(0)
+    paths = []
+    for name, shift in (("a", 0.0), ("b", 0.4)):
+        ranks = rng.integers(1, 8, n).astype(float)
+        ranks[rng.random(n) < shift] = 1.0
+        paths.append(str(write_per_question(tmp_path / f"{name}.jsonl.gz", pool, ranks, ranks)))
+    out = run("compare_methods.ipynb", tmp_path, A=paths[0], B=paths[1], NAME_A="tiny A",
+              NAME_B="tiny B", SAMPLES=200, PERMUTATIONS=500)
+    assert out["images"] == 2 and "60 questions, toy/dev" in out["text"]

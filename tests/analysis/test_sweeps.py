@@ -163,3 +163,41 @@ def test_a_table_written_elsewhere_gets_each_runs_small_files(sweep_dir, tmp_pat
             assert new[key] == old[key], key
     sweep_table(sweep_dir)  # the table in the sweep folder: the runs are there, no copies
     assert not (sweep_dir / "runs").exists()
+
+
+def test_baseline_column_tests_rows_with_per_question_records(sweep_dir, tmp_path):
+    import numpy as np
+
+    from retrieval_qa.data.types import Candidate, RetrievalPool
+    from retrieval_qa.evaluation.per_question import write_per_question
+
+    n = 200
+    pool = RetrievalPool("toy", "dev", [Candidate(f"c{i}", "a b", f"d{i}", "x")
+                                        for i in range(n)],
+                         [f"q{i}" for i in range(n)], [[i] for i in range(n)])
+    rng = np.random.default_rng(0)
+    better = {"model.gam.detach_cross": False, "model.gam.final": {"qq": 1.0, "aa": 1.0}}
+    _run(sweep_dir, 6, {**better, "model.gam.final": {"qq": 2.0, "aa": 1.0}}, 1, 25.0,
+         label="no-records")
+    for run in sorted(sweep_dir.rglob("result.json")):
+        if "no-records" in str(run):
+            continue
+        ranks = rng.integers(1, 10, n).astype(float)
+        if "detach_cross=False" in str(run):
+            ranks[: n // 2] = 1.0  # the better setting
+        write_per_question(run.parent / "per_question.jsonl.gz", pool, ranks)
+    base = "detach_cross=True,final={'qq': 1.0, 'aa': 1.0}"
+    labels = [r["sweep"]["label"] for r in load_sweep_runs(sweep_dir)]
+    assert base in labels
+    sweep_table(sweep_dir, output_dir=tmp_path / "t", baseline=base)
+    md = (tmp_path / "t" / "sweep_table.md").read_text()
+    data = json.loads((tmp_path / "t" / "sweep_table.json").read_text())
+    assert f"| vs {base} |" in md and "| baseline |" in md
+    assert "| no per-question records |" in md
+    tested = next(r for r in data["rows"] if "vs_baseline" in r)
+    assert tested["vs_baseline"]["diff"] > 0 and tested["vs_baseline"]["significant"]
+    assert data["baseline"] == {"label": base, "metric": "mrr", "tested": 1, "questions": n}
+    copied = list((tmp_path / "t" / "runs").rglob("per_question.jsonl.gz"))
+    assert len(copied) == 4  # the records travel with the result copies
+    with pytest.raises(ValueError, match="no such row"):
+        sweep_table(sweep_dir, output_dir=tmp_path / "t2", baseline="nope")

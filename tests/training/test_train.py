@@ -23,6 +23,11 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     assert set(report["test"]["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
     assert report["test"]["questions"] == 4 and report["test"]["pool"] == "dev"
     assert "val/r@1" in report["last_val"] and report["best_val_score"] is not None
+    from retrieval_qa.evaluation.per_question import read_per_question
+
+    record = read_per_question(Path(report["checkpoint"]).parent / report["test"]["per_question"])
+    assert {k: round(v, 4) for k, v in record.metrics().items()} == report["test"]["metrics"]
+    assert record.header["questions"] == 4 and record.header["pool"] == "dev"
     code = main(["evaluate", "--checkpoint", report["checkpoint"], "--dataset", "reqa_squad",
                  "--pool", "dev", "--data-dir", str(setup_dirs[0] / "data"), "--quiet"])
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

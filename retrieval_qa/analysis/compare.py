@@ -1,0 +1,294 @@
+"""``rqa compare A B [C ...]``: is a difference between runs real? Paired tests over the
+questions of one pool.
+
+Each input is a setting: ``[NAME=]PATH`` where PATH is a per-question record
+(``*.jsonl.gz``, :mod:`retrieval_qa.evaluation.per_question`), a run file (``*.jsonl`` of
+``rqa evaluate --run-file``), a run folder (its ``per_question.jsonl.gz``) or a sweep folder
+(``rqa sweep``: one setting per swept setting, its seeds' records). The same NAME given
+several times is one setting with several seeds.
+
+For each pair (each setting against the first, or with ``--pairs all`` every pair) and each
+metric (MRR, R@k, doc-level MRR): the mean difference (B - A, points), its paired bootstrap
+95 % interval, the two-sided paired randomisation (Fisher sign-flip) p-value, Holm-corrected
+across the pairs of the call (per metric), and per-question wins / ties / losses of B on the
+reciprocal rank. With seeds, each question's scores are first averaged over the setting's
+seeds; beside the paired test a seed-level test (Welch's t and the exact permutation test
+over the per-seed metrics, with the numbers of seeds) says whether the difference exceeds
+seed-to-seed variation.
+
+The statistics are ours (:mod:`.significance`) and run on our per-question scores: the ReQA
+rank rules (average rank over ties, the best gold copy, one-to-many answers) are the
+evaluator's, so nothing is re-ranked by another library (ranx is not a dependency).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputFileError, UsageError
+from ..evaluation.per_question import (
+    RUN_DIR_NAME,
+    PerQuestion,
+    from_run_file,
+    read_per_question,
+)
+from . import significance as sig
+
+ALPHA = 0.05
+
+
+@dataclass
+class Setting:
+    name: str
+    records: list[PerQuestion]  # one per seed
+
+
+def _sweep_settings(root: Path) -> list[Setting]:
+    from .sweeps import load_sweep_runs
+
+    groups: dict[str, list[PerQuestion]] = {}
+    missing = []
+    for run in load_sweep_runs(root):
+        if run["report"] is None:
+            continue
+        label = str(run["sweep"].get("label") or Path(run["run_dir"]).name)
+        record = Path(run["run_dir"]) / RUN_DIR_NAME
+        if record.is_file():
+            groups.setdefault(label, []).append(read_per_question(record))
+        else:
+            missing.append(run["run_dir"])
+    if not groups:
+        raise InputFileError("compare", str(root), f"is a sweep folder whose finished runs have "
+                             f"no {RUN_DIR_NAME} ({len(missing)} runs)",
+                             "re-run its test with this version of `rqa train` (it writes the "
+                             "record beside result.json)")
+    return [Setting(label, recs) for label, recs in groups.items()]
+
+
+def load_input(path: str | Path) -> list[Setting]:
+    """The setting(s) one PATH holds (see the module's docstring)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputFileError("compare", str(path), "does not exist", "check the path")
+    if p.is_file():
+        record = read_per_question(p) if p.name.endswith(".gz") else from_run_file(p)
+        return [Setting(p.name, [record])]
+    if (p / RUN_DIR_NAME).is_file():
+        return [Setting(p.name, [read_per_question(p / RUN_DIR_NAME)])]
+    if any(p.rglob("sweep.json")):
+        return _sweep_settings(p)
+    raise InputFileError("compare", str(path), f"is a folder without {RUN_DIR_NAME} or "
+                         "sweep.json", "give a per-question record, a run file, a run folder "
+                         "(result.json and its per_question.jsonl.gz) or a sweep folder")
+
+
+def load_settings(specs: list[str]) -> list[Setting]:
+    """``[NAME=]PATH`` specs in order; a NAME repeated adds seeds to its setting."""
+    settings: dict[str, Setting] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or Path(spec).exists():  # a path that holds "=" is a path
+            name, path = "", spec
+        found = load_input(path)
+        for s in found:
+            key = name.strip() or s.name
+            if name.strip() and len(found) > 1:  # a sweep folder given a NAME
+                key = f"{name.strip()}:{s.name}"
+            settings.setdefault(key, Setting(key, [])).records.extend(s.records)
+    if len(settings) < 2:
+        raise UsageError(f"compare needs at least two settings, got {len(settings)} "
+                         f"({', '.join(settings) or 'none'}) (fix: give two or more PATHs, "
+                         "or NAME=PATH with different NAMEs)")
+    return list(settings.values())
+
+
+def _check_paired(settings: list[Setting]) -> None:
+    ref = settings[0].records[0]
+    for s in settings:
+        for r in s.records:
+            if r.ids != ref.ids:
+                raise ValueError(f"{r.path} and {ref.path}: not the same questions "
+                                 f"({len(r.ids)} vs {len(ref.ids)}, or another order); a "
+                                 "paired comparison needs evaluations of the same pool")
+            fa, fb = r.header.get("pool_fingerprint"), ref.header.get("pool_fingerprint")
+            if fa and fb and fa != fb:
+                raise ValueError(f"{r.path} and {ref.path}: pool fingerprints {fa} and {fb} "
+                                 "differ (other questions or gold lists); compare "
+                                 "evaluations of the same pool")
+
+
+def metric_names(settings: list[Setting], metrics: list[str] | None = None) -> list[str]:
+    ks = settings[0].records[0].ks
+    docs = all(r.doc_ranks is not None for s in settings for r in s.records)
+    names = metrics or ["mrr", *(f"r@{k}" for k in ks), *(["doc_mrr"] if docs else [])]
+    for m in names:
+        if m.startswith("doc_") and not docs:
+            raise UsageError(f"--metrics {m}: some inputs have no doc-level ranks "
+                             "(fix: leave it out)")
+        base = m.removeprefix("doc_")
+        if base != "mrr" and not (base.startswith("r@") and base[2:].isdigit()):
+            raise UsageError(f"--metrics {m}: expected mrr, r@K or doc_mrr / doc_r@K")
+    return names
+
+
+def scores(record: PerQuestion, metrics: list[str]) -> np.ndarray:
+    """[Q, M] per-question scores in points (100 x RR, 100 x hit): their means are the
+    record's metrics."""
+    cols = []
+    for m in metrics:
+        ranks = record.doc_ranks if m.startswith("doc_") else record.ranks
+        base = m.removeprefix("doc_")
+        cols.append(100.0 / ranks if base == "mrr" else 100.0 * (ranks <= int(base[2:])))
+    return np.stack(cols, axis=1)
+
+
+def compare_settings(settings: list[Setting], *, metrics: list[str] | None = None,
+                     pairs: str = "first", samples: int = sig.BOOTSTRAP_SAMPLES,
+                     permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED) -> dict:
+    """The comparison as a JSON-able dict (see the module's docstring)."""
+    _check_paired(settings)
+    names = metric_names(settings, metrics)
+    per_seed = [[scores(r, names) for r in s.records] for s in settings]
+    means = [np.mean(x, axis=0) for x in per_seed]  # [Q, M]: averaged over seeds
+    seed_metrics = [np.array([x.mean(axis=0) for x in xs]) for xs in per_seed]  # [S, M]
+    index = list(combinations(range(len(settings)), 2)) if pairs == "all" else [
+        (0, j) for j in range(1, len(settings))]
+    rows = []
+    for a, b in index:
+        diff = means[b] - means[a]
+        low, high = sig.paired_bootstrap(diff, samples=samples, seed=seed)
+        p = sig.randomisation_test(diff, permutations=permutations, seed=seed)
+        rr = diff[:, names.index("mrr")] if "mrr" in names else diff[:, 0]
+        rows.append({"a": settings[a].name, "b": settings[b].name,
+                     "seeds_a": len(settings[a].records), "seeds_b": len(settings[b].records),
+                     "wins": int((rr > 1e-9).sum()), "ties": int((np.abs(rr) <= 1e-9).sum()),
+                     "losses": int((rr < -1e-9).sum()),
+                     "metrics": {m: {"a": float(means[a][:, i].mean()),
+                                     "b": float(means[b][:, i].mean()),
+                                     "diff": float(diff[:, i].mean()),
+                                     "ci95": [float(low[i]), float(high[i])], "p": float(p[i]),
+                                     "seed_test": sig.seed_test(seed_metrics[a][:, i],
+                                                                seed_metrics[b][:, i])}
+                                 for i, m in enumerate(names)}})
+    for m in names:  # Holm across the pairs of this call, metric by metric
+        for row, adj in zip(rows, sig.holm([r["metrics"][m]["p"] for r in rows]), strict=True):
+            row["metrics"][m]["p_holm"] = float(adj)
+            row["metrics"][m]["significant"] = bool(adj < ALPHA)
+    return {"analysis": "compare", "pairs": pairs, "metrics": names,
+            "questions": len(settings[0].records[0].ids),
+            "settings": [{"name": s.name, "seeds": len(s.records),
+                          "files": [r.path for r in s.records]} for s in settings],
+            "bootstrap_samples": samples, "permutations": permutations, "seed": seed,
+            "alpha": ALPHA, "comparisons": rows}
+
+
+def _p(p: float) -> str:
+    return f"{p:.2g}" if p >= 0.001 else "<0.001"
+
+
+def marker(stats: dict) -> str:
+    return "*" if stats["significant"] else ""
+
+
+def markdown(result: dict) -> str:
+    """The comparison table: one row per pair and metric."""
+    lines = [f"Paired comparison over {result['questions']} questions "
+             f"({'every pair' if result['pairs'] == 'all' else 'each setting vs the first'}): "
+             "diff = B - A in points, its paired bootstrap 95 % interval "
+             f"({result['bootstrap_samples']} resamples), the paired randomisation test's "
+             f"p ({result['permutations']} sign flips) and Holm's correction across the "
+             f"pairs; * = p_holm < {result['alpha']}. W/T/L: questions where B's reciprocal "
+             "rank is higher / equal / lower. Seed test: Welch's t over per-seed metrics "
+             "(n_a, n_b seeds).", "",
+             "| A | B | metric | A | B | diff | 95 % CI | p | p_holm | W/T/L | seed test |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["comparisons"]:
+        for m, s in row["metrics"].items():
+            st = s["seed_test"]
+            seed = (f"p={_p(st['welch_p'])} (n={st['n_a']},{st['n_b']})"
+                    if st["welch_p"] is not None else f"– (n={st['n_a']},{st['n_b']})")
+            lines.append(
+                f"| {row['a']} | {row['b']} | {m} | {s['a']:.2f} | {s['b']:.2f} | "
+                f"{s['diff']:+.2f}{marker(s)} | [{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}] | "
+                f"{_p(s['p'])} | {_p(s['p_holm'])} | "
+                f"{row['wins']}/{row['ties']}/{row['losses']} | {seed} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: str = "first",
+                output: str | None = None, samples: int = sig.BOOTSTRAP_SAMPLES,
+                permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED) -> dict:
+    import sys
+    import time
+
+    start = time.perf_counter()
+    for option, value in (("--samples", samples), ("--permutations", permutations)):
+        if value < 1:
+            raise UsageError(f"{option} {value}: expected a whole number >= 1 (fix: e.g. "
+                             f"{option} {sig.BOOTSTRAP_SAMPLES if option == '--samples' else sig.PERMUTATIONS})")
+    result = compare_settings(load_settings(specs), metrics=metrics, pairs=pairs,
+                              samples=samples, permutations=permutations, seed=seed)
+    text = markdown(result)
+    sys.stderr.write(text)
+    result["markdown"] = text
+    if output:
+        out = Path(output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        out.with_suffix(".json").write_text(json.dumps(
+            {k: v for k, v in result.items() if k != "markdown"}, indent=2) + "\n",
+            encoding="utf-8")
+        result["files"] = [str(out), str(out.with_suffix(".json"))]
+    result["seconds"] = round(time.perf_counter() - start, 3)
+    return result
+
+
+QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
+ANSWER_BINS = (10, 20, 30, 40)  # answer-sentence words: <=10, 11-20, ..., >40
+
+
+def question_type(word: str) -> str:
+    """The question's first word when it is a wh-word (or how), else "other"."""
+    return word if word in QUESTION_WORDS else "other"
+
+
+def answer_bin(words: int, bins=ANSWER_BINS) -> str:
+    lo = 0
+    for hi in bins:
+        if words <= hi:
+            return f"{lo + 1}-{hi}"
+        lo = hi
+    return f">{bins[-1]}"
+
+
+def breakdown(a: PerQuestion, b: PerQuestion, by: str) -> list[dict]:
+    """Wins / ties / losses of B over A on the reciprocal rank, and both MRRs, per group of
+    questions: ``by="qword"`` (question type, :func:`question_type`) or ``"answer_words"``
+    (answer length bins, :func:`answer_bin`); needs those columns in the records."""
+    _check_paired([Setting("A", [a]), Setting("B", [b])])
+    source = a if by in a.extra else b
+    if by not in source.extra:
+        raise ValueError(f"{a.path}: no {by!r} column (per-question records of "
+                         "`rqa evaluate` / `rqa train` carry it; run files carry qword only)")
+    group = question_type if by == "qword" else answer_bin
+    keys = [group(v) for v in source.extra[by]]
+    rr_a, rr_b = 100.0 / a.ranks, 100.0 / b.ranks
+    order = (list(QUESTION_WORDS) + ["other"] if by == "qword" else
+             [answer_bin(h) for h in ANSWER_BINS] + [answer_bin(ANSWER_BINS[-1] + 1)])
+    keys_arr = np.array(keys)
+    rows = []
+    for g in order:
+        m = keys_arr == g
+        if not m.any():
+            continue
+        d = rr_b[m] - rr_a[m]
+        rows.append({"group": g, "questions": int(m.sum()), "wins": int((d > 1e-9).sum()),
+                     "ties": int((np.abs(d) <= 1e-9).sum()), "losses": int((d < -1e-9).sum()),
+                     "mrr_a": float(rr_a[m].mean()), "mrr_b": float(rr_b[m].mean()),
+                     "diff": float(d.mean())})
+    return rows

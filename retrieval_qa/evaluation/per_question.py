@@ -1,0 +1,217 @@
+"""Per-question records: the compact, committable trace of one evaluation.
+
+One gzipped JSON-lines file per evaluation. Line 1 is a header::
+
+    {"format": "rqa-per-question/1", "dataset": ..., "pool": ..., "question_unit": ...,
+     "questions": N, "pool_fingerprint": "<16 hex>", "ks": [1, 5, 10], "metrics": {...}}
+
+then one line per question, in pool order::
+
+    {"id": "17", "gold_rank": 3.5, "rr": 0.285714, "r@1": 0, "r@5": 1, "r@10": 1,
+     "doc_rank": 1.0, "doc_rr": 1.0, "qword": "what", "answer_words": 23}
+
+``id``: the MRQA qid when the pool's unit is the qid, else the question's row in the pool
+(the pool fingerprint, a hash of the questions and their gold lists, says which pool).
+``gold_rank`` / ``doc_rank`` are the protocol's ranks (average rank over ties, the best gold
+copy), exact (halves at most); ``rr`` (6 digits) and the ``r@k`` hits are there to read, the
+metrics are recomputed from the exact ranks, so :func:`read_per_question` reproduces the
+evaluation's MRR / R@k exactly. ``qword`` (the question's first word, lower case) and
+``answer_words`` (words of the first gold sentence) let a comparison be broken down by
+question type and answer length without the data. About 100 KB for the ReQA SQuAD dev pool.
+
+It is written by ``rqa evaluate`` beside its ``--run-file`` (``X.jsonl`` ->
+``X.questions.jsonl.gz``) and by ``rqa train``'s test beside ``result.json``
+(``per_question.jsonl.gz``); ``rqa compare`` reads it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_KS = (1, 5, 10)  # evaluation/metrics.py's; torch is imported only to compute metrics
+
+FORMAT = "rqa-per-question/1"
+RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
+SUFFIX = ".questions.jsonl.gz"  # beside a run file: X.jsonl -> X.questions.jsonl.gz
+
+
+def beside_run_file(run_file: str | Path) -> Path:
+    """The per-question record written beside ``run_file``."""
+    run_file = Path(run_file)
+    stem = run_file.name[:-len(".jsonl")] if run_file.name.endswith(".jsonl") else run_file.name
+    return run_file.with_name(stem + SUFFIX)
+
+
+def pool_fingerprint(pool) -> str:
+    """16 hex digits naming a pool's questions (or qids) and gold lists, in order: two records
+    pair question by question only when their fingerprints agree."""
+    h = hashlib.sha1()
+    for key, gold in zip(pool.question_keys, pool.gold, strict=True):
+        h.update(key.encode("utf-8"))
+        h.update(b"\x00" + ",".join(map(str, gold)).encode() + b"\x01")
+    return h.hexdigest()[:16]
+
+
+def question_ids(pool) -> list[str]:
+    return list(pool.question_ids) if pool.question_unit == "mrqa_qid" and pool.question_ids \
+        else [str(i) for i in range(len(pool.questions))]
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def build_records(pool, ranks, doc_ranks=None, ks=DEFAULT_KS) -> tuple[dict, list[dict]]:
+    """The header and the rows of ``pool`` ranked with ``ranks`` ([Q]) and ``doc_ranks``."""
+    from .metrics import metrics_from_ranks
+
+    ranks = np.asarray(ranks, dtype=np.float64)
+    docs = None if doc_ranks is None else np.asarray(doc_ranks, dtype=np.float64)
+    if len(ranks) != len(pool.questions):
+        raise ValueError(f"{len(ranks)} ranks for {len(pool.questions)} questions")
+    metrics = metrics_from_ranks(ranks, ks)
+    if docs is not None:
+        metrics.update(metrics_from_ranks(docs, ks, prefix="doc_"))
+    header = {"format": FORMAT, "dataset": pool.dataset, "pool": pool.pool,
+              "question_unit": pool.question_unit, "questions": len(ranks),
+              "pool_fingerprint": pool_fingerprint(pool), "ks": list(ks),
+              "metrics": {k: round(v, 4) for k, v in metrics.items()}}
+    rows = []
+    for q, (qid, rank) in enumerate(zip(question_ids(pool), ranks.tolist(), strict=True)):
+        row = {"id": qid, "gold_rank": rank, "rr": round(1 / rank, 6),
+               **{f"r@{k}": int(rank <= k) for k in ks}}
+        if docs is not None:
+            row["doc_rank"] = float(docs[q])
+            row["doc_rr"] = round(1 / docs[q], 6)
+        words = _words(pool.questions[q])
+        row["qword"] = words[0].lower().strip("?,.\"'") if words else ""
+        gold = pool.gold[q]
+        row["answer_words"] = len(_words(pool.candidates[gold[0]].text)) if gold else 0
+        rows.append(row)
+    return header, rows
+
+
+def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
+    """gzip with no time stamp, so the same evaluation writes the same bytes."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
+                   for r in [header, *rows])
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                   filename="") as f:
+        f.write(text.encode("utf-8"))
+    partial.replace(path)
+    return path
+
+
+def write_per_question(path: str | Path, pool, ranks, doc_ranks=None,
+                       ks=DEFAULT_KS) -> Path:
+    return write_records(path, *build_records(pool, ranks, doc_ranks, ks))
+
+
+@dataclass
+class PerQuestion:
+    """A record read back: ``ranks`` / ``doc_ranks`` [Q] float64 in the file's order."""
+
+    path: str
+    header: dict
+    ids: list[str]
+    ranks: np.ndarray
+    doc_ranks: np.ndarray | None
+    extra: dict = field(default_factory=dict)  # per-question columns: qword, answer_words
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        return tuple(self.header.get("ks") or DEFAULT_KS)
+
+    def metrics(self, ks=None) -> dict[str, float]:
+        """The evaluator's metrics from the exact ranks (the same numbers)."""
+        from .metrics import metrics_from_ranks
+
+        out = metrics_from_ranks(self.ranks, ks or self.ks)
+        if self.doc_ranks is not None:
+            out.update(metrics_from_ranks(self.doc_ranks, ks or self.ks, prefix="doc_"))
+        return out
+
+
+def _error(path, where: str, problem: str):
+    from ..data.errors import DataFormatError
+
+    return DataFormatError(path, where, problem,
+                           "give a per-question record written by `rqa evaluate --run-file` "
+                           f"(*{SUFFIX}) or `rqa train` ({RUN_DIR_NAME})")
+
+
+def _rank(value, path, where: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
+        raise _error(path, where, f"{key} {value!r} is not a rank (a number >= 1)")
+    return float(value)
+
+
+def read_per_question(path: str | Path) -> PerQuestion:
+    """A record file; a malformed one is a DataFormatError naming the file and line."""
+    try:
+        with gzip.open(path, "rb") as f:
+            text = io.TextIOWrapper(f, encoding="utf-8").read()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise _error(path, "whole file", f"not gzipped UTF-8 text ({e})") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise _error(path, f"line {number}", f"not JSON ({e.msg})") from None
+        if not isinstance(rows[-1], dict):
+            raise _error(path, f"line {number}", "not a JSON object")
+    if not rows or rows[0].get("format") != FORMAT:
+        raise _error(path, "line 1", f"no header with format {FORMAT!r}")
+    header, rows = rows[0], rows[1:]
+    if len(rows) != header.get("questions"):
+        raise _error(path, "whole file", f"{len(rows)} rows, the header says "
+                                         f"{header.get('questions')} questions")
+    if not rows:
+        raise _error(path, "whole file", "no questions")
+    ids, ranks, docs = [], [], []
+    has_docs = "doc_rank" in rows[0]
+    for number, row in enumerate(rows, 2):
+        if "id" not in row or "gold_rank" not in row:
+            raise _error(path, f"line {number}", "no 'id' or 'gold_rank'")
+        ids.append(str(row["id"]))
+        ranks.append(_rank(row["gold_rank"], path, f"line {number}", "gold_rank"))
+        if has_docs:
+            docs.append(_rank(row.get("doc_rank"), path, f"line {number}", "doc_rank"))
+    extra = {k: [r.get(k) for r in rows] for k in ("qword", "answer_words") if k in rows[0]}
+    return PerQuestion(str(path), header, ids, np.array(ranks),
+                       np.array(docs) if has_docs else None, extra)
+
+
+def from_run_file(path: str | Path) -> PerQuestion:
+    """A run file (``rqa evaluate --run-file``) as a record: ids are the MRQA qids when the
+    records carry them, else the row (the pool's order, as the evaluator writes them); no
+    pool fingerprint (the question texts are compared instead)."""
+    from .runfile import _ranks, read_run_file
+
+    records = read_run_file(path)
+    if not records:
+        raise _error(path, "whole file", "no records")
+    ids = [str(r["question_id"]) if "question_id" in r else str(i)
+           for i, r in enumerate(records)]
+    ranks = np.array(_ranks(records, "gold_rank", path), dtype=np.float64)
+    docs = (np.array(_ranks(records, "doc_rank", path), dtype=np.float64)
+            if "doc_rank" in records[0] else None)
+    header = {"format": "run file", "questions": len(records),
+              "question_unit": records[0].get("question_unit"),
+              "question_texts_sha1": hashlib.sha1("\n".join(
+                  r.get("question", "") for r in records).encode("utf-8")).hexdigest()[:16]}
+    qwords = [(r.get("question", "").split() or [""])[0].lower().strip("?,.\"'")
+              for r in records]
+    return PerQuestion(str(path), header, ids, ranks, docs, {"qword": qwords})

@@ -1,0 +1,87 @@
+"""The per-question record: written beside a run file, small, and read back to the same
+metrics as the evaluation (exactly: the ranks are stored exactly)."""
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from retrieval_qa.data.errors import DataFormatError
+from retrieval_qa.data.types import Candidate, RetrievalPool
+from retrieval_qa.evaluation import DenseScorer, evaluate
+from retrieval_qa.evaluation.per_question import (
+    beside_run_file,
+    from_run_file,
+    pool_fingerprint,
+    read_per_question,
+    write_per_question,
+)
+
+
+def _pool(n_q=41, n_c=60, n_docs=7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cands = [Candidate(f"c{i}", f"sentence {i} " * (1 + i % 3), f"doc{i % n_docs}",
+                       f"d{i % n_docs}") for i in range(n_c)]
+    gold = [sorted(set(torch.randint(0, n_c, (int(torch.randint(1, 3, (1,), generator=g)),),
+                                     generator=g).tolist())) for _ in range(n_q)]
+    words = ["What", "Who", "When", "How"]
+    pool = RetrievalPool("toy", "dev", cands,
+                         [f"{words[i % 4]} is thing {i}?" for i in range(n_q)], gold)
+    q = torch.randint(-2, 3, (n_q, 4), generator=g).float()  # many exact ties
+    c = torch.randint(-2, 3, (n_c, 4), generator=g).float()
+    return pool, q, c
+
+
+def test_written_beside_the_run_file_and_reproduces_the_metrics_exactly(tmp_path):
+    pool, q, c = _pool()
+    run = tmp_path / "bm.jsonl"
+    result = evaluate(pool, DenseScorer(q, c), run_file=run, progress=False, top_k=3)
+    path = beside_run_file(run)
+    assert path.name == "bm.questions.jsonl.gz" and result.per_question == str(path)
+    record = read_per_question(path)
+    assert record.metrics() == result.metrics  # exact, not approximate
+    assert record.ranks.tolist() == result.ranks.tolist()
+    assert any(r % 1 for r in record.ranks)  # ties: average ranks survive the round trip
+    assert record.ids == [str(i) for i in range(41)]
+    assert record.header["pool_fingerprint"] == pool_fingerprint(pool)
+    assert record.extra["qword"][:4] == ["what", "who", "when", "how"]
+    assert from_run_file(run).metrics() == result.metrics
+    rows = [json.loads(line) for line in gzip.open(path, "rt")][1:]
+    assert {"id", "gold_rank", "rr", "r@1", "r@5", "r@10", "doc_rank", "doc_rr"} <= set(rows[0])
+
+
+def test_same_evaluation_writes_the_same_bytes_and_is_small(tmp_path):
+    pool, q, c = _pool(n_q=400, n_c=300)
+    ranks = evaluate(pool, DenseScorer(q, c), progress=False)
+    a = write_per_question(tmp_path / "a.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks)
+    b = write_per_question(tmp_path / "b.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.stat().st_size < 400 * 20  # about 10 bytes a question once gzipped
+
+
+def test_no_run_file_no_record(tmp_path):
+    pool, q, c = _pool()
+    assert evaluate(pool, DenseScorer(q, c), progress=False).per_question is None
+
+
+@pytest.mark.parametrize("content, where", [
+    (b"not gzip", "not gzipped"),
+    (gzip.compress(b'{"format": "other"}\n'), "no header"),
+    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 2}\n{"id": "0", '
+                   b'"gold_rank": 1}\n'), "1 rows, the header says 2"),
+    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
+                   b'"gold_rank": 0}\n'), "line 2"),
+])
+def test_bad_record_names_the_file_and_the_fix(tmp_path, content, where):
+    path = tmp_path / "bad.jsonl.gz"
+    path.write_bytes(content)
+    with pytest.raises(DataFormatError, match=where) as e:
+        read_per_question(path)
+    assert "bad.jsonl.gz" in str(e.value) and "rqa evaluate" in str(e.value)
+
+
+def test_default_ks_are_the_evaluators():
+    from retrieval_qa.evaluation import metrics, per_question
+
+    assert per_question.DEFAULT_KS == metrics.DEFAULT_KS
