@@ -172,3 +172,18 @@ def test_a_long_encoding_resumes_without_redoing_finished_shards(setup_dirs, tmp
     subset = model.encode_questions(texts[:5], batch_size=4, progress=False)
     assert len(calls) == 2 and len(list((tmp_path / "work").glob("question-*.pt"))) == 8
     torch.testing.assert_close(subset, expected[:5])
+
+
+def test_the_gpu_input_path_trains_to_the_same_result_on_cpu(setup_dirs, tmp_path):
+    """conf/profile/gpu.yaml's input path (loader workers, lengths padded to multiples of 16)
+    computes what the plain path does: padding is masked, the batches are the same."""
+    plain = train(tiny(setup_dirs, tmp_path / "a", "trainer.max_epochs=1"))
+    gpu_path = train(tiny(setup_dirs, tmp_path / "b", "trainer.max_epochs=1",
+                          "data.num_workers=2", "data.pad_to_multiple_of=16"))
+    assert gpu_path["data"]["pad_to_multiple_of"] == 16 and gpu_path["data"]["num_workers"] == 2
+    assert gpu_path["test"]["metrics"] == plain["test"]["metrics"]
+    assert gpu_path["best_val_score"] == plain["best_val_score"]
+    a = torch.load(f"{plain['checkpoint']}/towers.pt")
+    b = torch.load(f"{gpu_path['checkpoint']}/towers.pt")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
