@@ -242,7 +242,7 @@ def cmd_train(args) -> dict:
 
 
 def cmd_sweep(args) -> dict:
-    from .training.sweep import run_sweep
+    from .app.sweep_run import run_sweep
 
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
@@ -505,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "then any config key, e.g. seed=2 trainer.max_steps=200")
     tr.set_defaults(func=cmd_train)
 
-    from .training.sweep import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
+    from .app.sweep_plan import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
 
     sw = add_parser(sub, "sweep", help="run a wandb sweep file here, without a wandb server: "
                                        "each run `rqa train` with wandb offline, resumable",

@@ -38,11 +38,11 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
-from ..evaluation.evaluator import doc_index
 from ..registry import config_values
 from .collate import PairCollator, TextCollator, first_copies, token_lengths
 from .features import FeatureTable
 from .loading import load_pool
+from .pool_index import doc_index
 from .reqa import reassemble
 from .resumable import ResumableDataLoader
 from .sampler import NoDuplicatesBatchSampler

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..data.pool_index import doc_index
 from ..data.types import QUESTION_TEXT, RetrievalPool
 from . import sparse as sparse_rules
 from .metrics import DEFAULT_KS, metrics_from_ranks
@@ -62,15 +63,6 @@ def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) 
     return ValueError(f"{pool.dataset}/{pool.pool}: non-finite score {value} for "
                       f"{_question_name(pool, q)} at {where}; ranks need finite scores: check "
                       "the model's embeddings or the scorer for NaN/inf")
-
-
-def doc_index(pool: RetrievalPool) -> tuple[torch.Tensor, int]:
-    """[C] long: each candidate's document (paragraph) as an integer, and the number of
-    documents; what doc-level ranking needs from a pool."""
-    doc_names = sorted({c.doc_id for c in pool.candidates})
-    doc_pos = {d: i for i, d in enumerate(doc_names)}
-    return (torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long),
-            len(doc_names))
 
 
 def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor | None = None,
