@@ -183,21 +183,19 @@ def cap_questions(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalP
 
 
 class ReQADataModule(pl.LightningDataModule):
-    """See the module docstring. Arguments mirror ``conf/data/reqa_squad.yaml``; ``tokenizer``
+    """See the module docstring. The keyword arguments are the keys of
+    ``conf/data/reqa_squad.yaml``, their one source (:meth:`from_config`); ``tokenizer``
     is a Hugging Face tokenizer; ``sampler_seed`` with the epoch fixes the training order."""
 
-    def __init__(self, tokenizer, train_dataset: str = "reqa_squad", train_pool: str = "train",
-                 test_dataset: str = "reqa_squad", test_pool: str = "dev",
-                 data_dir: str | Path | None = None, val_fraction: float = 0.1,
-                 split_seed: int = 0, max_train_pairs: int | None = None,
-                 max_val_questions: int | None = None, max_question_length: int = 64,
-                 max_answer_length: int = 96, answer_with_context: bool = False,
-                 batch_size: int = 32, eval_batch_size: int = 128,
-                 bucket_by_length: bool = True, bucket_unit: str = "tokens",
-                 num_workers: int = 0, pin_memory: bool | str = "auto",
-                 pad_to_multiple_of: int | None = None,
-                 sampler_seed: int = 0, extra_pairs: Sequence[dict] | None = None,
-                 features: str | Path | FeatureTable | None = None) -> None:
+    def __init__(self, tokenizer, *, train_dataset: str, train_pool: str, test_dataset: str,
+                 test_pool: str, data_dir: str | Path | None, val_fraction: float,
+                 split_seed: int, max_train_pairs: int | None, max_val_questions: int | None,
+                 max_question_length: int, max_answer_length: int, answer_with_context: bool,
+                 batch_size: int, eval_batch_size: int, bucket_by_length: bool,
+                 bucket_unit: str, num_workers: int, pin_memory: bool | str,
+                 pad_to_multiple_of: int | None, sampler_seed: int,
+                 extra_pairs: Sequence[dict] | None, features: str | Path | FeatureTable | None
+                 ) -> None:
         super().__init__()
         if features is not None and not isinstance(features, FeatureTable):
             features = FeatureTable.load(features)

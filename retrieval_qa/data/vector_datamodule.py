@@ -21,10 +21,11 @@ class VectorSplit:
 
 
 class ParagraphVectorDataModule(pl.LightningDataModule):
-    def __init__(self, train: VectorSplit, test: VectorSplit | None = None,
-                 val_questions: int = 5000, batch_size: int = 512,
-                 eval_batch_size: int = 4096, max_train_pairs: int | None = None,
-                 seed: int = 0, notes: dict | None = None) -> None:
+    def __init__(self, train: VectorSplit, test: VectorSplit | None, *, val_questions: int,
+                 batch_size: int, eval_batch_size: int, max_train_pairs: int | None, seed: int,
+                 notes: dict | None = None) -> None:
+        """The keyword arguments are those of conf/data/squad_paragraphs.yaml (``seed``: its
+        ``split_seed``), given by :func:`~retrieval_qa.embeddings.paragraph_data.paragraph_vector_data`."""
         super().__init__()
         n = train.questions.shape[0]
         if not 0 < val_questions < n:

@@ -42,7 +42,8 @@ def paragraph_vector_data(*, train_pool: str, test_pool: str, data_dir: str | Pa
     test, test_notes = vector_split(test_pool, data_dir, embedding, idf, idf_corpus,
                                     layer_weights)
     return ParagraphVectorDataModule(
-        train, test, val_questions, batch_size, eval_batch_size, max_train_pairs, split_seed,
+        train, test, val_questions=val_questions, batch_size=batch_size,
+        eval_batch_size=eval_batch_size, max_train_pairs=max_train_pairs, seed=split_seed,
         notes={"embedding": embedding, "idf": idf, "idf_corpus": idf_corpus if idf else None,
                **({"layer_weights": layer_weights} if layer_weights is not None else {}),
                "train_source": train_notes, "test_source": test_notes,

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from ..data.pool_index import doc_index
 from ..data.types import QUESTION_TEXT, RetrievalPool
 from . import sparse as sparse_rules
-from .metrics import DEFAULT_KS, metrics_from_ranks
+from .metrics import metrics_from_ranks
 from .ranking import gold_ranks
 from .runfile import RunFileWriter
 from .search import Scorer, rows_per_block
@@ -66,7 +66,7 @@ def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) 
 
 
 def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor | None = None,
-                   *, memory_mb: float = 512, top_k: int = 0, sparse: bool | None = None,
+                   *, memory_mb: float, top_k: int = 0, sparse: bool | None = None,
                    on_block=None, non_finite=None, progress: bool = False,
                    desc: str = "evaluate") -> tuple[torch.Tensor, torch.Tensor | None]:
     """The ranking core every evaluation runs through (``rqa evaluate``, validation and the
@@ -145,8 +145,8 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
     return ranks, doc_ranks
 
 
-def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
-             ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
+def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: float, ks,
+             doc_level: bool, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",
              sparse: bool | None = None) -> EvaluationResult:
     """Rank every candidate for every question of ``pool`` with ``scorer``
@@ -155,6 +155,8 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
     Memory is bounded by ``memory_mb`` whatever the pool size: questions are scored in blocks
     of rows, and for each block only the gold ranks and the top-k survive; run-file records
     are written block by block. A non-finite score is an error naming the question.
+    ``top_k``, ``memory_mb``, ``ks`` and ``doc_level`` are the ``eval`` group's settings
+    (conf/eval/default.yaml, their one source).
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)

@@ -102,7 +102,7 @@ class VAEModule(RetrievalModule):
     towers_builder = "retrieval_qa.encoders.vae.towers_from_config"
 
     def __init__(self, towers: dict, decoder: dict, loss: dict, optimizer: dict,
-                 mode: str = "cross", evaluation: dict | None = None) -> None:
+                 *, mode: str, evaluation: dict) -> None:
         loss = loss_config(loss)
         super().__init__(optimizer, loss["similarity"], evaluation)
         self.save_hyperparameters()
