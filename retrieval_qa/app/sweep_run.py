@@ -1,4 +1,4 @@
-"""Running a planned sweep (`rqa sweep FILE`): each run is ``train(compose(overrides))``, in a
+"""Running a planned sweep (`rqa sweep FILE`): each run is ``train(compose_traced(overrides))``, in a
 subprocess (``python -m retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this
 process; finished runs are kept, signals stop the sweep after the run saves its checkpoint,
 and the summary and the comparison table are written at the end. The plan comes from
@@ -85,21 +85,21 @@ def _train(run: PlannedRun) -> tuple[int, int | None]:
 
 
 def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
-    """``train(compose(overrides))`` in this process (no interpreter start-up and imports per
+    """``train(compose_traced(overrides))`` in this process (no interpreter start-up and imports per
     run, about 25 s on a busy 2-core machine: for sweeps of tiny runs); wandb offline as in
     :func:`_train`. A signal stops the run as ``rqa train`` stops (checkpoint saved, exit
     128+N); bad input is exit 2 and a crash exit 1, as ``rqa train`` exits."""
     import traceback
 
     from ..errors import RunInterrupted, UsageError
-    from ..training.compose import compose
+    from ..training.compose import compose_traced
     from ..training.run import train
 
     before = os.environ.get("WANDB_MODE")
     os.environ["WANDB_MODE"] = "offline"
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            train(compose(run.overrides))
+            train(compose_traced(run.overrides))
         rc = 0
     except RunInterrupted as e:
         print(f"rqa: {e}", file=sys.stderr)
