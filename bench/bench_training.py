@@ -131,7 +131,7 @@ def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int,
     """The first ``count`` batches of our training sampler as training draws them: no
     duplicates, length buckets by the tokenizer's counts (``data.bucket_unit: tokens``), or
     by characters / 4 without a tokenizer (``chars``, the CPU profiles)."""
-    from retrieval_qa.data.datamodule import pair_lengths
+    from retrieval_qa.data.pair_lengths import pair_lengths
     from retrieval_qa.data.sampler import NoDuplicatesBatchSampler
 
     lengths = pair_lengths(pairs, tokenizer, max_q, max_a,

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..encoders.cross_attention_branch import build_cross_attention_branch
 from ..losses import InBatchSoftmaxLoss
 from ..losses.gam import RELATION_NAMES, GeometryAlignmentLoss
-from ..schedules import EndxLossWeights, GamWeightSchedule
 from .dual_encoder import DualEncoderModule
+from .endx_schedule import EndxLossWeights, GamWeightSchedule
 
 #: Checkpoints written before the branch was renamed keep its weights under this prefix.
 _OLD_BRANCH_PREFIX = "cross_encoder."

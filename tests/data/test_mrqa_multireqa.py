@@ -166,7 +166,7 @@ def test_evaluation_and_run_file_name_the_qid(tmp_path):
 
 
 def test_subpools_of_a_qid_pool_keep_shared_strings_apart(tmp_path):
-    from retrieval_qa.data.datamodule import cap_questions
+    from retrieval_qa.data.caps import cap_questions
     from retrieval_qa.data.split import train_val_split
     from retrieval_qa.data.subsets import one_to_many_subset
 

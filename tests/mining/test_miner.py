@@ -11,7 +11,7 @@ import datasets
 import pytest
 from mining_helpers import BagOfWordsRetriever, HashScorer
 
-from retrieval_qa.data.datamodule import PairSource
+from retrieval_qa.data.pair_sources import PairSource
 from retrieval_qa.mining.miner import Miner, MiningSettings
 from retrieval_qa.mining.neighbours import known_positives
 
