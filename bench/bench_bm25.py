@@ -32,6 +32,10 @@ from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
 from retrieval_qa.config import load_yaml
 from retrieval_qa.data import load_pool
 from retrieval_qa.evaluation import evaluate, read_run_file
+from retrieval_qa.registry import config_values
+from retrieval_qa.training.compose import load_group
+
+EVAL = config_values(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -78,13 +82,13 @@ def bench_dev(settings: BM25Settings) -> dict:
     pool, _ = load_pool("reqa_squad", "dev")
     scorer, index_s = _timed(lambda: BM25Scorer(pool, settings))
     with tempfile.TemporaryDirectory() as tmp:
-        old, old_s = _timed(lambda: evaluate(pool, scorer, sparse=False, progress=False,
+        old, old_s = _timed(lambda: evaluate(pool, scorer, **EVAL, sparse=False, progress=False,
                                              run_file=f"{tmp}/old.jsonl"))
-        new, new_s = _timed(lambda: evaluate(pool, scorer, sparse=True, progress=False,
+        new, new_s = _timed(lambda: evaluate(pool, scorer, **EVAL, sparse=True, progress=False,
                                              run_file=f"{tmp}/new.jsonl"))
         a, b = read_run_file(f"{tmp}/old.jsonl"), read_run_file(f"{tmp}/new.jsonl")
-    _, new_metrics_s = _timed(lambda: evaluate(pool, scorer, sparse=True, progress=False))
-    _, old_metrics_s = _timed(lambda: evaluate(pool, scorer, sparse=False, progress=False))
+    _, new_metrics_s = _timed(lambda: evaluate(pool, scorer, **EVAL, sparse=True, progress=False))
+    _, old_metrics_s = _timed(lambda: evaluate(pool, scorer, **EVAL, sparse=False, progress=False))
     equal = {"ranks": torch.equal(old.ranks, new.ranks),
              "doc_ranks": torch.equal(old.doc_ranks, new.doc_ranks),
              "metrics": old.metrics == new.metrics,
@@ -117,9 +121,9 @@ def bench_train(settings: BM25Settings, old_train: bool, numpy_train: bool) -> d
     pool, _ = load_pool("reqa_squad", "train")
     scorer, index_s = _timed(lambda: BM25Scorer(pool, settings))
     scorer._ids()  # token ids once, outside the timings (bm25s converts its tokens inside)
-    new, new_s = _timed(lambda: evaluate(pool, scorer, progress=False))
+    new, new_s = _timed(lambda: evaluate(pool, scorer, **EVAL, progress=False))
     with tempfile.TemporaryDirectory() as tmp:
-        _, new_run_s = _timed(lambda: evaluate(pool, scorer, progress=False,
+        _, new_run_s = _timed(lambda: evaluate(pool, scorer, **EVAL, progress=False,
                                                run_file=f"{tmp}/run.jsonl"))
     out = {"questions": len(pool.questions), "candidates": len(pool.candidates),
            "index_s": round(index_s, 3),
@@ -131,7 +135,7 @@ def bench_train(settings: BM25Settings, old_train: bool, numpy_train: bool) -> d
                        "bm25s_retrieve_k100_numpy": _round(bm25s_retrieve(scorer, "numpy"))
                        if numpy_train else None}}
     if old_train:
-        old, old_s = _timed(lambda: evaluate(pool, scorer, sparse=False, progress=False))
+        old, old_s = _timed(lambda: evaluate(pool, scorer, **EVAL, sparse=False, progress=False))
         out["seconds"]["full_rows_metrics"] = round(old_s, 3)
         out["equal_to_full_rows"] = {"ranks": torch.equal(old.ranks, new.ranks),
                                      "doc_ranks": torch.equal(old.doc_ranks, new.doc_ranks),

@@ -49,11 +49,15 @@ def run_ours(batch: int, mini_batch: int | None) -> dict:
     from retrieval_qa.models.dual_encoder import DualEncoderModule
     from retrieval_qa.models.grad_cache import grad_cache_step
     from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
+    from retrieval_qa.registry import config_values
+    from retrieval_qa.training.compose import load_group
 
     module = DualEncoderModule(
         TOWERS, {"similarity": "cosine", "scale": 20.0, "symmetric": False,
                  "gather_across_processes": False, "penalty_coef": 0.0},
-        {"name": "adamw", "lr": 5e-5, "weight_decay": 0.01, "schedule": "constant"})
+        {"name": "adamw", "lr": 5e-5, "weight_decay": 0.01, "schedule": "constant"},
+        gradient_cache={"mini_batch_size": None},
+        evaluation=config_values(load_group("eval", "default")))
     module.eval()  # no dropout: the same step on both paths
     tokenizer = load_tokenizer(resolve_pretrained("minilm", fallback="minilm"))
     b = PairCollator(tokenizer, 64, 96)([(i, p) for i, p in enumerate(pairs(batch))])

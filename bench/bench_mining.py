@@ -138,8 +138,8 @@ def main() -> None:
         pretrained="minilm", fallback="minilm", dropout=0.1, max_length=args.max_length,
         max_question_length=args.max_length, with_context=True, context_segment=1,
         score_batch_size=args.batch_size,
-        optimizer={"name": "adamw", "lr": 1e-5, "weight_decay": 0.0, "schedule": "constant"}
-    ).eval()
+        optimizer={"name": "adamw", "lr": 1e-5, "weight_decay": 0.0, "schedule": "constant"},
+        pretrained_label=None).eval()
     sides = [Ours(model, args.batch_size, args.chunk),
              Plain(model, args.batch_size, args.max_length)]
     for side in sides:  # warm-up

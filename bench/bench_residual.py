@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval_qa.data.paragraphs import load_paragraph_task  # noqa: E402
 from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit  # noqa: E402
 from retrieval_qa.embeddings.base import task_embeddings  # noqa: E402
-from retrieval_qa.models.residual import ResidualRefinementModule  # noqa: E402
+from retrieval_qa.registry import instantiate  # noqa: E402
+from retrieval_qa.training.compose import load_group  # noqa: E402
 
 
 def encode_and_cache(model: str, cache_dir: Path) -> dict:
@@ -59,9 +60,14 @@ def encode_and_cache(model: str, cache_dir: Path) -> dict:
 
 
 def one_epoch(refiner: str, split: VectorSplit) -> dict:
-    dm = ParagraphVectorDataModule(split, None, 5000, 512)
+    data = load_group("data", "squad_paragraphs")  # the paper's settings, from conf/
+    dm = ParagraphVectorDataModule(split, None, val_questions=data.val_questions,
+                                   batch_size=data.batch_size,
+                                   eval_batch_size=data.eval_batch_size, max_train_pairs=None,
+                                   seed=data.split_seed)
     torch.manual_seed(0)
-    module = ResidualRefinementModule(dim=split.questions.shape[1], refiner=refiner)
+    module = instantiate(load_group("model", "residual"), "model",
+                         dim=split.questions.shape[1], refiner=refiner)
     opt = module.configure_optimizers()
     module.train()
     steps, t = 0, time.perf_counter()

@@ -26,6 +26,10 @@ from retrieval_qa.config import load_yaml
 from retrieval_qa.data import load_pool
 from retrieval_qa.data.types import Candidate, RetrievalPool
 from retrieval_qa.evaluation import DenseScorer, evaluate, gold_ranks
+from retrieval_qa.registry import config_values
+from retrieval_qa.training.compose import load_group
+
+EVAL = config_values(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -66,7 +70,7 @@ def _random_pool(n_q: int, n_c: int, dim: int = 384) -> tuple[RetrievalPool, Den
 def bench_dense(n_q: int, n_c: int) -> dict:
     pool, scorer = _random_pool(n_q, n_c)
     t = time.perf_counter()
-    ours = evaluate(pool, scorer, doc_level=False, progress=False)
+    ours = evaluate(pool, scorer, **{**EVAL, "doc_level": False}, progress=False)
     ours_s = time.perf_counter() - t
     t = time.perf_counter()
     full = scorer.questions @ scorer.candidates.T
@@ -94,7 +98,7 @@ def train_size_child(n_q: int, n_c: int) -> None:
     Path("/proc/self/clear_refs").write_text("5")
     base = _status_mb("VmRSS")
     t = time.perf_counter()
-    evaluate(pool, scorer, doc_level=False, progress=False, memory_mb=512)
+    evaluate(pool, scorer, **{**EVAL, "doc_level": False}, progress=False)
     print(json.dumps({"seconds": time.perf_counter() - t, "rss_before_search_mb": base,
                       "peak_rss_mb": _status_mb("VmHWM"),
                       "search_peak_extra_mb": _status_mb("VmHWM") - base}))

@@ -131,7 +131,7 @@ def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int,
     """The first ``count`` batches of our training sampler as training draws them: no
     duplicates, length buckets by the tokenizer's counts (``data.bucket_unit: tokens``), or
     by characters / 4 without a tokenizer (``chars``, the CPU profiles)."""
-    from retrieval_qa.data.datamodule import pair_lengths
+    from retrieval_qa.data.pair_lengths import pair_lengths
     from retrieval_qa.data.sampler import NoDuplicatesBatchSampler
 
     lengths = pair_lengths(pairs, tokenizer, max_q, max_a,
@@ -242,12 +242,15 @@ class Ours(Side):
         from retrieval_qa.data.collate import PairCollator
         from retrieval_qa.models.dual_encoder import DualEncoderModule
         from retrieval_qa.models.optim import build_optimizer
+        from retrieval_qa.registry import config_values
+        from retrieval_qa.training.compose import load_group
 
         self.device = device or torch.device("cpu")
         self.precision, self.scaler = precision, grad_scaler(self.device, precision)
         if module is None:
             module = DualEncoderModule(towers=towers_config(model, chunk_rows), loss=LOSS,
-                                       optimizer=OPTIMIZER)
+                                       optimizer=OPTIMIZER, gradient_cache={"mini_batch_size": None},
+                                       evaluation=config_values(load_group("eval", "default")))
         self.module = module.to(self.device)
         self.optimizer = build_optimizer(self.module.parameters(), OPTIMIZER)
         self.collate = PairCollator(tokenizer, max_q, max_a, answer_with_context)

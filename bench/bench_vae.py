@@ -64,14 +64,14 @@ class Side:
                  tokenizer) -> None:
         from retrieval_qa.data.collate import PairCollator
         from retrieval_qa.models.optim import build_optimizer
-        from retrieval_qa.registry import instantiate
+        from retrieval_qa.registry import config_values, instantiate
         from retrieval_qa.training.compose import compose
 
         self.name = name
         self.command = " ".join([f"experiment={experiment}", f"profile={profile}", *overrides])
         cfg = compose([f"experiment={experiment}", f"profile={profile}", *overrides])
         torch.manual_seed(0)
-        self.module = instantiate(cfg.model, "model")
+        self.module = instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))
         self.module.train()
         self.optimizer = build_optimizer(self.module.parameters(), cfg.model.optimizer)
         self.collate = PairCollator(tokenizer, cfg.data.max_question_length,

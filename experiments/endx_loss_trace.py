@@ -24,7 +24,7 @@ from retrieval_qa.data.datamodule import ReQADataModule
 from retrieval_qa.models.endx import EndxModule
 from retrieval_qa.models.optim import build_optimizer
 from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
-from retrieval_qa.registry import instantiate
+from retrieval_qa.registry import config_values, instantiate
 from retrieval_qa.training.compose import compose
 
 
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     data = ReQADataModule.from_config(cfg.data, load_tokenizer(
         resolve_pretrained(enc.pretrained, fallback=enc.fallback)))
     data.setup("fit")
-    module = instantiate(cfg.model, "model")
+    module = instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))
     if not isinstance(module, EndxModule):
         raise SystemExit(f"experiment={cfg.experiment} is not an ENDX experiment")
     module.train()

@@ -222,7 +222,7 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
     """Every trained row in rows/, of every profile ({(name, profile): [report per seed]},
     the paper profile first); the rows of ``names`` are trained first, in ``profile``, for
     the ``seeds`` they lack."""
-    from retrieval_qa.training.compose import compose
+    from retrieval_qa.training.compose import compose_traced
     from retrieval_qa.training.run import train
 
     for name in names:
@@ -231,9 +231,9 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
             path = rows / f"{name}_{profile}_seed{seed}.json"
             if not path.is_file():
                 log(f"train {name} seed {seed} ({profile})")
-                cfg = compose([f"experiment={experiment}", f"profile={profile}", f"seed={seed}",
-                               f"output_dir={runs_dir / name}", "resume=never", *extra])
-                report = train(cfg)
+                report = train(compose_traced([
+                    f"experiment={experiment}", f"profile={profile}", f"seed={seed}",
+                    f"output_dir={runs_dir / name}", "resume=never", *extra]))
                 report["command"] = "rqa train " + " ".join(
                     [f"experiment={experiment}", f"profile={profile}", f"seed={seed}", *extra])
                 _write(path, report)

@@ -240,16 +240,20 @@ def _with_threads(args) -> list[str]:
 
 
 def cmd_train(args) -> dict:
-    from .training.compose import compose
+    from .training.compose import compose_traced
 
-    cfg = compose(_with_threads(args))  # checked before Lightning is imported
+    composed = compose_traced(_with_threads(args))  # checked before Lightning is imported
+    if args.cfg:  # what would run, each value with its source; nothing trained
+        from .training.provenance import annotated_yaml
+
+        return {"text": annotated_yaml(composed.cfg, composed.sources())}
     from .training.run import train
 
-    return train(cfg)
+    return train(composed)
 
 
 def cmd_sweep(args) -> dict:
-    from .training.sweep import run_sweep
+    from .app.sweep_run import run_sweep
 
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
@@ -517,9 +521,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="experiment=NAME (required), profile=paper|cpu|gpu (default paper), "
                          "then any config key, e.g. seed=2 trainer.max_steps=200")
+    tr.add_argument("--cfg", action="store_true",
+                    help="print the composed config without training, each value followed by "
+                         "where it came from (conf/train.yaml, a group file, the experiment, "
+                         "its profile, an `extends:` parent, or the command line)")
     tr.set_defaults(func=cmd_train)
 
-    from .training.sweep import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
+    from .app.sweep_plan import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
 
     sw = add_parser(sub, "sweep", help="run a wandb sweep file here, without a wandb server: "
                                        "each run `rqa train` with wandb offline, resumable",
@@ -676,7 +684,10 @@ def _run_parsed(args: argparse.Namespace, out) -> int:
         message = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
         print("rqa: error: " + " ".join(str(message).split("\n")), file=sys.stderr)
         return 2
-    if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
+    if args.func is cmd_train and args.cfg:  # `rqa train --cfg`: the YAML, not JSON
+        out.write(result["text"])
+        out.flush()
+    elif result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
         _emit(result, out)
     return int(result.get("exit_code", 0)) if args.func is cmd_sweep else 0
 

@@ -174,3 +174,39 @@ def save_tiny_bert_model(folder: Path, tokenizer, hidden: int = 24, layers: int 
     model = BertModel(config)
     model.save_pretrained(folder)
     return model
+
+
+def from_conf(group: str, name: str, **arguments):
+    """conf/<group>/<name>.yaml's ``_target_`` built with the file's values (their one source)
+    and ``arguments`` over them: a dict merges into the file's dict of that key; anything else
+    replaces the file's value or adds an argument the file does not hold (a tokenizer, a
+    ``dim``)."""
+    from retrieval_qa.registry import config_values, target_of
+    from retrieval_qa.training.compose import load_group
+
+    node = load_group(group, name)
+    values = config_values(node)
+    for key, value in arguments.items():
+        merge = isinstance(value, dict) and isinstance(values.get(key), dict)
+        values[key] = {**values[key], **value} if merge else value
+    return target_of(node, f"conf/{group}/{name}.yaml")(**values)
+
+
+def softmax_loss(**options):
+    """``InBatchSoftmaxLoss`` with the settings of conf/model/dual_encoder.yaml's ``loss``
+    block (their one source), ``options`` over them."""
+    from retrieval_qa.losses import InBatchSoftmaxLoss
+    from retrieval_qa.registry import config_values
+    from retrieval_qa.training.compose import load_group
+
+    return InBatchSoftmaxLoss.from_config(
+        {**config_values(load_group("model", "dual_encoder").loss), **options})
+
+
+def eval_conf(**overrides) -> dict:
+    """The evaluator's settings of conf/eval/default.yaml (their one source), ``overrides``
+    over them: ``evaluate(pool, scorer, **eval_conf(memory_mb=0.001))``."""
+    from retrieval_qa.registry import config_values
+    from retrieval_qa.training.compose import load_group
+
+    return {**config_values(load_group("eval", "default")), **overrides}

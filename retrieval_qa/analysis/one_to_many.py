@@ -20,6 +20,8 @@ from pathlib import Path
 from ..data.subsets import one_to_many_subset
 from ..data.types import RetrievalPool
 from ..evaluation import DenseScorer, evaluate
+from ..registry import config_values
+from ..training.compose import load_group
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -72,6 +74,7 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
     loaded = load_models(models)
     runs: list[dict] = []
     embeddings: dict[str, tuple] = {}
+    settings = config_values(load_group("eval", "default"))  # the evaluator's (conf/eval)
     for name, folder in models:
         if folder not in embeddings:
             model = loaded[folder]
@@ -86,8 +89,8 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
             if not s["rows"]:
                 per_k[str(k)] = None
                 continue
-            res = evaluate(s["pool"], DenseScorer(q[s["rows"]], c), doc_level=False,
-                           progress=False, desc=f"k>={k}")
+            res = evaluate(s["pool"], DenseScorer(q[s["rows"]], c),
+                           **{**settings, "doc_level": False}, progress=False, desc=f"k>={k}")
             per_k[str(k)] = _metrics(res.metrics)
         runs.append({"name": name, "model": folder, "encode_seconds": enc_s, "metrics": per_k})
 

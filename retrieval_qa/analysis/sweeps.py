@@ -118,7 +118,7 @@ def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name
 
 
 def _metric(report: dict, name: str) -> float | None:
-    from ..training.sweep import metric_value
+    from ..app.sweep_plan import metric_value
 
     return metric_value(report, name)
 

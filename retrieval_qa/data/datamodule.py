@@ -27,8 +27,6 @@ Loaders:
 
 from __future__ import annotations
 
-import json
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,168 +34,38 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from ..evaluation.evaluator import doc_index
 from ..registry import config_values
+from .caps import cap_pairs, cap_questions
 from .collate import PairCollator, TextCollator, first_copies, token_lengths
+from .datasets import IndexedDataset, PairDataset
 from .features import FeatureTable
 from .loading import load_pool
-from .reqa import reassemble
+from .pair_lengths import BUCKET_UNITS, pair_lengths
+from .pair_sources import PairSource
+from .pool_index import doc_index
 from .resumable import ResumableDataLoader
 from .sampler import NoDuplicatesBatchSampler
 from .split import train_val_split
 from .tokenized import TokenizedTexts
 from .types import QAPair, RetrievalPool
 
-BUCKET_UNITS = ("tokens", "chars")
-CHARS_PER_TOKEN = 4  # rough WordPiece rate on English prose; only orders pairs for bucketing
-
-
-class PairDataset(Dataset):
-    """Training pairs as items ``(index, QAPair)`` or, with weights, ``(index, QAPair, w)``."""
-
-    def __init__(self, pairs: Sequence[QAPair], weights: Sequence[float] | None = None) -> None:
-        if weights is not None and len(weights) != len(pairs):
-            raise ValueError(f"{len(weights)} weights for {len(pairs)} pairs")
-        self.pairs = pairs
-        self.weights = weights
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def __getitem__(self, i: int) -> tuple:
-        if self.weights is None:
-            return i, self.pairs[i]
-        return i, self.pairs[i], float(self.weights[i])
-
-
-class PairSource:
-    """Extra training pairs with weights (``weights`` None: each weighs 1)."""
-
-    def __init__(self, name: str, pairs: list[QAPair],
-                 weights: Sequence[float] | None = None) -> None:
-        if weights is not None and len(weights) != len(pairs):
-            raise ValueError(f"pair source {name!r}: {len(weights)} weights for {len(pairs)} pairs")
-        self.name, self.pairs, self.weights_ = name, pairs, weights
-
-    def weights(self) -> list[float]:
-        return [1.0] * len(self.pairs) if self.weights_ is None else [float(w) for w in self.weights_]
-
-    @classmethod
-    def from_config(cls, cfg: dict) -> PairSource:
-        """``{path: JSONL file, weight: default weight (1), name: optional}``; each line
-        ``{"question", "answer"[, "context", "weight"]}``."""
-        if "path" not in cfg:
-            raise KeyError(f"data.extra_pairs entry {cfg}: needs a 'path' to a JSONL file")
-        path = Path(cfg["path"])
-        default = float(cfg.get("weight", 1.0))
-        pairs, weights = [], []
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"data.extra_pairs: {path} does not exist") from None
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                question, answer = rec["question"], rec["answer"]
-                weight = float(rec.get("weight", default))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}, line {n}: {type(e).__name__} {e}; each line must be a "
-                                 'JSON object with "question" and "answer" (optional "context", '
-                                 '"weight")') from None
-            if not str(question).strip() or not str(answer).strip():
-                raise ValueError(f"{path}, line {n}: empty question or answer; remove the line")
-            context = rec.get("context", answer)
-            pairs.append(QAPair(question, answer, context, f"{path.name}:{n}", f"{path.name}:{n}"))
-            weights.append(weight)
-        return cls(cfg.get("name", path.stem), pairs, weights)
-
-
-class IndexedDataset(Dataset):
-    """Items ``(index, value)`` for the listed indices of ``values`` (one shard, in order), or
-    ``(index, value, label)`` with ``labels`` aligned with ``values``."""
-
-    def __init__(self, values: Sequence, indices: Sequence[int],
-                 labels: Sequence | None = None) -> None:
-        self.values = values
-        self.indices = list(indices)
-        self.labels = labels
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, k: int) -> tuple:
-        i = self.indices[k]
-        if self.labels is None:
-            return i, self.values[i]
-        return i, self.values[i], self.labels[i]
-
-
-def estimated_tokens(text: str, cap: int) -> int:
-    """A cheap token-count estimate (characters / 4, at most ``cap``) for length bucketing."""
-    return min(cap, len(text) // CHARS_PER_TOKEN + 1)
-
-
-def pair_lengths(pairs: Sequence[QAPair], tokenizer, max_question_length: int,
-                 max_answer_length: int, unit: str = "tokens",
-                 with_context: bool = False) -> list[int]:
-    """Question + answer(+context) tokens of each pair, each side capped at its maximum
-    length (what the padded batch will hold), the key of the length buckets: the
-    tokenizer's counts (``unit="tokens"``) or characters / 4 (``"chars"``)."""
-    if unit == "tokens":
-        contexts = [p.context for p in pairs] if with_context else None
-        q = token_lengths(tokenizer, [p.question for p in pairs], max_question_length)
-        a = token_lengths(tokenizer, [p.answer for p in pairs], max_answer_length, contexts)
-        return [x + y for x, y in zip(q, a, strict=True)]
-    out = []
-    for p in pairs:
-        answer = p.answer + " " + p.context if with_context else p.answer
-        out.append(estimated_tokens(p.question, max_question_length)
-                   + estimated_tokens(answer, max_answer_length))
-    return out
-
-
-def cap_pairs(pairs: list[QAPair], cap: int | None, seed: int) -> list[QAPair]:
-    """A deterministic subset of ``cap`` pairs (original order kept), or all when uncapped."""
-    if cap is None or cap >= len(pairs):
-        return pairs
-    keep = sorted(random.Random(seed).sample(range(len(pairs)), cap))
-    return [pairs[i] for i in keep]
-
-
-def cap_questions(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
-    """The pool restricted to a deterministic subset of ``cap`` questions and to the sentences
-    of the paragraphs that hold their answers (a smaller retrieval problem of the same kind,
-    cheap enough to evaluate every epoch on a CPU); gold is recomputed on that candidate set."""
-    if cap is None or cap >= len(pool.questions):
-        return pool
-    keys = pool.question_keys  # strings (ReQA) or qids (MultiReQA): duplicates stay apart
-    kept = {keys[i] for i in random.Random(seed).sample(range(len(keys)), cap)}
-    pairs = [p for p in pool.pairs if pool.pair_key(p) in kept]
-    contexts = {p.context for p in pairs}
-    candidates = [c for c in pool.candidates if c.context in contexts]
-    return reassemble(pool, pool.pool, candidates, pairs)
-
 
 class ReQADataModule(pl.LightningDataModule):
-    """See the module docstring. Arguments mirror ``conf/data/reqa_squad.yaml``; ``tokenizer``
+    """See the module docstring. The keyword arguments are the keys of
+    ``conf/data/reqa_squad.yaml``, their one source (:meth:`from_config`); ``tokenizer``
     is a Hugging Face tokenizer; ``sampler_seed`` with the epoch fixes the training order."""
 
-    def __init__(self, tokenizer, train_dataset: str = "reqa_squad", train_pool: str = "train",
-                 test_dataset: str = "reqa_squad", test_pool: str = "dev",
-                 data_dir: str | Path | None = None, val_fraction: float = 0.1,
-                 split_seed: int = 0, max_train_pairs: int | None = None,
-                 max_val_questions: int | None = None, max_question_length: int = 64,
-                 max_answer_length: int = 96, answer_with_context: bool = False,
-                 batch_size: int = 32, eval_batch_size: int = 128,
-                 bucket_by_length: bool = True, bucket_unit: str = "tokens",
-                 num_workers: int = 0, pin_memory: bool | str = "auto",
-                 pad_to_multiple_of: int | None = None,
-                 sampler_seed: int = 0, extra_pairs: Sequence[dict] | None = None,
-                 features: str | Path | FeatureTable | None = None) -> None:
+    def __init__(self, tokenizer, *, train_dataset: str, train_pool: str, test_dataset: str,
+                 test_pool: str, data_dir: str | Path | None, val_fraction: float,
+                 split_seed: int, max_train_pairs: int | None, max_val_questions: int | None,
+                 max_question_length: int, max_answer_length: int, answer_with_context: bool,
+                 batch_size: int, eval_batch_size: int, bucket_by_length: bool,
+                 bucket_unit: str, num_workers: int, pin_memory: bool | str,
+                 pad_to_multiple_of: int | None, sampler_seed: int,
+                 extra_pairs: Sequence[dict] | None, features: str | Path | FeatureTable | None
+                 ) -> None:
         super().__init__()
         if features is not None and not isinstance(features, FeatureTable):
             features = FeatureTable.load(features)

@@ -48,8 +48,7 @@ class MinedPairsDataModule(ReQADataModule):
     """``ReQADataModule`` arguments plus ``mined`` (a ``rqa mine`` output folder or null) and
     ``mined_weighting`` (see the module docstring)."""
 
-    def __init__(self, tokenizer, mined: str | None = None, mined_weighting: str = "weighted",
-                 **kwargs) -> None:
+    def __init__(self, tokenizer, *, mined: str | None, mined_weighting: str, **kwargs) -> None:
         super().__init__(tokenizer, **kwargs)
         if mined_weighting not in WEIGHTINGS:
             raise ValueError(f"data.mined_weighting={mined_weighting!r}; expected one of "

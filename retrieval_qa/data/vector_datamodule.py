@@ -1,18 +1,16 @@
 """DataModule over cached base embeddings of the paragraph task (residual-embedding paper,
-4.3): training batches of (question vector, its paragraph vector, paragraph id) from the
+4.3), given as vectors (:mod:`retrieval_qa.embeddings.paragraph_data` computes them and
+builds this module, so data/ needs nothing of embeddings/): training batches of (question vector, its paragraph vector, paragraph id) from the
 train file, minus ``val_questions`` held-out questions ranked against every train paragraph
 for model selection; the test pool (dev file) for the final numbers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-
-from .paragraphs import load_paragraph_task
 
 
 @dataclass
@@ -23,10 +21,11 @@ class VectorSplit:
 
 
 class ParagraphVectorDataModule(pl.LightningDataModule):
-    def __init__(self, train: VectorSplit, test: VectorSplit | None = None,
-                 val_questions: int = 5000, batch_size: int = 512,
-                 eval_batch_size: int = 4096, max_train_pairs: int | None = None,
-                 seed: int = 0, notes: dict | None = None) -> None:
+    def __init__(self, train: VectorSplit, test: VectorSplit | None, *, val_questions: int,
+                 batch_size: int, eval_batch_size: int, max_train_pairs: int | None, seed: int,
+                 notes: dict | None = None) -> None:
+        """The keyword arguments are those of conf/data/squad_paragraphs.yaml (``seed``: its
+        ``split_seed``), given by :func:`~retrieval_qa.embeddings.paragraph_data.paragraph_vector_data`."""
         super().__init__()
         n = train.questions.shape[0]
         if not 0 < val_questions < n:
@@ -74,42 +73,3 @@ class ParagraphVectorDataModule(pl.LightningDataModule):
                 "test_paragraphs": None if self.test_split is None
                 else int(self.test_split.paragraphs.shape[0]),
                 "batch_size": self.batch_size, **self.notes}
-
-
-def vector_split(pool: str, data_dir: str | Path | None, embedding: str, idf: bool,
-                 idf_corpus: str, layer_weights: list[float] | None = None
-                 ) -> tuple[VectorSplit, dict]:
-    """One pool of the paragraph task as base vectors (computed once, then cached)."""
-    from ..embeddings.base import task_embeddings
-
-    task = load_paragraph_task(pool, data_dir)
-    q, p, meta = task_embeddings(task, embedding, idf, idf_corpus, layer_weights=layer_weights)
-    return VectorSplit(q, p, torch.tensor(task.gold)), {
-        "pool": pool, "questions": len(task.questions), "paragraphs": len(task.paragraphs),
-        "cache": meta["cache"], "sources": meta["source_files"]}
-
-
-def paragraph_vector_data(train_pool: str = "train", test_pool: str = "dev",
-                          data_dir: str | Path | None = None, embedding: str = "static:glove50",
-                          idf: bool = True, idf_corpus: str = "paragraphs",
-                          val_questions: int = 5000, max_train_pairs: int | None = None,
-                          split_seed: int = 0, batch_size: int = 512,
-                          eval_batch_size: int = 4096, layer_weights: list[float] | None = None
-                          ) -> ParagraphVectorDataModule:
-    """The ``data`` group ``squad_paragraphs``: both pools embedded (cached), then the
-    DataModule; its arguments are the keys of ``conf/data/squad_paragraphs.yaml``."""
-    if layer_weights is not None:
-        if not embedding.startswith("contextual:"):
-            raise ValueError(f"data.layer_weights={list(layer_weights)} combines the layers of a "
-                             f"contextual:NAME embedding, not of {embedding!r}: set it to null")
-        layer_weights = [float(w) for w in layer_weights]
-    train, train_notes = vector_split(train_pool, data_dir, embedding, idf, idf_corpus,
-                                      layer_weights)
-    test, test_notes = vector_split(test_pool, data_dir, embedding, idf, idf_corpus,
-                                    layer_weights)
-    return ParagraphVectorDataModule(
-        train, test, val_questions, batch_size, eval_batch_size, max_train_pairs, split_seed,
-        notes={"embedding": embedding, "idf": idf, "idf_corpus": idf_corpus if idf else None,
-               **({"layer_weights": layer_weights} if layer_weights is not None else {}),
-               "train_source": train_notes, "test_source": test_notes,
-               "test": {"dataset": "squad_paragraphs", "pool": test_pool}})

@@ -33,9 +33,11 @@ def source_sha256(path: str | Path) -> str:
 
 
 def code_sha256() -> list[str]:
-    from . import base, contextual, idf, pooling, static
-
-    return [file_sha256(m.__file__) for m in (base, contextual, idf, pooling, static)]
+    """The sha256 of the modules that compute embeddings (read as files: importing them here
+    would make a cycle with :mod:`.base`, which caches through this module)."""
+    here = Path(__file__).parent
+    return [file_sha256(here / f"{m}.py") for m in ("base", "contextual", "idf", "pooling",
+                                                    "static")]
 
 
 def cache_key(settings: dict, sources: dict[str, str]) -> str:

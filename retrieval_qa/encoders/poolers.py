@@ -76,9 +76,9 @@ class MultiHopSelfAttentionPooler(Pooler):
     the coefficient is a hyper-parameter, 0 disables it).
     """
 
-    def __init__(
-        self, hidden_size: int, hops: int = 4, attention_dim: int = 350, combine: str = "concat"
-    ) -> None:
+    def __init__(self, hidden_size: int, *, hops: int, attention_dim: int, combine: str) -> None:
+        """``hops``, ``attention_dim`` and ``combine``: the ``pooler`` section of a towers
+        config (conf/model/dual_encoder.yaml holds their values; :func:`.builders.build_pooler`)."""
         super().__init__()
         if combine not in COMBINE_MODES:
             raise ValueError(f"combine={combine!r}; expected one of {list(COMBINE_MODES)}")

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..data.pool_index import doc_index
 from ..data.types import QUESTION_TEXT, RetrievalPool
 from . import sparse as sparse_rules
-from .metrics import DEFAULT_KS, metrics_from_ranks
+from .metrics import metrics_from_ranks
 from .per_question import beside_run_file, write_per_question
 from .ranking import gold_ranks
 from .runfile import RunFileWriter
@@ -67,17 +68,8 @@ def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) 
                       "the model's embeddings or the scorer for NaN/inf")
 
 
-def doc_index(pool: RetrievalPool) -> tuple[torch.Tensor, int]:
-    """[C] long: each candidate's document (paragraph) as an integer, and the number of
-    documents; what doc-level ranking needs from a pool."""
-    doc_names = sorted({c.doc_id for c in pool.candidates})
-    doc_pos = {d: i for i, d in enumerate(doc_names)}
-    return (torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long),
-            len(doc_names))
-
-
 def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor | None = None,
-                   *, memory_mb: float = 512, top_k: int = 0, sparse: bool | None = None,
+                   *, memory_mb: float, top_k: int = 0, sparse: bool | None = None,
                    on_block=None, non_finite=None, progress: bool = False,
                    desc: str = "evaluate") -> tuple[torch.Tensor, torch.Tensor | None]:
     """The ranking core every evaluation runs through (``rqa evaluate``, validation and the
@@ -156,8 +148,8 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
     return ranks, doc_ranks
 
 
-def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb: float = 512,
-             ks=DEFAULT_KS, doc_level: bool = True, run_file: str | Path | None = None,
+def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: float, ks,
+             doc_level: bool, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",
              sparse: bool | None = None,
              per_question: str | Path | None = None) -> EvaluationResult:
@@ -169,6 +161,8 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int = 100, memory_mb
     are written block by block. A non-finite score is an error naming the question.
     ``per_question``: write the compact per-question record there
     (:mod:`.per_question`); default: beside ``run_file`` when one is given.
+    ``top_k``, ``memory_mb``, ``ks`` and ``doc_level`` are the ``eval`` group's settings
+    (conf/eval/default.yaml, their one source).
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)

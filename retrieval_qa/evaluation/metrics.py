@@ -15,11 +15,10 @@ from collections.abc import Sequence
 
 import torch
 
-DEFAULT_KS = (1, 5, 10)
 
-
-def metrics_from_ranks(ranks: torch.Tensor | Sequence[float], ks: Sequence[int] = DEFAULT_KS,
+def metrics_from_ranks(ranks: torch.Tensor | Sequence[float], ks: Sequence[int],
                        prefix: str = "") -> dict[str, float]:
+    """MRR, MRR@100 and R@k / P@k at the cut-offs ``ks`` (the ``eval`` group's ``ks``)."""
     ranks = torch.as_tensor(ranks, dtype=torch.float64)
     if ranks.numel() == 0:
         raise ValueError("no ranks to compute metrics from")

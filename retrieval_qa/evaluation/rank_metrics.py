@@ -19,7 +19,7 @@ import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from .metrics import DEFAULT_KS, metrics_from_ranks
+from .metrics import metrics_from_ranks
 from .ranking import aggregate_min, gold_ranks
 
 
@@ -29,7 +29,7 @@ class ReQARankMetric(Metric):
     full_state_update = False
     higher_is_better = True
 
-    def __init__(self, ks: Sequence[int] = DEFAULT_KS, **kwargs) -> None:
+    def __init__(self, ks: Sequence[int], **kwargs) -> None:
         super().__init__(**kwargs)
         self.ks = tuple(ks)
         self.add_state("ranks", default=[], dist_reduce_fx="cat")
@@ -73,6 +73,9 @@ class ReQARankMetric(Metric):
 
 
 class MeanReciprocalRank(ReQARankMetric):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(ks=(), **kwargs)  # MRR needs no cut-offs
+
     def compute(self) -> torch.Tensor:  # type: ignore[override]
         return super().compute()["mrr"]
 

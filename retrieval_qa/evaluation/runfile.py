@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .metrics import DEFAULT_KS, metrics_from_ranks
+from .metrics import metrics_from_ranks
 
 
 def write_run_file(path: str | Path, records: Iterable[dict]) -> int:
@@ -99,7 +99,7 @@ def _ranks(records: list[dict], key: str, path) -> list[float]:
     return ranks
 
 
-def metrics_from_run_file(path: str | Path, ks=DEFAULT_KS) -> dict[str, float]:
+def metrics_from_run_file(path: str | Path, ks) -> dict[str, float]:
     """Recompute the metrics from the gold ranks a run file records (and the document ranks
     when it has them)."""
     from ..data.errors import DataFormatError

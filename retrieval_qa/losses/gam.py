@@ -49,7 +49,7 @@ i.e. the per-anchor KL summed over neighbours and *averaged over the B anchors* 
 pairs contribute 0 (``0 log 0 = 0``).
 
 Total (eq. 12): ``L_ga = sum_r alpha_r L_r`` over the four relations; the ramped weights of
-section 4.4 come from :class:`retrieval_qa.schedules.GamWeightSchedule`.
+section 4.4 come from :class:`retrieval_qa.models.endx_schedule.GamWeightSchedule`.
 
 ``detach_cross`` (default False): eq. 13 is one objective optimised jointly, so by default GAM
 back-propagates into the Cross-Encoders too (the paper's reading). ``detach_cross=True``

@@ -86,13 +86,8 @@ class InBatchSoftmaxLoss(nn.Module):
     sampler keeps an answer (and a question) at most once per batch.
     """
 
-    def __init__(
-        self,
-        similarity: str = "dot",
-        scale: float = 1.0,
-        symmetric: bool = False,
-        gather_across_processes: bool = False,
-    ) -> None:
+    def __init__(self, *, similarity: str, scale: float, symmetric: bool,
+                 gather_across_processes: bool) -> None:
         super().__init__()
         check_similarity(similarity)
         if scale <= 0:
@@ -101,6 +96,14 @@ class InBatchSoftmaxLoss(nn.Module):
         self.scale = float(scale)
         self.symmetric = symmetric
         self.gather_across_processes = gather_across_processes
+
+    @classmethod
+    def from_config(cls, loss: dict) -> InBatchSoftmaxLoss:
+        """From a method's ``loss`` block (``conf/model/dual_encoder.yaml``: the one source of
+        these settings); keys other than the four arguments are the method's."""
+        return cls(similarity=loss["similarity"], scale=loss["scale"],
+                   symmetric=loss["symmetric"],
+                   gather_across_processes=loss["gather_across_processes"])
 
     @property
     def temperature(self) -> float:

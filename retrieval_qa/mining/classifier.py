@@ -46,7 +46,7 @@ class MiningClassifier(CrossAttentionClassifier):
     def __init__(self, *, pretrained: str, fallback: str | None, dropout: float,
                  max_length: int, max_question_length: int, with_context: bool,
                  context_segment: int, score_batch_size: int, optimizer: dict,
-                 pretrained_label: str | None = None, training: dict | None = None) -> None:
+                 pretrained_label: str | None, training: dict | None = None) -> None:
         # training: unused here (rqa train's Trainer settings come from conf/trainer); kept so
         # the parent's hyperparameters load back
         super().__init__(pretrained=pretrained, fallback=fallback, dropout=dropout,

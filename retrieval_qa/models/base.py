@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
 
-from ..config import load_yaml
 from ..evaluation import DenseScorer, ReQARankMetric
 from ..evaluation.evaluator import rank_questions
 from ..evaluation.ranking import aggregate_min
@@ -27,16 +26,18 @@ class NonFiniteLossError(FloatingPointError):
     pass
 
 
-def eval_settings(evaluation: dict | DictConfig | None) -> dict:
-    """The evaluator settings: ``conf/eval/default.yaml`` (the single source) updated by
-    ``evaluation``; an unknown key is an error."""
-    base = config_values(load_yaml("eval/default.yaml"))
-    given = config_values(evaluation) if evaluation is not None else {}
-    unknown = sorted(set(given) - set(base))
-    if unknown:
-        raise KeyError(f"eval settings {unknown} unknown; expected keys of conf/eval/default.yaml: "
-                       f"{sorted(base)}")
-    return {**base, **given}
+EVAL_KEYS = ("top_k", "memory_mb", "ks", "doc_level")
+
+
+def eval_settings(evaluation: dict | DictConfig) -> dict:
+    """The evaluator settings a method was given: the composed ``eval`` group (``cfg.eval``;
+    ``conf/eval/default.yaml`` is their one source), checked for the keys the module reads."""
+    given = config_values(evaluation)
+    missing = [k for k in EVAL_KEYS if k not in given]
+    if missing:
+        raise KeyError(f"eval settings lack {missing}: pass the composed config's eval group "
+                       f"(cfg.eval, from conf/eval/default.yaml); got {sorted(given)}")
+    return given
 
 
 class RetrievalModule(pl.LightningModule):
@@ -52,8 +53,7 @@ class RetrievalModule(pl.LightningModule):
     #: dotted path of the function that rebuilds the towers from ``towers_config()``
     towers_builder = "retrieval_qa.encoders.build_dual_towers"
 
-    def __init__(self, optimizer: dict, similarity: str,
-                 evaluation: dict | None = None) -> None:
+    def __init__(self, optimizer: dict, similarity: str, evaluation: dict) -> None:
         super().__init__()
         self.optimizer_cfg = dict(optimizer)
         self.similarity = check_similarity(similarity)

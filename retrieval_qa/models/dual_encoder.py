@@ -18,15 +18,14 @@ class DualEncoderModule(RetrievalModule):
     ``trainer.gradient_clip_val`` and ``accumulate_grad_batches`` are not available);
     ``evaluation``: the ``eval`` group."""
 
-    def __init__(self, towers: dict, loss: dict, optimizer: dict,
-                 gradient_cache: dict | None = None, evaluation: dict | None = None) -> None:
+    def __init__(self, towers: dict, loss: dict, optimizer: dict, *, gradient_cache: dict,
+                 evaluation: dict) -> None:
         super().__init__(optimizer, loss["similarity"], evaluation)
         self.save_hyperparameters()
         self.cache_size = (gradient_cache or {}).get("mini_batch_size")
         self.automatic_optimization = self.cache_size is None
         self.towers = build_dual_towers(towers)
-        self.loss = InBatchSoftmaxLoss(loss["similarity"], loss["scale"], loss["symmetric"],
-                                       loss["gather_across_processes"])
+        self.loss = InBatchSoftmaxLoss.from_config(loss)
         self.penalty_coef = float(loss["penalty_coef"])
         self.train()  # from_pretrained leaves Hugging Face models in eval mode (no dropout)
 

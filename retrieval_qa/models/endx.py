@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..encoders.cross_attention_branch import build_cross_attention_branch
 from ..losses import InBatchSoftmaxLoss
 from ..losses.gam import RELATION_NAMES, GeometryAlignmentLoss
-from ..schedules import EndxLossWeights, GamWeightSchedule
 from .dual_encoder import DualEncoderModule
+from .endx_schedule import EndxLossWeights, GamWeightSchedule
 
 #: Checkpoints written before the branch was renamed keep its weights under this prefix.
 _OLD_BRANCH_PREFIX = "cross_encoder."
@@ -42,18 +42,16 @@ class EndxModule(DualEncoderModule):
     distributions are those of each process's own batch."""
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
-                 weights: dict, cross_loss: dict | None = None,
-                 gradient_cache: dict | None = None, evaluation: dict | None = None) -> None:
+                 weights: dict, *, cross_loss: dict, gradient_cache: dict,
+                 evaluation: dict) -> None:
         if (gradient_cache or {}).get("mini_batch_size") is not None:
             raise ValueError("model.gradient_cache is for the dual encoders' in-batch softmax; "
                              "ENDX's cross branch and GAM need the whole batch: set "
                              "model.gradient_cache.mini_batch_size=null")
-        super().__init__(towers, loss, optimizer, evaluation=evaluation)
+        super().__init__(towers, loss, optimizer, gradient_cache=gradient_cache,
+                         evaluation=evaluation)
         self.save_hyperparameters()
-        cross_loss = {"similarity": loss["similarity"], "scale": loss["scale"],
-                      **(cross_loss or {})}
-        self.cross_loss = InBatchSoftmaxLoss(cross_loss["similarity"], cross_loss["scale"],
-                                             loss["symmetric"], loss["gather_across_processes"])
+        self.cross_loss = InBatchSoftmaxLoss.from_config({**loss, **cross_loss})
         self.cross_branch = build_cross_attention_branch(cross)
         self.gam = GeometryAlignmentLoss(gam["kernel"], gam["sigma"], gam["exclude_self"],
                                          gam["detach_cross"])

@@ -42,23 +42,30 @@ LOSSES = ("triplet", "quadratic_conditional")
 
 
 class ResidualRefinementModule(pl.LightningModule):
-    def __init__(self, dim: int, refiner: str = "fcrr", sides: str = "question",
-                 sf: float = 1.0, dropout: float = 0.1, fc_hidden: int | None = None,
-                 conv_filters: int = 1024, conv_window: int = 5, conv_stride: int = 2,
-                 loss: dict | None = None, optimizer: dict | None = None,
-                 test_ap: bool = True, anchor: str = "auto") -> None:
+    def __init__(self, dim: int, *, refiner: str, sides: str, sf: float, dropout: float,
+                 fc_hidden: int | None, conv_filters: int, conv_window: int, conv_stride: int,
+                 loss: dict, optimizer: dict, test_ap: bool, anchor: str) -> None:
+        """The keyword arguments are the keys of ``conf/model/residual.yaml`` (their one
+        source); ``loss`` holds ``name``, ``margin`` and ``squared``, ``optimizer`` Adam's
+        ``lr`` and ``weight_decay``."""
         super().__init__()
         self.save_hyperparameters()
         if sides not in SIDES:
             raise ValueError(f"model.sides={sides!r}; expected one of {list(SIDES)}")
-        loss = {"name": "triplet", "margin": 0.2, "squared": False, **(loss or {})}
+        loss, optimizer = dict(loss), dict(optimizer)
+        for block, given, keys in (("loss", loss, ("name", "margin", "squared")),
+                                   ("optimizer", optimizer, ("lr", "weight_decay"))):
+            missing = [k for k in keys if k not in given]
+            if missing:
+                raise KeyError(f"model.{block} lacks {missing} (fix: give them, as "
+                               "conf/model/residual.yaml does)")
         if loss["name"] not in LOSSES:
             raise ValueError(f"model.loss.name={loss['name']!r}; expected one of {list(LOSSES)}")
         if anchor not in ANCHORS:
             raise ValueError(f"model.anchor={anchor!r}; expected one of {list(ANCHORS)}")
         self.anchor = sides if anchor == "auto" else anchor
         self.loss_cfg = loss
-        self.optimizer_cfg = {"lr": 1e-3, "weight_decay": 1e-3, **(optimizer or {})}
+        self.optimizer_cfg = optimizer
         make = lambda: build_refiner(refiner, dim, sf, dropout, fc_hidden,  # noqa: E731
                                      conv_filters, conv_window, conv_stride)
         self.question_refiner = make() if sides in ("question", "both") else None

@@ -17,7 +17,7 @@ Objective (eq. 7, minimised)::
 with the reconstruction NLL of :mod:`~retrieval_qa.losses.reconstruction` (per text, summed
 over its tokens), the Gaussian KL of eq. 5 (:mod:`~retrieval_qa.losses.gaussian_kl`), the
 matching BCE of eq. 6 over the in-batch pairs (:mod:`~retrieval_qa.losses.matching`) and
-beta annealed by 2/epochs per epoch up to 1 (:mod:`retrieval_qa.vae_schedule`). The paper
+beta annealed by 2/epochs per epoch up to 1 (:mod:`retrieval_qa.models.vae_schedule`). The paper
 gives no values for alpha and gamma (defaults 1). The CPU profiles of ``dual_vae`` and
 ``cross_vae`` average the reconstruction NLL per target token (``loss.reconstruction:
 token``, in effect alpha of about 1 / text length): with the summed NLL (hundreds of nats
@@ -63,8 +63,8 @@ from ..encoders.vae_decoders import (
 from ..losses.gaussian_kl import GaussianKLLoss
 from ..losses.matching import LatentMatchingLoss
 from ..losses.reconstruction import TokenReconstructionLoss
-from ..vae_schedule import KLAnnealing
 from .base import RetrievalModule
+from .vae_schedule import KLAnnealing
 
 MODES = ("dual", "cross")
 MATCH_ON = ("sample", "mean")
@@ -102,7 +102,7 @@ class VAEModule(RetrievalModule):
     towers_builder = "retrieval_qa.encoders.vae.towers_from_config"
 
     def __init__(self, towers: dict, decoder: dict, loss: dict, optimizer: dict,
-                 mode: str = "cross", evaluation: dict | None = None) -> None:
+                 *, mode: str, evaluation: dict) -> None:
         loss = loss_config(loss)
         super().__init__(optimizer, loss["similarity"], evaluation)
         self.save_hyperparameters()

@@ -9,6 +9,7 @@ CPU reductions that many experiments share (conf/profile/cpu.yaml)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -18,7 +19,8 @@ from .. import config
 from ..config import apply_overrides, conf_dirs, conf_names, load_yaml, yaml_error_line
 from ..errors import InputFileError, UnknownKeyError, UsageError
 
-__all__ = ["compose", "experiment_profiles", "load_experiment", "load_group"]
+__all__ = ["Composed", "compose", "compose_traced", "experiment_profiles", "load_experiment",
+           "load_group"]
 
 
 def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
@@ -63,10 +65,32 @@ def load_experiment(name: str) -> DictConfig:
     return OmegaConf.merge(load_experiment(parent), cfg) if parent else cfg
 
 
+@dataclass
+class Composed:
+    """A composed config with what its composition knew: the ``overrides`` it was given and
+    the profile block it merged (``None`` for ``paper``), so the run reports the profile's
+    settings without reading the experiment file again."""
+
+    cfg: DictConfig
+    overrides: list[str]
+    profile_block: DictConfig | None = None
+
+    def sources(self) -> dict[str, str]:
+        """Where each value came from (:func:`.provenance.value_sources`)."""
+        from .provenance import value_sources
+
+        return value_sources(self.cfg, self.overrides)
+
+
 def compose(overrides: Sequence[str]) -> DictConfig:
     """``overrides`` as on the command line: ``experiment=NAME``, ``profile=cpu``, and
     ``key=value`` settings; group choices as ``data=NAME`` / ``model=NAME``. An experiment's
     ``defaults`` may set a group to null and give that group's settings itself."""
+    return compose_traced(overrides).cfg
+
+
+def compose_traced(overrides: Sequence[str]) -> Composed:
+    """:func:`compose`, with the profile block it merged and the overrides (:class:`Composed`)."""
     picks = {k: v for k, v in (o.split("=", 1) for o in overrides if "=" in o)}
     base = load_yaml("train.yaml")
     groups = dict(base.pop("defaults"))
@@ -90,17 +114,19 @@ def compose(overrides: Sequence[str]) -> DictConfig:
     profiles = experiment.pop("profiles", {})
     cfg = _merge_strict(cfg, experiment, f"conf/experiment/{experiment_name}.yaml")
     profile = picks.get("profile", cfg.profile)
+    block = None
     if profile != "paper":
         if profile not in profiles:
             raise UsageError(f"experiment {experiment_name!r} has no profile {profile!r}; "
                              f"profiles: ['paper', {', '.join(map(repr, profiles))}]")
-        cfg = _merge_strict(cfg, profiles[profile], f"profile {profile!r} of {experiment_name}")
+        block = profiles[profile]
+        cfg = _merge_strict(cfg, block, f"profile {profile!r} of {experiment_name}")
     rest = [o for o in overrides if o.split("=", 1)[0] not in (*groups, "experiment")]
     cfg = apply_overrides(cfg, rest)
     cfg.experiment = experiment_name
     cfg.profile = profile
     _check_values(cfg)
-    return cfg
+    return Composed(cfg, list(overrides), block)
 
 
 def _check_values(cfg: DictConfig) -> None:

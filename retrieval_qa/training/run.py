@@ -19,6 +19,7 @@ from ..registry import target_of
 from ..runtime import apply_threads
 from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
 from .compile import compile_encoders, compile_mode
+from .compose import Composed
 
 log = logging.getLogger(__name__)
 
@@ -132,17 +133,10 @@ def _plain(value):
     return OmegaConf.to_container(value) if isinstance(value, ListConfig) else value
 
 
-def profile_settings(cfg: DictConfig) -> dict:
-    """The effective values of the settings the run's profile changes (its reductions), and
-    which of them the command line overrode (profile value -> effective value)."""
-    from .compose import load_group
-
-    if cfg.profile == "paper":
-        return {"settings": {}, "overridden": {}}
-    try:
-        block = load_group("experiment", cfg.experiment).get("profiles", {}).get(cfg.profile)
-    except FileNotFoundError:
-        block = None
+def profile_settings(cfg: DictConfig, block: DictConfig | None) -> dict:
+    """The effective values of the settings the run's profile changes (its reductions: the
+    profile ``block`` its composition merged, :class:`~.compose.Composed`), and which of them
+    the command line overrode (profile value -> effective value)."""
     if block is None:
         return {"settings": {}, "overridden": {}}
     flat: dict = {}
@@ -162,10 +156,10 @@ def profile_settings(cfg: DictConfig) -> dict:
     return {"settings": settings, "overridden": overridden}
 
 
-def _describe(cfg: DictConfig, threads: int) -> tuple[str, dict]:
+def _describe(cfg: DictConfig, block: DictConfig | None, threads: int) -> tuple[str, dict]:
     """The description, corrected for command-line overrides of the profile's settings, and
     the profile's effective settings; printed to stderr before anything runs."""
-    prof = profile_settings(cfg)
+    prof = profile_settings(cfg, block)
     description = cfg.description
     if prof["overridden"]:
         description += " [overridden on the command line: " + ", ".join(
@@ -207,18 +201,22 @@ def _per_question(module, data, run_dir: Path) -> dict:
     return {"per_question": path.name}
 
 
-def train(cfg: DictConfig) -> dict:
+def train(composed: Composed | DictConfig) -> dict:
     """Build the method that ``model._target_`` names, fit it (resuming from the run's last
     checkpoint), load the best checkpoint, export its inference artefact, test it with the
-    Trainer (the shared evaluator, ``conf/eval``) and write one report."""
+    Trainer (the shared evaluator, ``conf/eval``) and write one report. ``composed``: what
+    :func:`~.compose.compose_traced` gives (the report lists the profile's settings); a bare
+    config (built by hand) reports none."""
     start = time.perf_counter()
+    cfg, block = (composed.cfg, composed.profile_block) if isinstance(composed, Composed) \
+        else (composed, None)
     threads = apply_threads(cfg.threads)
     if cfg.trainer.compile:
         compile_mode(cfg.trainer.compile)
     pl.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
     built = method_class(cfg).build(cfg)  # a bad setting fails here, before any folder
-    description, reduced = _describe(cfg, threads)
+    description, reduced = _describe(cfg, block, threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
     module, data = built.module, built.data

@@ -39,14 +39,13 @@ def _one_thread(one_thread):
 
 
 def _tiny_train(root: Path, vocab: int, experiment: str, out: Path) -> dict:
-    from retrieval_qa.training.compose import compose
+    from retrieval_qa.training.compose import compose_traced
     from retrieval_qa.training.run import train
 
     extra = ["model.cross.cross_attention.num_heads=2"] if experiment.startswith("endx") else []
     # the later experiment= and max_epochs= win over tiny_overrides' own
-    cfg = compose(tiny_overrides((root, vocab), out, f"experiment={experiment}",
-                                 "trainer.max_epochs=1", *extra))
-    return train(cfg)
+    return train(compose_traced(tiny_overrides((root, vocab), out, f"experiment={experiment}",
+                                               "trainer.max_epochs=1", *extra)))
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import eval_conf
 
 from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
 from retrieval_qa.data.types import Candidate, RetrievalPool
@@ -48,7 +49,8 @@ def test_unknown_query_terms_give_zero_scores_and_average_rank():
     pool = _pool(["zebra"], ["one two", "three four", "five six"])
     scores = BM25Scorer(pool, PLAIN).score(range(1))
     assert torch.count_nonzero(scores) == 0
-    assert evaluate(pool, BM25Scorer(pool, PLAIN), progress=False).ranks.tolist() == [2.0]
+    assert evaluate(pool, BM25Scorer(pool, PLAIN), progress=False,
+                    **eval_conf()).ranks.tolist() == [2.0]
 
 
 def test_stemming_stopwords_and_context_settings_matter():
@@ -97,10 +99,10 @@ def test_sparse_and_full_row_evaluation_agree(tmp_path):
     pool = _pool_with_docs(QUESTIONS * 3, TEXTS)
     scorer = BM25Scorer(pool, PLAIN)
     old = evaluate(pool, scorer, sparse=False, run_file=tmp_path / "old.jsonl", progress=False,
-                   top_k=4)
+                   **eval_conf(top_k=4))
     # a tiny budget: many blocks of a few rows each
-    new = evaluate(pool, scorer, run_file=tmp_path / "new.jsonl", progress=False, top_k=4,
-                   memory_mb=0.0005)
+    new = evaluate(pool, scorer, run_file=tmp_path / "new.jsonl", progress=False,
+                   **eval_conf(top_k=4, memory_mb=0.0005))
     assert torch.equal(old.ranks, new.ranks) and torch.equal(old.doc_ranks, new.doc_ranks)
     assert old.metrics == new.metrics
     a, b = read_run_file(tmp_path / "old.jsonl"), read_run_file(tmp_path / "new.jsonl")

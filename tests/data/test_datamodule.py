@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import TINY_SQUAD, WORDS, synthetic_squad, write_json_gz
+from helpers import TINY_SQUAD, WORDS, from_conf, synthetic_squad, write_json_gz
 from omegaconf import OmegaConf
 from transformers import BertTokenizerFast
 
@@ -38,7 +38,7 @@ def data_dir(tmp_path):
 def make(tokenizer, data_dir, **kwargs) -> ReQADataModule:
     kwargs = {"batch_size": 8, "eval_batch_size": 16, "max_question_length": 16,
               "max_answer_length": 24, **kwargs}
-    return ReQADataModule(tokenizer, data_dir=data_dir, **kwargs)
+    return from_conf("data", "reqa_squad", tokenizer=tokenizer, data_dir=data_dir, **kwargs)
 
 
 def fake_trainer(world_size: int = 1, rank: int = 0, epoch: int = 0):

@@ -1,5 +1,5 @@
 import pytest
-from helpers import write_jsonl_gz
+from helpers import eval_conf, write_jsonl_gz
 
 from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.mrqa import read_mrqa
@@ -156,7 +156,8 @@ def test_evaluation_and_run_file_name_the_qid(tmp_path):
     # both copies of the string get the same scores: sentence 0 best, then 2
     q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     c = torch.tensor([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0], [1.0, 0.0]])
-    result = evaluate(pool, DenseScorer(q, c), run_file=tmp_path / "run.jsonl", progress=False)
+    result = evaluate(pool, DenseScorer(q, c), run_file=tmp_path / "run.jsonl", progress=False,
+                      **eval_conf())
     assert result.ranks.tolist() == [1.0, 1.0, 2.0]  # r2's gold is sentence 2, ranked second
     assert result.summary()["question_unit"] == "mrqa_qid"
     run = read_run_file(tmp_path / "run.jsonl")
@@ -165,7 +166,7 @@ def test_evaluation_and_run_file_name_the_qid(tmp_path):
 
 
 def test_subpools_of_a_qid_pool_keep_shared_strings_apart(tmp_path):
-    from retrieval_qa.data.datamodule import cap_questions
+    from retrieval_qa.data.caps import cap_questions
     from retrieval_qa.data.split import train_val_split
     from retrieval_qa.data.subsets import one_to_many_subset
 

@@ -105,7 +105,7 @@ def test_penalty_extremes_and_gradient():
     # two hops on distinct tokens: A A^T = I
     distinct = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
     assert attention_penalty(distinct).item() == pytest.approx(0.0)
-    pooler = MultiHopSelfAttentionPooler(H, hops=4, attention_dim=5)
+    pooler = MultiHopSelfAttentionPooler(H, hops=4, attention_dim=5, combine="concat")
     states, mask = states_and_mask([4, 3], 4)
     pooler.pool(states, mask)[1].backward()
     assert pooler.ws1.weight.grad is not None and pooler.ws1.weight.grad.abs().sum() > 0
@@ -122,7 +122,7 @@ def test_multihop_mean_combine_averages_hops():
 def test_the_pooler_keeps_no_penalty_between_calls():
     """The penalty is returned with the batch, never stored: a copy or a pickle of a pooler
     after a training forward holds no graph."""
-    pooler = MultiHopSelfAttentionPooler(H)
+    pooler = build_pooler({"type": "multihop_attention"}, H)  # conf's hops and width
     states, mask = states_and_mask([3, 2], 3)
     pooler.pool(states, mask)
     assert not any(torch.is_tensor(v) and v.requires_grad

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import eval_conf
 
 from retrieval_qa.data.types import Candidate, RetrievalPool
 from retrieval_qa.evaluation import DenseScorer, evaluate, metrics_from_run_file, read_run_file
@@ -35,15 +36,15 @@ def test_blocked_search_equals_reference_and_run_file_reproduces(tmp_path):
     pool, q, c = _random_pool()
     run = tmp_path / "run.jsonl"
     # 0.001 MB forces one question per block: many blocks, same answer
-    result = evaluate(pool, DenseScorer(q, c), memory_mb=0.001, run_file=run, progress=False,
-                      top_k=5)
+    result = evaluate(pool, DenseScorer(q, c), run_file=run, progress=False,
+                      **eval_conf(memory_mb=0.001, top_k=5))
     assert result.ranks.tolist() == _reference_ranks(q @ c.T, pool.gold)
-    assert metrics_from_run_file(run) == pytest.approx(result.metrics)
+    assert metrics_from_run_file(run, eval_conf()["ks"]) == pytest.approx(result.metrics)
     lines = read_run_file(run)
     assert len(lines) == 37 and len(lines[0]["top_ids"]) == 5
     assert lines[0]["gold_ids"] == [pool.candidates[i].id for i in pool.gold[0]]
     assert lines[0]["top_scores"] == sorted(lines[0]["top_scores"], reverse=True)
-    big = evaluate(pool, DenseScorer(q, c), memory_mb=512, progress=False)
+    big = evaluate(pool, DenseScorer(q, c), progress=False, **eval_conf(memory_mb=512))
     assert big.metrics == result.metrics
 
 
@@ -53,7 +54,7 @@ def test_document_level_ranks_paragraphs_by_best_sentence():
     pool = RetrievalPool("toy", "dev", cands, ["q"], [[1]])
     scores = torch.tensor([[0.9, 0.1, 0.5, 0.7]])
     q, c = scores, torch.eye(4)
-    result = evaluate(pool, DenseScorer(q, c), progress=False)
+    result = evaluate(pool, DenseScorer(q, c), progress=False, **eval_conf())
     assert result.ranks.tolist() == [4.0]
     assert result.doc_ranks.tolist() == [1.0]  # paragraph P holds the best sentence (0.9)
 
@@ -67,7 +68,7 @@ def test_rows_per_block_bounds_memory():
 def test_mismatched_scorer_is_rejected():
     pool, q, c = _random_pool()
     with pytest.raises(ValueError, match="scorer covers"):
-        evaluate(pool, DenseScorer(q[:3], c), progress=False)
+        evaluate(pool, DenseScorer(q[:3], c), progress=False, **eval_conf())
 
 
 def test_non_finite_score_is_an_error_naming_the_question(tmp_path):
@@ -76,7 +77,8 @@ def test_non_finite_score_is_an_error_naming_the_question(tmp_path):
     run = tmp_path / "run.jsonl"
     with pytest.raises(ValueError, match=r"non-finite score nan for question 5 'q5' at "
                                          r"candidate 'c\d+'"):
-        evaluate(pool, DenseScorer(q, c), memory_mb=0.001, run_file=run, progress=False)
+        evaluate(pool, DenseScorer(q, c), run_file=run, progress=False,
+                 **eval_conf(memory_mb=0.001))
     assert not run.exists() and not list(tmp_path.iterdir())  # no partial run file left
 
 
@@ -91,5 +93,5 @@ def test_run_file_is_written_block_by_block(tmp_path):
             seen.append(len(read_run_file(partial)) if partial.exists() else None)
             return super().score(rows)
 
-    evaluate(pool, Watching(q, c), memory_mb=0.001, run_file=run, progress=False)
+    evaluate(pool, Watching(q, c), run_file=run, progress=False, **eval_conf(memory_mb=0.001))
     assert seen[:3] == [0, 1, 2] and len(read_run_file(run)) == 37

@@ -43,23 +43,23 @@ def test_gold_ranks_validates_input():
 
 
 def test_metrics_by_hand():
-    m = metrics_from_ranks([1.0, 2.0, 4.5, 200.0])
+    m = metrics_from_ranks([1.0, 2.0, 4.5, 200.0], ks=(1, 5, 10))
     assert m["mrr"] == pytest.approx(100 * (1 + 0.5 + 1 / 4.5 + 1 / 200) / 4)
     assert m["mrr@100"] == pytest.approx(100 * (1 + 0.5 + 1 / 4.5) / 4)
     assert (m["r@1"], m["r@5"], m["r@10"]) == (25.0, 75.0, 75.0)
     assert m["p@5"] == m["r@5"]
     # a tie at 1.5 is not a hit at 1
-    assert metrics_from_ranks([1.5])["r@1"] == 0.0
-    assert math.isclose(metrics_from_ranks([1.5])["mrr"], 100 / 1.5)
+    assert metrics_from_ranks([1.5], ks=(1,))["r@1"] == 0.0
+    assert math.isclose(metrics_from_ranks([1.5], ks=(1,))["mrr"], 100 / 1.5)
     with pytest.raises(ValueError):
-        metrics_from_ranks([0.0])
+        metrics_from_ranks([0.0], ks=(1,))
 
 
 def test_mrr_at_100_counts_rank_100_and_nothing_past_it():
     """The supervised-mining paper's MRR@100: 1/rank up to rank 100 inclusive, 0 past it (a tie
     spanning rank 100 averages past it and counts 0)."""
     ranks = torch.tensor([1.0, 100.0, 100.5, 101.0, 5000.0])
-    m = metrics_from_ranks(ranks)
+    m = metrics_from_ranks(ranks, ks=(1,))
     assert m["mrr@100"] == pytest.approx(100 * (1 + 1 / 100) / 5)
     assert m["mrr"] == pytest.approx(100 * (1 + 1 / 100 + 1 / 100.5 + 1 / 101 + 1 / 5000) / 5)
-    assert metrics_from_ranks(ranks, prefix="doc_")["doc_mrr@100"] == m["mrr@100"]
+    assert metrics_from_ranks(ranks, ks=(1,), prefix="doc_")["doc_mrr@100"] == m["mrr@100"]

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from helpers import eval_conf
 
 from retrieval_qa.evaluation import sparse
 from retrieval_qa.evaluation.ranking import gold_ranks
@@ -94,5 +95,5 @@ def test_evaluator_names_the_question_of_a_non_finite_sparse_score(tmp_path):
     run = tmp_path / "run.jsonl"
     with pytest.raises(ValueError, match=r"non-finite score nan for question 1 'b\?' at "
                                          r"candidate 'c3'"):
-        evaluate(pool, NaNScorer(), run_file=run, progress=False)
+        evaluate(pool, NaNScorer(), run_file=run, progress=False, **eval_conf())
     assert not list(tmp_path.iterdir())

@@ -10,9 +10,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from helpers import softmax_loss
 from torch import nn
-
-from retrieval_qa.losses import InBatchSoftmaxLoss
 
 
 def nll(row: list[float], target: int) -> float:
@@ -26,8 +25,8 @@ def test_dot_2x2_by_hand():
     # scores [[2, 1], [0, 1]]
     expected = (-math.log(math.exp(2) / (math.exp(2) + math.exp(1)))
                 - math.log(math.exp(1) / (math.exp(0) + math.exp(1)))) / 2
-    assert InBatchSoftmaxLoss()(q, a).item() == pytest.approx(expected, rel=1e-6)
-    scaled = InBatchSoftmaxLoss(scale=3.0)(q, a).item()
+    assert softmax_loss()(q, a).item() == pytest.approx(expected, rel=1e-6)
+    scaled = softmax_loss(scale=3.0)(q, a).item()
     assert scaled == pytest.approx((nll([6, 3], 0) + nll([0, 3], 1)) / 2, rel=1e-6)
 
 
@@ -39,7 +38,7 @@ def test_cosine_with_scale_3x3_by_hand():
     scale = 20.0
     rows = [[scale * sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in an] for qi in qn]
     expected = sum(nll(rows[i], i) for i in range(3)) / 3
-    loss = InBatchSoftmaxLoss(similarity="cosine", scale=scale)
+    loss = softmax_loss(similarity="cosine", scale=scale)
     assert loss(q, a).item() == pytest.approx(expected, rel=1e-5)
     assert loss.temperature == pytest.approx(0.05)
 
@@ -52,7 +51,7 @@ def test_weights_by_hand():
     losses = [nll(rows[i], i) for i in range(3)]
     w = [1.0, 0.25, 0.64]  # a gold pair, and mined pairs with p = 0.5 and p = 0.8 (weight p^2)
     expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / 3
-    fn = InBatchSoftmaxLoss()
+    fn = softmax_loss()
     assert fn(q, a, torch.tensor(w)).item() == pytest.approx(expected, rel=1e-6)
     # all-ones weights give the unweighted loss; a zero weight drops the pair's term
     assert fn(q, a, torch.ones(3)).item() == pytest.approx(fn(q, a).item(), rel=1e-6)
@@ -76,7 +75,7 @@ def test_supervised_mining_eq2_3x3_by_hand():
     losses = [_stable_nll(rows[i], i) for i in range(3)]
     w = [1.0, 0.5 ** 2, 0.9 ** 2]
     assert w == [1.0, 0.25, 0.81]
-    fn = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)
+    fn = softmax_loss(similarity="cosine", scale=100.0)
     expected = sum(wi * li for wi, li in zip(w, losses, strict=True)) / 3
     assert fn(q, a, torch.tensor(w)).item() == pytest.approx(expected, rel=1e-5)
     plain = sum(losses) / 3
@@ -95,7 +94,7 @@ def test_weighted_gradients_are_the_pairs_gradients_scaled_by_their_weights():
     other weights of the batch (so a batch of mined pairs alone is not scaled back up)."""
     gen = torch.Generator().manual_seed(0)
     q, a = torch.randn(3, 4, generator=gen), torch.randn(3, 4, generator=gen)
-    fn = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)
+    fn = softmax_loss(similarity="cosine", scale=100.0)
     w = torch.tensor([1.0, 0.25, 0.81])
     one_hot = [torch.eye(3)[i] for i in range(3)]
     per_pair = [_grads(fn, q, a, e) for e in one_hot]  # pair i alone, weight 1
@@ -122,10 +121,10 @@ def test_symmetric_by_hand():
     q_to_a = [nll(s[i], i) for i in range(3)]
     a_to_q = [nll([s[i][j] for i in range(3)], j) for j in range(3)]
     expected = sum((x + y) / 2 for x, y in zip(q_to_a, a_to_q, strict=True)) / 3
-    assert InBatchSoftmaxLoss(symmetric=True)(q, a).item() == pytest.approx(expected, rel=1e-6)
+    assert softmax_loss(symmetric=True)(q, a).item() == pytest.approx(expected, rel=1e-6)
     w = [1.0, 0.5, 0.2]
     weighted = sum(wi * (x + y) / 2 for wi, x, y in zip(w, q_to_a, a_to_q, strict=True)) / 3
-    got = InBatchSoftmaxLoss(symmetric=True)(q, a, torch.tensor(w)).item()
+    got = softmax_loss(symmetric=True)(q, a, torch.tensor(w)).item()
     assert got == pytest.approx(weighted, rel=1e-6)
 
 
@@ -135,10 +134,10 @@ def test_extra_hard_negatives_by_hand():
     s = [[sum(x * y for x, y in zip(qi, aj, strict=True)) for aj in a.tolist()]
          for qi in q.tolist()]  # [[1, 0, 3, 0], [0, 2, 0, -1]]
     expected = (nll(s[0], 0) + nll(s[1], 1)) / 2
-    assert InBatchSoftmaxLoss()(q, a).item() == pytest.approx(expected, rel=1e-6)
+    assert softmax_loss()(q, a).item() == pytest.approx(expected, rel=1e-6)
     # symmetric: the answer->question side has only the B positives as rows, over B questions
     back = (nll([s[0][0], s[1][0]], 0) + nll([s[0][1], s[1][1]], 1)) / 2
-    got = InBatchSoftmaxLoss(symmetric=True)(q, a).item()
+    got = softmax_loss(symmetric=True)(q, a).item()
     assert got == pytest.approx((expected + back) / 2, rel=1e-6)
 
 
@@ -147,7 +146,7 @@ def test_gradients_match_a_loop_reference():
     q = torch.randn(4, 3, requires_grad=True)
     a = torch.randn(6, 3, requires_grad=True)
     w = torch.rand(4) + 0.1
-    loss = InBatchSoftmaxLoss(similarity="cosine", scale=5.0, symmetric=True)(q, a, w)
+    loss = softmax_loss(similarity="cosine", scale=5.0, symmetric=True)(q, a, w)
     loss.backward()
     q2, a2 = q.detach().clone().requires_grad_(), a.detach().clone().requires_grad_()
     qn, an = q2 / q2.norm(dim=1, keepdim=True), a2 / a2.norm(dim=1, keepdim=True)
@@ -165,23 +164,23 @@ def test_gradients_match_a_loop_reference():
 def test_low_precision_inputs_give_a_float32_loss():
     q = torch.randn(3, 4).to(torch.bfloat16)
     a = torch.randn(3, 4).to(torch.bfloat16)
-    loss = InBatchSoftmaxLoss(similarity="cosine", scale=100.0)(q, a)
+    loss = softmax_loss(similarity="cosine", scale=100.0)(q, a)
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
 
 
 def test_gather_flag_without_distributed_is_the_plain_loss():
     q, a = torch.randn(3, 4), torch.randn(5, 4)
-    plain = InBatchSoftmaxLoss()(q, a)
-    gathered = InBatchSoftmaxLoss(gather_across_processes=True)(q, a)
+    plain = softmax_loss(gather_across_processes=False)(q, a)
+    gathered = softmax_loss(gather_across_processes=True)(q, a)
     torch.testing.assert_close(plain, gathered)
 
 
 def test_invalid_inputs():
     with pytest.raises(ValueError, match="similarity"):
-        InBatchSoftmaxLoss(similarity="l2")
+        softmax_loss(similarity="l2")
     with pytest.raises(ValueError, match="scale"):
-        InBatchSoftmaxLoss(scale=0.0)
-    fn = InBatchSoftmaxLoss()
+        softmax_loss(scale=0.0)
+    fn = softmax_loss()
     with pytest.raises(ValueError, match="at least one answer"):
         fn(torch.randn(3, 4), torch.randn(2, 4))
     with pytest.raises(ValueError, match=r"q\[B, D\]"):
@@ -227,7 +226,7 @@ def _check_case(rank, world, sizes, negatives, options, weighted):
     reference = copy.deepcopy(encoder)
     ref_q, ref_a = reference(xq), reference(torch.cat([xa, xn]))
     ref_q.retain_grad()
-    ref_loss = InBatchSoftmaxLoss(**options)(ref_q, ref_a, w)
+    ref_loss = softmax_loss(**options, gather_across_processes=False)(ref_q, ref_a, w)
     ref_loss.backward()
 
     # this rank's share; parameter gradients are then averaged over the ranks, as DDP does
@@ -240,7 +239,7 @@ def _check_case(rank, world, sizes, negatives, options, weighted):
     q, a = out[:b], out[b:]
     q.retain_grad()
     local_w = w[q0:q0 + b] if w is not None else None
-    loss = InBatchSoftmaxLoss(**options, gather_across_processes=True)(q, a, local_w)
+    loss = softmax_loss(**options, gather_across_processes=True)(q, a, local_w)
     loss.backward()
     for param in local.parameters():
         dist.all_reduce(param.grad)
@@ -268,5 +267,5 @@ def test_two_process_gather_equals_single_process(tmp_path):
 def test_score_space_dot_products_are_the_scores(similarity, scale):
     gen = torch.Generator().manual_seed(0)
     q, a = torch.randn(3, 5, generator=gen), torch.randn(4, 5, generator=gen)
-    loss = InBatchSoftmaxLoss(similarity, scale)
+    loss = softmax_loss(similarity=similarity, scale=scale)
     torch.testing.assert_close(loss.score_space(q) @ loss.score_space(a).T, loss.scores(q, a))

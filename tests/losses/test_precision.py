@@ -2,8 +2,8 @@
 
 import pytest
 import torch
+from helpers import softmax_loss
 
-from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.losses.gam import GeometryAlignmentLoss as GamLoss
 from retrieval_qa.losses.precision import float32_region
 
@@ -27,7 +27,7 @@ def test_autocast_would_round_a_plain_product_to_bf16():
 @pytest.mark.parametrize("similarity, scale", [("dot", 1.0), ("cosine", 20.0)])
 def test_in_batch_softmax_is_the_same_inside_autocast(similarity, scale):
     q, a, _, _ = _embeddings()
-    loss = InBatchSoftmaxLoss(similarity=similarity, scale=scale)
+    loss = softmax_loss(similarity=similarity, scale=scale)
     weights = torch.linspace(0.2, 1.0, q.shape[0])
     plain = loss(q, a, weights)
     plain_grad = torch.autograd.grad(plain, q)[0]
@@ -43,7 +43,7 @@ def test_in_batch_softmax_is_the_same_inside_autocast(similarity, scale):
 
 def test_in_batch_softmax_takes_bf16_embeddings_and_scores_them_in_float32():
     q, a, _, _ = _embeddings()
-    loss = InBatchSoftmaxLoss()
+    loss = softmax_loss()
     with torch.autocast(**BF16):
         mixed = loss(q.bfloat16(), a.bfloat16())
     torch.testing.assert_close(mixed, loss(q.bfloat16().float(), a.bfloat16().float()))

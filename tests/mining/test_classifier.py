@@ -58,7 +58,7 @@ def test_a_third_segment_starts_as_a_copy_of_the_second(mining_dirs):
                              max_length=64, max_question_length=16, with_context=True,
                              context_segment=2, score_batch_size=4,
                              optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0,
-                                        "schedule": "constant"})
+                                        "schedule": "constant"}, pretrained_label=None)
     emb = model.encoder.embeddings.token_type_embeddings.weight
     assert emb.shape[0] == 3 and model.encoder.config.type_vocab_size == 3
     torch.testing.assert_close(emb[2], emb[1])

@@ -11,7 +11,7 @@ import datasets
 import pytest
 from mining_helpers import BagOfWordsRetriever, HashScorer
 
-from retrieval_qa.data.datamodule import PairSource
+from retrieval_qa.data.pair_sources import PairSource
 from retrieval_qa.mining.miner import Miner, MiningSettings
 from retrieval_qa.mining.neighbours import known_positives
 
@@ -124,7 +124,8 @@ def test_rqa_mine_command(mining_dirs, tmp_path):
     classifier = MiningClassifier(
         pretrained=str(mining_dirs["bert"]), fallback=None, dropout=0.1, max_length=48,
         max_question_length=12, with_context=True, context_segment=2, score_batch_size=16,
-        optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant"})
+        optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant"},
+        pretrained_label=None)
     export = classifier.export(tmp_path / "classifier")
     argv = ["mine", "--classifier", str(export), "--retriever", str(mining_dirs["retriever"]),
             "--output", str(tmp_path / "mined"), "--data-dir", str(mining_dirs["data"]),

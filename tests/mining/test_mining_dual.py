@@ -8,10 +8,11 @@ import io
 import json
 
 import pytest
+from helpers import from_conf
 from mining_helpers import BagOfWordsRetriever, HashScorer, tiny_towers_config
 from transformers import BertTokenizerFast
 
-from retrieval_qa.data.mined import MinedPairsDataModule, read_mined
+from retrieval_qa.data.mined import read_mined
 from retrieval_qa.mining.miner import Miner, MiningSettings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -27,9 +28,8 @@ def mined(train_pool, tmp_path_factory):
 
 def _data(mining_dirs, **kw):
     tok = BertTokenizerFast.from_pretrained(mining_dirs["bert"])
-    return MinedPairsDataModule(tok, train_dataset="multireqa_squad", train_pool="train",
-                                test_dataset="multireqa_squad", test_pool="test",
-                                data_dir=str(mining_dirs["data"]), batch_size=8, **kw)
+    return from_conf("data", "multireqa_squad_mined", tokenizer=tok,
+                     data_dir=str(mining_dirs["data"]), batch_size=8, **kw)
 
 
 def test_mined_pairs_join_the_training_pairs_with_their_weights(mining_dirs, mined):

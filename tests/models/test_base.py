@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-from helpers import word_tokenizer
+from helpers import eval_conf, word_tokenizer
 
 from retrieval_qa.data.collate import TextCollator, first_copies
 from retrieval_qa.data.types import Candidate
@@ -25,7 +25,7 @@ class BatchDependentTowers(torch.nn.Module):
 
 class Module(RetrievalModule):
     def __init__(self):
-        super().__init__({"name": "adam", "lr": 1e-3}, "dot")
+        super().__init__({"name": "adam", "lr": 1e-3}, "dot", eval_conf())
         self.towers = BatchDependentTowers()
 
 

@@ -23,7 +23,7 @@ def endx(*overrides: str) -> EndxModule:
     model = OmegaConf.to_container(cfg.model, resolve=True)
     model.pop("_target_")
     torch.manual_seed(0)
-    return EndxModule(**model)
+    return EndxModule(**model, evaluation=OmegaConf.to_container(cfg.eval))
 
 
 def batch(size: int = 4) -> dict:
@@ -113,6 +113,6 @@ def test_a_pretrained_cross_branch_trains_in_train_mode(tmp_path):
                    "model.cross.cross_attention.num_heads=2"])
     model = OmegaConf.to_container(cfg.model, resolve=True)
     model.pop("_target_")
-    module = EndxModule(**model)
+    module = EndxModule(**model, evaluation=OmegaConf.to_container(cfg.eval))
     assert module.cross_branch.token_encoder.model is not module.towers.question_tower.token_encoder.model
     assert all(m.training for m in module.modules())

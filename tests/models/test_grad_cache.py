@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from retrieval_qa.models.grad_cache import grad_cache_step
-from retrieval_qa.registry import instantiate
+from retrieval_qa.registry import config_values, instantiate
 from retrieval_qa.training.compose import compose
 
 VOCAB = 40
@@ -19,7 +19,7 @@ def _module(*extra: str):
                    "model.towers.encoder.dropout=0.0", "model.towers.pooler.hops=2",
                    "model.towers.pooler.attention_dim=4", *extra])
     torch.manual_seed(0)
-    return instantiate(cfg.model, "model")
+    return instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))
 
 
 def _batch(rows: int, length: int, seed: int) -> dict:
@@ -82,4 +82,4 @@ def test_endx_refuses_it():
         cfg = compose(["experiment=endx_gru", "profile=cpu", "model.gradient_cache.mini_batch_size=4",
                        f"model.towers.encoder.vocab_size={VOCAB}", "model.towers.encoder.embedding_dim=8",
                        "model.towers.encoder.hidden_size=8"])
-        instantiate(cfg.model, "model")
+        instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import TINY_SQUAD, WORDS, synthetic_squad, write_json_gz
+from helpers import TINY_SQUAD, WORDS, from_conf, synthetic_squad, write_json_gz
 from omegaconf import OmegaConf
 from transformers import BertTokenizerFast
 
-from retrieval_qa.data.datamodule import ReQADataModule
 from retrieval_qa.models.artifact import load_artifact
 from retrieval_qa.models.inference import DualEncoderInference
 from retrieval_qa.models.vae import VAEModule
@@ -33,7 +32,7 @@ def make(mode: str = "cross", *overrides: str) -> VAEModule:
     kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     assert kwargs.pop("_target_") == "retrieval_qa.models.vae.VAEModule"
     torch.manual_seed(0)
-    return VAEModule(**kwargs)
+    return VAEModule(**kwargs, evaluation=OmegaConf.to_container(cfg.eval))
 
 
 def batch(size: int = 4) -> dict:
@@ -168,8 +167,9 @@ def test_a_tiny_fit_with_validation(tmp_path):
     write_json_gz(tmp_path / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
     write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
     tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB_WORDS)})
-    data = ReQADataModule(tokenizer, data_dir=tmp_path / "data", batch_size=8,
-                          eval_batch_size=32, max_question_length=16, max_answer_length=24)
+    data = from_conf("data", "reqa_squad", tokenizer=tokenizer, data_dir=tmp_path / "data",
+                     batch_size=8, eval_batch_size=32, max_question_length=16,
+                     max_answer_length=24)
     module = make("cross", "model.decoder.output_vocab=train", "model.optimizer.lr=1e-2")
     before = {k: v.clone() for k, v in module.towers.state_dict().items()}
     trainer = pl.Trainer(max_steps=3, val_check_interval=3, num_sanity_val_steps=0,

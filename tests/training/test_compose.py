@@ -138,11 +138,11 @@ def test_misspelt_keys_and_unknown_names_fail_with_the_name():
 def test_cpu_profiles_of_trained_from_scratch_towers_build(name):
     """Shapes must agree (e.g. hidden size divisible by the attention heads); the word
     embeddings are replaced by a tiny random table so nothing is loaded."""
-    from retrieval_qa.registry import instantiate
+    from retrieval_qa.registry import config_values, instantiate
 
     cfg = compose([f"experiment={name}", "profile=cpu", "model.towers.encoder.vocab_size=50",
                    "model.towers.encoder.embedding_dim=8"])
-    module = instantiate(cfg.model, "model")
+    module = instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))
     batch = {"input_ids": torch.randint(1, 50, (3, 7)), "attention_mask": torch.ones(3, 7)}
     q, a = module.towers(batch, batch)
     assert q.shape == a.shape and q.shape[0] == 3

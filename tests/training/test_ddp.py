@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import make_dirs, synthetic_squad, tiny_overrides
+from helpers import from_conf, make_dirs, synthetic_squad, tiny_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,12 +65,10 @@ def test_two_processes_train_the_same_model_as_one(setup_dirs, tmp_path):
 def test_no_two_candidates_of_the_evaluation_pools_are_the_same_input(setup_dirs):
     from transformers import AutoTokenizer
 
-    from retrieval_qa.data.datamodule import ReQADataModule
-
     root, _ = setup_dirs
     tokenizer = AutoTokenizer.from_pretrained(root / "tokenizer")
-    data = ReQADataModule(tokenizer, data_dir=root / "data", max_train_pairs=None,
-                          max_val_questions=None)
+    data = from_conf("data", "reqa_squad", tokenizer=tokenizer, data_dir=root / "data",
+                     max_train_pairs=None, max_val_questions=None)
     data.setup("fit")
     for pool, size in ((data.val_pool, 52), (data.test_pool, 32)):
         inputs = {tuple(tokenizer(c.text)["input_ids"]) for c in pool.candidates}

@@ -18,7 +18,7 @@ from helpers import tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training.callbacks import ResumableCheckpoints
-from retrieval_qa.training.compose import compose
+from retrieval_qa.training.compose import compose, compose_traced
 from retrieval_qa.training.run import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +108,8 @@ def test_max_steps_inside_the_first_epoch_still_validates(setup_dirs, tmp_path):
 
 
 def test_description_states_overrides_of_the_profile(setup_dirs, tmp_path, capsys):
-    report = train(tiny(setup_dirs, tmp_path, "test_after_fit=false", "trainer.max_epochs=1"))
+    report = train(compose_traced(tiny_overrides(setup_dirs, tmp_path, "test_after_fit=false",
+                                                 "trainer.max_epochs=1")))
     err = capsys.readouterr().err
     assert "data.max_val_questions=None (profile: 1000)" in report["description"]
     assert report["profile_settings"]["data.batch_size"] == 8

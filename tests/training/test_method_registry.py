@@ -45,11 +45,12 @@ def build_bag_towers(cfg):
 class ToyMethod(RetrievalModule):
     towers_builder = "toy_method.build_bag_towers"
 
-    def __init__(self, towers, optimizer, evaluation=None):
+    def __init__(self, towers, optimizer, evaluation):
         super().__init__(optimizer, "cosine", evaluation)
         self.save_hyperparameters()
         self.towers = build_bag_towers(towers)
-        self.loss = InBatchSoftmaxLoss("cosine", 10.0)
+        self.loss = InBatchSoftmaxLoss(similarity="cosine", scale=10.0, symmetric=False,
+                                       gather_across_processes=False)
 
     def training_step(self, batch, batch_idx):
         q = self.towers.encode_question(**batch["question"])

@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import TINY_SQUAD, WORDS, synthetic_squad, write_json_gz
+from helpers import TINY_SQUAD, WORDS, from_conf, synthetic_squad, write_json_gz
 
 from retrieval_qa.cli import main
 from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit
 from retrieval_qa.embeddings import base
 from retrieval_qa.embeddings.static import read_vectors
-from retrieval_qa.models.residual import ResidualRefinementModule
 from retrieval_qa.training.compose import compose
 
 
@@ -70,7 +69,7 @@ def test_triplet_anchor_follows_the_refined_side():
     from retrieval_qa.losses.triplet import batch_hard_triplet_loss
 
     def loss(**kw):
-        m = ResidualRefinementModule(dim=8, **kw).eval()
+        m = from_conf("model", "residual", dim=8, **kw).eval()
         with torch.no_grad():
             rq, rp = m.refine_questions(q), m.refine_paragraphs(p)
             return m.compute_loss(q, p, labels), rq, rp
@@ -82,7 +81,7 @@ def test_triplet_anchor_follows_the_refined_side():
     got, rq, rp = loss(sides="both")
     assert torch.allclose(got, 0.5 * (batch_hard_triplet_loss(rq, rp, labels, labels)
                                       + batch_hard_triplet_loss(rp, rq, labels, labels)))
-    m = ResidualRefinementModule(dim=8, sides="both").train()
+    m = from_conf("model", "residual", dim=8, sides="both").train()
     torch.manual_seed(1)
     m.compute_loss(q, p, labels).backward()
     # the question refiner gets the question-anchored term's gradient only (targets detached)
@@ -96,7 +95,7 @@ def test_triplet_anchor_follows_the_refined_side():
     got, rq, rp = loss(sides="paragraph", anchor="question")
     assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
     with pytest.raises(ValueError, match="model.anchor"):
-        ResidualRefinementModule(dim=8, anchor="answer")
+        from_conf("model", "residual", dim=8, anchor="answer")
 
 
 def test_compose_uses_the_paper_settings():
@@ -156,15 +155,17 @@ def test_evaluate_reqa_through_a_trained_refiner(data_dir, tmp_path, capsys):
 
 
 def test_single_paragraph_batch_is_skipped_not_an_error():
-    m = ResidualRefinementModule(dim=8)
+    m = from_conf("model", "residual", dim=8)
     batch = (torch.randn(4, 8), torch.randn(4, 8), torch.zeros(4, dtype=torch.long))
     assert m.training_step(batch, 0) is None
 
 
 def test_datamodule_holds_out_validation_questions():
     split = VectorSplit(torch.randn(30, 4), torch.randn(5, 4), torch.arange(30) % 5)
-    dm = ParagraphVectorDataModule(split, split, val_questions=6, batch_size=4, seed=1)
+    dm = ParagraphVectorDataModule(split, split, val_questions=6, batch_size=4,
+                                   eval_batch_size=8, max_train_pairs=None, seed=1)
     assert set(dm.val_index.tolist()).isdisjoint(dm.train_index.tolist())
     assert len(dm.train_index) == 24 and len(next(iter(dm.train_dataloader()))) == 3
     with pytest.raises(ValueError, match="val_questions"):
-        ParagraphVectorDataModule(split, val_questions=30)
+        ParagraphVectorDataModule(split, None, val_questions=30, batch_size=4,
+                                  eval_batch_size=8, max_train_pairs=None, seed=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_qa.vae_schedule import KLAnnealing
+from retrieval_qa.models.vae_schedule import KLAnnealing
 
 
 def test_paper_schedule_over_100_epochs():

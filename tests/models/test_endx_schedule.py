@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from retrieval_qa.config import model_defaults
 from retrieval_qa.losses.gam import RELATION_NAMES, RELATIONS
-from retrieval_qa.schedules import (
+from retrieval_qa.models.endx_schedule import (
     EndxLossWeights,
     GamWeightSchedule,
     LinearRamp,

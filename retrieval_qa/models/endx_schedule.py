@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import model_defaults
-from .losses.gam import RELATION_NAMES
+from ..config import model_defaults
+from ..losses.gam import RELATION_NAMES
 
 __all__ = [
     "EndxLossWeights",

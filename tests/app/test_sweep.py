@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import tiny_overrides  # setup_dirs: tests/training/conftest.py
+from helpers import tiny_overrides  # setup_dirs: tests/app/conftest.py
 from omegaconf import OmegaConf
 
-from retrieval_qa.cli import main
-from retrieval_qa.training import sweep as sweep_mod
-from retrieval_qa.training.compose import compose
-from retrieval_qa.training.sweep import (
+from retrieval_qa.app import sweep_run as sweep_mod
+from retrieval_qa.app.sweep_plan import (
     agent_command,
     check_sweep,
     find_sweep_file,
@@ -25,10 +23,12 @@ from retrieval_qa.training.sweep import (
     metric_value,
     plan_runs,
     propose,
-    run_sweep,
     setting_label,
     wandb_violations,
 )
+from retrieval_qa.app.sweep_run import run_sweep
+from retrieval_qa.cli import main
+from retrieval_qa.training.compose import compose
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP_FILES = sorted((REPO / "conf" / "sweeps").glob("*.yaml"))

@@ -1,0 +1,125 @@
+"""Where each value of a composed config came from (``rqa train --cfg``): conf/train.yaml, a
+group file (or a parent it ``extends:``), the experiment file (or a parent it ``extends:``),
+the profile (the experiment's ``profiles.<name>`` block, or a shared conf/profile file it
+``extends:``), or the command line. The layers are replayed in the order
+:func:`~.compose.compose_traced` merges them; the last one that sets a key (or a node above
+it) is its source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from ..config import load_yaml
+
+__all__ = ["annotated_yaml", "value_sources"]
+
+COMMAND_LINE = "command line"
+
+
+def _chain(group: str, name: str) -> list[tuple[str, DictConfig]]:
+    """conf/<group>/<name>.yaml and the files it ``extends:``, the root parent first."""
+    out: list[tuple[str, DictConfig]] = []
+    seen: set[str] = set()
+    while name and name not in seen:
+        seen.add(name)
+        node = load_yaml(f"{group}/{name}.yaml")
+        out.append((name, node))
+        name = node.get("extends")
+    return out[::-1]
+
+
+def _leaves(node, prefix: str = ""):
+    """(dotted key, value) of every leaf of a config (or of its plain container); lists and
+    empty mappings are leaves."""
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], node
+
+
+def _layer(node: DictConfig, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
+    return [prefix + key for key, _ in _leaves(node)
+            if key.split(".", 1)[0] not in skip]
+
+
+def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[str]]]:
+    picks = {k: v for k, v in (o.split("=", 1) for o in overrides if "=" in o)}
+    experiment = str(cfg.experiment)
+    experiments = _chain("experiment", experiment)
+    base = load_yaml("train.yaml")
+    groups = dict(base.get("defaults", {}))
+    for _, node in experiments:
+        groups.update(node.get("defaults", {}))
+    groups.update({g: picks[g] for g in groups if g in picks})
+    layers = [("conf/train.yaml", _layer(base, skip=("defaults",)))]
+    for group, name in groups.items():
+        if name is None:
+            continue  # given whole by the experiment file
+        for file, node in _chain(group, str(name)):
+            where = f"conf/{group}/{file}.yaml"
+            if file != name:
+                where += f" (extended by conf/{group}/{name}.yaml)"
+            layers.append((where, _layer(node, f"{group}.", skip=("extends",))))
+    for file, node in experiments:
+        where = f"conf/experiment/{file}.yaml"
+        if file != experiment:
+            where += f" (extended by conf/experiment/{experiment}.yaml)"
+        layers.append((where, _layer(node, skip=("extends", "defaults", "profiles"))))
+    if cfg.profile != "paper":
+        for file, node in experiments:
+            block = node.get("profiles", {}).get(cfg.profile)
+            if block is None:
+                continue
+            where = f"profile {cfg.profile} (conf/experiment/{file}.yaml)"
+            shared = block.get("extends")
+            for name in [shared] if isinstance(shared, str) else list(shared or []):
+                layers.append((f"conf/profile/{name}.yaml ({where} extends it)",
+                               _layer(load_yaml(f"profile/{name}.yaml"))))
+            layers.append((where, _layer(block, skip=("extends",))))
+    given = [o for o in overrides if "=" in o and o.split("=", 1)[0] not in groups]
+    # a mapping value merges into its node (the keys it names), as apply_overrides merges it
+    layers.append((COMMAND_LINE, [k for o in given for k in _layer(OmegaConf.from_dotlist([o]))]))
+    return layers
+
+
+def value_sources(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, str]:
+    """Each dotted key of ``cfg`` with the last layer that set it (see the module docstring);
+    a layer that sets a list or an empty mapping sets everything under it."""
+    found: dict[str, str] = {}
+    for where, keys in _layers(cfg, overrides):
+        for key in keys:
+            for old in [k for k in found if k.startswith(key + ".")]:
+                del found[old]
+            found[key] = where
+    out = {}
+    for key, _ in _leaves(cfg):
+        parts = key.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in found:
+                out[key] = found[".".join(parts[:n])]
+                break
+    return out
+
+
+def annotated_yaml(cfg: DictConfig, sources: dict[str, str]) -> str:
+    """``cfg`` as YAML (interpolations as written, one line per value), each value followed
+    by ``# <its source>``."""
+    text = yaml.dump(OmegaConf.to_container(cfg, resolve=False), sort_keys=False,
+                     allow_unicode=True, default_flow_style=False, width=1_000_000)
+    lines, stack = [], []
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if stripped.startswith("- ") or ":" not in stripped:
+            lines.append(line)  # a list item: its key carries the note
+            continue
+        depth = (len(line) - len(stripped)) // 2
+        stack[depth:] = [str(yaml.safe_load(stripped.split(": ", 1)[0].rstrip(":")))]
+        note = sources.get(".".join(stack))
+        lines.append(f"{line}  # {note}" if note else line)
+    return "\n".join(lines) + "\n"
