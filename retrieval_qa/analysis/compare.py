@@ -49,7 +49,7 @@ class Setting:
 
 
 def _sweep_settings(root: Path) -> list[Setting]:
-    from .sweeps import load_sweep_runs
+    from .sweep_runs import load_sweep_runs
 
     groups: dict[str, list[PerQuestion]] = {}
     missing = []
@@ -70,13 +70,20 @@ def _sweep_settings(root: Path) -> list[Setting]:
     return [Setting(label, recs) for label, recs in groups.items()]
 
 
+def eval_ks() -> tuple[int, ...]:
+    """The ``ks`` of conf/eval/default.yaml, the eval group's (a run file keeps none)."""
+    from ..config import load_yaml
+
+    return tuple(load_yaml("eval/default.yaml")["ks"])
+
+
 def load_input(path: str | Path) -> list[Setting]:
     """The setting(s) one PATH holds (see the module's docstring)."""
     p = Path(path)
     if not p.exists():
         raise InputFileError("compare", str(path), "does not exist", "check the path")
     if p.is_file():
-        record = read_per_question(p) if p.name.endswith(".gz") else from_run_file(p)
+        record = read_per_question(p) if p.name.endswith(".gz") else from_run_file(p, eval_ks())
         return [Setting(p.name, [record])]
     if (p / RUN_DIR_NAME).is_file():
         return [Setting(p.name, [read_per_question(p / RUN_DIR_NAME)])]

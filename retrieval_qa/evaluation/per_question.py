@@ -35,8 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_KS = (1, 5, 10)  # evaluation/metrics.py's; torch is imported only to compute metrics
-
 FORMAT = "rqa-per-question/1"
 RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
 SUFFIX = ".questions.jsonl.gz"  # beside a run file: X.jsonl -> X.questions.jsonl.gz
@@ -68,7 +66,7 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-def build_records(pool, ranks, doc_ranks=None, ks=DEFAULT_KS) -> tuple[dict, list[dict]]:
+def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
     """The header and the rows of ``pool`` ranked with ``ranks`` ([Q]) and ``doc_ranks``."""
     from .metrics import metrics_from_ranks
 
@@ -112,8 +110,7 @@ def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
     return path
 
 
-def write_per_question(path: str | Path, pool, ranks, doc_ranks=None,
-                       ks=DEFAULT_KS) -> Path:
+def write_per_question(path: str | Path, pool, ranks, doc_ranks, ks) -> Path:
     return write_records(path, *build_records(pool, ranks, doc_ranks, ks))
 
 
@@ -130,7 +127,7 @@ class PerQuestion:
 
     @property
     def ks(self) -> tuple[int, ...]:
-        return tuple(self.header.get("ks") or DEFAULT_KS)
+        return tuple(self.header["ks"])  # written with every record (the eval group's ks)
 
     def metrics(self, ks=None) -> dict[str, float]:
         """The evaluator's metrics from the exact ranks (the same numbers)."""
@@ -194,10 +191,11 @@ def read_per_question(path: str | Path) -> PerQuestion:
                        np.array(docs) if has_docs else None, extra)
 
 
-def from_run_file(path: str | Path) -> PerQuestion:
+def from_run_file(path: str | Path, ks) -> PerQuestion:
     """A run file (``rqa evaluate --run-file``) as a record: ids are the MRQA qids when the
     records carry them, else the row (the pool's order, as the evaluator writes them); no
-    pool fingerprint (the question texts are compared instead)."""
+    pool fingerprint (the question texts are compared instead). A run file keeps no ``ks``:
+    the caller gives them (the eval group's)."""
     from .runfile import _ranks, read_run_file
 
     records = read_run_file(path)
@@ -208,7 +206,7 @@ def from_run_file(path: str | Path) -> PerQuestion:
     ranks = np.array(_ranks(records, "gold_rank", path), dtype=np.float64)
     docs = (np.array(_ranks(records, "doc_rank", path), dtype=np.float64)
             if "doc_rank" in records[0] else None)
-    header = {"format": "run file", "questions": len(records),
+    header = {"format": "run file", "questions": len(records), "ks": list(ks),
               "question_unit": records[0].get("question_unit"),
               "question_texts_sha1": hashlib.sha1("\n".join(
                   r.get("question", "") for r in records).encode("utf-8")).hexdigest()[:16]}

@@ -26,7 +26,7 @@ def record(path, seed, shift=0.0, n=N):
     rng = np.random.default_rng(seed)
     ranks = rng.integers(1, 21, n).astype(float)
     ranks[rng.random(n) < shift] = 1.0
-    return write_per_question(path, pool(n), ranks, ranks)
+    return write_per_question(path, pool(n), ranks, ranks, (1, 5, 10))
 
 
 def test_compare_command_finds_a_real_difference_and_not_a_null_one(tmp_path, capsys):

@@ -117,7 +117,7 @@ def test_compare_methods_runs_on_tiny_synthetic_records(tmp_path, kernel_env):
     for name, shift in (("a", 0.0), ("b", 0.4)):
         ranks = rng.integers(1, 8, n).astype(float)
         ranks[rng.random(n) < shift] = 1.0
-        paths.append(str(write_per_question(tmp_path / f"{name}.jsonl.gz", pool, ranks, ranks)))
+        paths.append(str(write_per_question(tmp_path / f"{name}.jsonl.gz", pool, ranks, ranks, (1, 5, 10))))
     out = run("compare_methods.ipynb", tmp_path, A=paths[0], B=paths[1], NAME_A="tiny A",
               NAME_B="tiny B", SAMPLES=200, PERMUTATIONS=500)
     assert out["images"] == 2 and "60 questions, toy/dev" in out["text"]

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from retrieval_qa.analysis.common import pool_spreads, spread
-from retrieval_qa.analysis.sweeps import load_sweep_runs, sweep_table
+from retrieval_qa.analysis.sweep_runs import load_sweep_runs
+from retrieval_qa.analysis.sweeps import sweep_table
 from retrieval_qa.cli import main
 
 
@@ -185,7 +186,8 @@ def test_baseline_column_tests_rows_with_per_question_records(sweep_dir, tmp_pat
         ranks = rng.integers(1, 10, n).astype(float)
         if "detach_cross=False" in str(run):
             ranks[: n // 2] = 1.0  # the better setting
-        write_per_question(run.parent / "per_question.jsonl.gz", pool, ranks)
+        write_per_question(run.parent / "per_question.jsonl.gz", pool, ranks, None,
+                           (1, 5, 10))
     base = "detach_cross=True,final={'qq': 1.0, 'aa': 1.0}"
     labels = [r["sweep"]["label"] for r in load_sweep_runs(sweep_dir)]
     assert base in labels

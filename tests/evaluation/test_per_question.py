@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from helpers import eval_conf
 
 from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.types import Candidate, RetrievalPool
@@ -17,6 +18,8 @@ from retrieval_qa.evaluation.per_question import (
     read_per_question,
     write_per_question,
 )
+
+KS = tuple(eval_conf()["ks"])
 
 
 def _pool(n_q=41, n_c=60, n_docs=7, seed=0):
@@ -36,7 +39,8 @@ def _pool(n_q=41, n_c=60, n_docs=7, seed=0):
 def test_written_beside_the_run_file_and_reproduces_the_metrics_exactly(tmp_path):
     pool, q, c = _pool()
     run = tmp_path / "bm.jsonl"
-    result = evaluate(pool, DenseScorer(q, c), run_file=run, progress=False, top_k=3)
+    result = evaluate(pool, DenseScorer(q, c), run_file=run, progress=False,
+                      **eval_conf(top_k=3))
     path = beside_run_file(run)
     assert path.name == "bm.questions.jsonl.gz" and result.per_question == str(path)
     record = read_per_question(path)
@@ -46,23 +50,24 @@ def test_written_beside_the_run_file_and_reproduces_the_metrics_exactly(tmp_path
     assert record.ids == [str(i) for i in range(41)]
     assert record.header["pool_fingerprint"] == pool_fingerprint(pool)
     assert record.extra["qword"][:4] == ["what", "who", "when", "how"]
-    assert from_run_file(run).metrics() == result.metrics
+    assert from_run_file(run, KS).metrics() == result.metrics
     rows = [json.loads(line) for line in gzip.open(path, "rt")][1:]
     assert {"id", "gold_rank", "rr", "r@1", "r@5", "r@10", "doc_rank", "doc_rr"} <= set(rows[0])
 
 
 def test_same_evaluation_writes_the_same_bytes_and_is_small(tmp_path):
     pool, q, c = _pool(n_q=400, n_c=300)
-    ranks = evaluate(pool, DenseScorer(q, c), progress=False)
-    a = write_per_question(tmp_path / "a.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks)
-    b = write_per_question(tmp_path / "b.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks)
+    ranks = evaluate(pool, DenseScorer(q, c), progress=False, **eval_conf())
+    a = write_per_question(tmp_path / "a.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks, KS)
+    b = write_per_question(tmp_path / "b.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks, KS)
     assert a.read_bytes() == b.read_bytes()
     assert a.stat().st_size < 400 * 20  # about 10 bytes a question once gzipped
 
 
 def test_no_run_file_no_record(tmp_path):
     pool, q, c = _pool()
-    assert evaluate(pool, DenseScorer(q, c), progress=False).per_question is None
+    assert evaluate(pool, DenseScorer(q, c), progress=False,
+                    **eval_conf()).per_question is None
 
 
 @pytest.mark.parametrize("content, where", [
@@ -81,7 +86,3 @@ def test_bad_record_names_the_file_and_the_fix(tmp_path, content, where):
     assert "bad.jsonl.gz" in str(e.value) and "rqa evaluate" in str(e.value)
 
 
-def test_default_ks_are_the_evaluators():
-    from retrieval_qa.evaluation import metrics, per_question
-
-    assert per_question.DEFAULT_KS == metrics.DEFAULT_KS
