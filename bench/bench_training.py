@@ -321,6 +321,13 @@ def unpadded(ids: torch.Tensor) -> list[list[int]]:
     return [row[row != 0].tolist() for row in ids.cpu()]
 
 
+def print_check(c: dict, what: str) -> None:
+    """One line: the first-batch agreement of the two sides (:func:`agreement`)."""
+    print(f"first batch ({what}): loss ours {c['loss_ours']:.6f} vs ST "
+          f"{c['loss_sentence_transformers']:.6f} (|diff| {c['loss_abs_diff']:.1e}), "
+          f"gradient rel. diff {c['grad_relative_diff']:.1e}, same ids {c['same_input_ids']}")
+
+
 def agreement(ours: Ours, st: SentenceTransformers, pairs, idx) -> dict:
     """Loss and gradients of the first batch from the same initial weights, dropout off, in
     float32 (no autocast)."""
@@ -534,11 +541,8 @@ def run_phases(args, device: torch.device, precision: str) -> dict:
         out["profile_tables"] = tables
     write(out, args.out, wall)
 
-    c = check
     print_machine(out)
-    print(f"first batch (eval mode, same weights): loss ours {c['loss_ours']:.6f} vs ST "
-          f"{c['loss_sentence_transformers']:.6f} (|diff| {c['loss_abs_diff']:.1e}), "
-          f"gradient rel. diff {c['grad_relative_diff']:.1e}, same ids {c['same_input_ids']}")
+    print_check(check, "eval mode, same weights")
     head = "".join(f"{ph:>11}" for ph in PHASES)
     print(f"{'side':<24}{'pairs/s':>9}{head}   (median s per step)")
     for name, label, rate in ((ours.name, "ours", out["ours_pairs_per_s"]),
@@ -823,11 +827,8 @@ def run_trainer(args, device: torch.device, precision: str) -> dict:
     }
     write(out, args.out, wall)
 
-    c = check
     print_machine(out)
-    print(f"first batch (eval mode, same weights, fp32): loss ours {c['loss_ours']:.6f} vs ST "
-          f"{c['loss_sentence_transformers']:.6f} (|diff| {c['loss_abs_diff']:.1e}), "
-          f"gradient rel. diff {c['grad_relative_diff']:.1e}, same ids {c['same_input_ids']}")
+    print_check(check, "eval mode, same weights, fp32")
     dl = out["settings"]["data_loader"]
     print(f"{'side':<34}{'steps/s':>9}{'pairs/s':>10}")
     print(f"{'ours (Lightning Trainer)':<34}{out['ours_steps_per_s']:>9.2f}"
