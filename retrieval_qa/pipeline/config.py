@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import conf_names, load_yaml, load_yaml_file, plain
+from ..config import conf_names, load_group, load_yaml, load_yaml_file, plain
 from ..errors import UsageError
 
 RETRIEVER_KINDS = ("bm25", "dual_encoder")
@@ -233,7 +233,7 @@ def load_pipeline(name: str, overrides: dict[str, Any] | None = None) -> Pipelin
         if name not in conf_names("pipeline"):
             raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: use one of "
                              f"{conf_names('pipeline')}, or a path to a .yaml file)")
-        cfg, source = load_yaml(f"pipeline/{name}.yaml"), f"conf/pipeline/{name}.yaml"
+        cfg, source = load_group("pipeline", name), f"conf/pipeline/{name}.yaml"
     raw = plain(cfg)
     raw.update(overrides or {})
     return parse_pipeline(raw, source)

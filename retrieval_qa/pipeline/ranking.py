@@ -7,7 +7,9 @@ below all the retrieved ones, sharing the average rank of the remaining position
 retrieved and ``C`` candidates, a gold candidate that none retrieved ranks
 ``n + (C - n + 1) / 2``. That is what the full-ranking evaluator gives when every unretrieved
 candidate scores ``-inf``; with lists that hold every candidate (``top_k`` = pool size) the
-pipeline's ranks are the full ranking's.
+pipeline's ranks are the full ranking's. A retriever's top-k cut breaks score ties by
+candidate index (the evaluator's top-k order), so candidates tied at the k-th score may fall
+on either side of the cut: below the pool size the lists, not the full ranking, decide.
 
 Each question's fused scores reach the evaluator as integer levels (the distinct scores in
 descending order: the highest gets the most, ties keep one level; unretrieved: 0), so the

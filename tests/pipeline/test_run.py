@@ -1,0 +1,58 @@
+"""Pipelines end to end on a tiny pool with BM25 retrievers: from run files equals in memory."""
+
+import json
+
+import pytest
+
+from retrieval_qa.data.errors import DataFormatError
+from retrieval_qa.pipeline.config import parse_pipeline
+from retrieval_qa.pipeline.run import run_pipeline
+from retrieval_qa.pipeline.stages import StageRun
+from tests.pipeline.pools import tiny_pool
+
+
+def _cfg(method: str, top_k: int, **fusion):
+    return parse_pipeline({"name": method, "top_k": top_k,
+                           "retrievers": {"bm25": {"kind": "bm25"},
+                                          "ctx": {"kind": "bm25",
+                                                  "settings": {"with_context": True}}},
+                           "fusion": {"method": method, **fusion}}, "test.yaml")
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+@pytest.mark.parametrize("method,fusion", [("rrf", {"rrf_k": 5}),
+                                           ("convex", {"weights": {"bm25": 0.4, "ctx": 0.6}}),
+                                           ("convex", {"weights": {"bm25": 0.5, "ctx": 0.5},
+                                                       "normalization": "zscore"})])
+def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
+    pool = tiny_pool()
+    cfg = _cfg(method, 3, **fusion)
+    first = run_pipeline(cfg, pool, tmp_path / "a")
+    again = run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a")
+    assert first["metrics"] == again["metrics"]
+    fused = "tiny-dev/fused.run.jsonl"
+    assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
+    stage = _lines(tmp_path / "a" / "tiny-dev/bm25.run.jsonl")
+    assert len(stage) == len(pool.questions) and all(len(r["top_ids"]) == 3 for r in stage)
+
+
+def test_one_retriever_over_the_whole_pool_keeps_the_full_ranking(tmp_path):
+    pool = tiny_pool()
+    cfg = parse_pipeline({"top_k": len(pool.candidates),
+                          "retrievers": {"bm25": {"kind": "bm25"}}}, "one.yaml")
+    full, listed = run_pipeline(cfg, pool, tmp_path)["stages"]
+    assert full["metrics"] == listed["metrics"]
+
+
+def test_a_run_file_of_another_pool_is_an_error_naming_the_record(tmp_path):
+    pool = tiny_pool()
+    run_pipeline(_cfg("rrf", 2, rrf_k=60), pool, tmp_path)
+    path = tmp_path / "tiny-dev/bm25.run.jsonl"
+    records = _lines(path)
+    records[1]["question"] = "another question?"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(DataFormatError, match="record 2"):
+        StageRun.from_file("bm25", pool, path)
