@@ -66,7 +66,7 @@ class TuningSpec:
     pool: str = "train"
     val_fraction: float = 0.1
     split_seed: int = 0
-    max_questions: int | None = 2000
+    max_questions: int | None = 1000
     grid_step: float = 0.1
     rrf_k_grid: tuple = (1, 2, 5, 10, 20, 30, 60, 100)
 

@@ -24,7 +24,7 @@ from .config import PipelineConfig
 from .fusion import convex, rrf
 from .ranking import ordered, rank_lists
 from .stages import RUN_SUFFIX, StageRun, run_retriever
-from .tuning import question_subset, tune
+from .tuning import tune
 
 
 def pool_folder(pool: RetrievalPool) -> str:
@@ -38,7 +38,7 @@ def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
         name = f"{spec.name}{RUN_SUFFIX}"
         if from_run_files is not None:
             runs.append(StageRun.from_file(spec.name, pool,
-                                           from_run_files / pool_folder(pool) / name))
+                                           from_run_files / pool_folder(pool) / name, ks))
         else:
             runs.append(run_retriever(spec, pool, cfg.top_k, progress=progress, ks=ks,
                                       run_file=run_dir / pool_folder(pool) / name))
@@ -64,13 +64,15 @@ def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
     if not cfg.needs_tuning:
         return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}
     from ..data import load_pool
+    from ..data.datamodule import cap_questions
     from ..data.split import train_val_split
 
     t = cfg.tuning
     start = time.perf_counter()
     train_pool, _ = load_pool(t.dataset, t.pool, data_dir)
     _, val = train_val_split(train_pool, t.val_fraction, t.split_seed)
-    val = question_subset(val, t.max_questions, t.split_seed)
+    # the data module's capped validation pool: the questions' paragraphs only
+    val = cap_questions(val, t.max_questions, t.split_seed)
     runs = first_stage(cfg, val, run_dir, from_run_files, progress, ks)
     per_question = list(zip(*(r.lists() for r in runs), strict=True))
     kind = fusion.method
@@ -158,12 +160,13 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
     run_dir = Path(run_dir)
     source = Path(from_run_files) if from_run_files is not None else None
     runs = first_stage(cfg, pool, run_dir, source, progress, ks)
-    stages = [{"stage": r.name, "metrics": _round(r.metrics) if r.metrics else None,
-               "seconds": round(r.seconds, 3) if r.metrics else None,
+    stages = [{"stage": r.name, "metrics": _round(r.metrics),
+               "seconds": round(r.seconds, 3) if source is None else None,
                "seconds_per_1000_questions": round(1000 * r.seconds / len(pool.questions), 3)
-               if r.metrics else None, "run_file": r.run_file,
-               "note": None if r.metrics else "read from its run file: see the run that "
-                                              "wrote it for the full ranking's metrics"}
+               if source is None else None, "run_file": r.run_file,
+               "note": None if source is None else "read from its run file (the full "
+                                                   "ranking's metrics on these questions; "
+                                                   "time: see the run that wrote it)"}
               for r in runs]
     first_seconds = sum(r.seconds for r in runs)
     fusion = tune_fusion(cfg, run_dir, source, data_dir, progress, ks)

@@ -36,6 +36,8 @@ class StageRun:
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
     run_file: str | None = None
+    gold_ranks: list = field(default_factory=list)  # the full ranking's, from the records
+    doc_ranks: list = field(default_factory=list)
 
     def lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return list(zip(self.ids, self.scores, strict=True))
@@ -43,43 +45,49 @@ class StageRun:
     @classmethod
     def from_records(cls, name: str, pool: RetrievalPool, records: list[dict],
                      source: str = "records") -> StageRun:
-        """The lists of run-file records, checked against ``pool`` (one record per question,
-        in order; every id a candidate of the pool)."""
-        fix = (f"give the run file written for {pool.dataset}/{pool.pool} by this pipeline "
-               "(rqa evaluate --pipeline), or run it without --from-run-files")
-        if len(records) != len(pool.questions):
-            raise DataFormatError(source, "whole file", f"{len(records)} records for "
-                                  f"{len(pool.questions)} questions of {pool.dataset}/"
-                                  f"{pool.pool}", fix)
+        """The lists of run-file records for the questions of ``pool`` (each record found by
+        its question and question id, so a run file of a pool also serves a subset of its
+        questions; every id must be a candidate of the pool)."""
+        fix = (f"give the run file written for {pool.dataset}/{pool.pool} (or a pool holding "
+               "its questions) by this pipeline, or run it without --from-run-files")
+        by_key = {(r.get("question"), r.get("question_id")): r for r in records}
         index = {c.id: i for i, c in enumerate(pool.candidates)}
-        ids, scores = [], []
-        for q, rec in enumerate(records):
-            if rec.get("question") != pool.questions[q] or \
-                    rec.get("question_id", None) != (pool.question_ids[q]
-                                                     if pool.question_ids else None):
-                raise DataFormatError(source, f"record {q + 1}", f"question "
-                                      f"{rec.get('question')!r} is not question {q + 1} of "
-                                      f"the pool ({pool.questions[q]!r})", fix)
+        ids, scores, ranks, doc_ranks = [], [], [], []
+        for q, question in enumerate(pool.questions):
+            qid = pool.question_ids[q] if pool.question_ids else None
+            rec = by_key.get((question, qid))
+            if rec is None:
+                raise DataFormatError(source, "whole file", f"no record of question "
+                                      f"{question!r}" + (f" (qid {qid})" if qid else "")
+                                      + f" of {pool.dataset}/{pool.pool}", fix)
             top, vals = rec.get("top_ids"), rec.get("top_scores")
             if not isinstance(top, list) or not isinstance(vals, list) or len(top) != len(vals):
-                raise DataFormatError(source, f"record {q + 1}", "no top_ids / top_scores of "
-                                      "equal length", fix)
+                raise DataFormatError(source, f"the record of {question!r}", "no top_ids / "
+                                      "top_scores of equal length", fix)
             unknown = [c for c in top if c not in index]
             if unknown:
-                raise DataFormatError(source, f"record {q + 1}", f"candidate {unknown[0]!r} "
-                                      "is not in the pool", fix)
+                raise DataFormatError(source, f"the record of {question!r}", f"candidate "
+                                      f"{unknown[0]!r} is not in the pool", fix)
             ids.append(np.fromiter((index[c] for c in top), dtype=np.int64, count=len(top)))
             scores.append(np.asarray(vals, dtype=np.float64))
-        return cls(name, ids, scores)
+            ranks.append(rec.get("gold_rank"))
+            doc_ranks.append(rec.get("doc_rank"))
+        return cls(name, ids, scores, gold_ranks=ranks,
+                   doc_ranks=doc_ranks if None not in doc_ranks else [])
 
     @classmethod
-    def from_file(cls, name: str, pool: RetrievalPool, path: str | Path) -> StageRun:
+    def from_file(cls, name: str, pool: RetrievalPool, path: str | Path,
+                  ks=(1, 5, 10)) -> StageRun:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"--from-run-files: {path} does not exist; run the "
                                     "pipeline once without --from-run-files to write it")
         run = cls.from_records(name, pool, read_run_file(path), str(path))
         run.run_file = str(path)
+        if None not in run.gold_ranks:  # the full ranking's metrics on these questions
+            run.metrics = metrics_from_ranks(run.gold_ranks, ks)
+            if run.doc_ranks:
+                run.metrics.update(metrics_from_ranks(run.doc_ranks, ks, prefix="doc_"))
         return run
 
 

@@ -1,5 +1,6 @@
 """Tuning fusion on the validation side of the training file (the 9:1 split of
-:func:`~retrieval_qa.data.split.train_val_split`, as the data module makes it), never on a
+:func:`~retrieval_qa.data.split.train_val_split` and the ``max_val_questions`` cap, as the
+data module makes them), never on a
 test pool: convex weights over a simplex grid, or the RRF constant over a list, chosen by MRR
 under the pipeline's rank rule (:mod:`.ranking`)."""
 
@@ -16,12 +17,13 @@ from .fusion import feature_matrix, simplex_grid
 
 def question_subset(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
     """``cap`` of the pool's questions drawn with ``seed`` (order kept), every candidate kept
-    (the retrieval problem stays the validation pool's; only the questions are fewer)."""
+    (the retrieval problem stays the pool's; only the questions are fewer; the pool keeps its
+    name, so the run files of the whole pool serve the subset)."""
     if cap is None or cap >= len(pool.questions):
         return pool
     keep = sorted(random.Random(seed).sample(range(len(pool.questions)), cap))
     keys = {pool.question_keys[i] for i in keep}
-    return RetrievalPool(pool.dataset, f"{pool.pool}-{cap}q", pool.candidates,
+    return RetrievalPool(pool.dataset, pool.pool, pool.candidates,
                          [pool.questions[i] for i in keep], [pool.gold[i] for i in keep],
                          [p for p in pool.pairs if pool.pair_key(p) in keys], pool.source,
                          pool.question_unit,

@@ -52,7 +52,21 @@ def test_a_run_file_of_another_pool_is_an_error_naming_the_record(tmp_path):
     run_pipeline(_cfg("rrf", 2, rrf_k=60), pool, tmp_path)
     path = tmp_path / "tiny-dev/bm25.run.jsonl"
     records = _lines(path)
-    records[1]["question"] = "another question?"
+    records[1]["question"] = "another question?"  # pool question 2 is missing now
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    with pytest.raises(DataFormatError, match="record 2"):
+    with pytest.raises(DataFormatError, match="no record of question 'Where is the Eiffel"):
         StageRun.from_file("bm25", pool, path)
+
+
+def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
+    from retrieval_qa.pipeline.tuning import question_subset
+
+    pool = tiny_pool()
+    cfg = _cfg("rrf", 3, rrf_k=2)
+    run_pipeline(cfg, pool, tmp_path / "all")
+    subset = question_subset(pool, 3, seed=0)
+    assert len(subset.questions) == 3 and subset.candidates == pool.candidates
+    direct = run_pipeline(cfg, subset, tmp_path / "direct")
+    from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all")
+    assert [s["metrics"] for s in direct["stages"]] == \
+        [s["metrics"] for s in from_files["stages"]]
