@@ -70,3 +70,24 @@ def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
     from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all")
     assert [s["metrics"] for s in direct["stages"]] == \
         [s["metrics"] for s in from_files["stages"]]
+
+
+def test_reranker_examples_follow_the_negative_rules():
+    from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
+    from retrieval_qa.config import load_yaml
+    from retrieval_qa.pipeline.reranker_data import bm25_top, rerank_examples
+
+    pool = tiny_pool()
+    scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
+    top = bm25_top(pool, scorer, 4)
+    examples, counts = rerank_examples(pool, top, hard=2, same_paragraph=1, seed=0)
+    gold_texts = {q: {pool.candidates[c].text for c in g}
+                  for q, g in zip(pool.questions, pool.gold, strict=True)}
+    for q in pool.questions:
+        mine = [e for e in examples if e.question == q]
+        negatives = [e.sentence for e in mine if e.label == 0]
+        assert sum(e.label for e in mine) == 1
+        assert not set(negatives) & gold_texts[q]  # gold copies never negatives
+        assert len(negatives) == len(set(negatives))
+    # "Paris is the capital of France." is gold twice (a copy in paragraph 3): never negative
+    assert counts["gold"] == 5 and counts["bm25"] + counts["shortfall_bm25"] == 10
