@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from retrieval_qa.config import conf_names
@@ -14,6 +16,13 @@ BASE = {"name": "t", "top_k": 10,
 def test_every_committed_pipeline_loads(name):
     cfg = load_pipeline(name)
     assert cfg.name == name and cfg.retrievers and cfg.top_k >= 1
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].joinpath(
+    "conf", "pipeline", "ablation").glob("*.yaml")))
+def test_ablation_pipelines_load_from_their_paths(path):
+    cfg = load_pipeline(str(path))
+    assert cfg.name == path.stem and len(cfg.retrievers) == 2 and cfg.needs_tuning
 
 
 def test_extends_merges_the_parent():
