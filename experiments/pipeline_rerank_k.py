@@ -46,6 +46,8 @@ def main() -> None:
     p.add_argument("--max-questions", type=int, default=None)
     p.add_argument("--ks", default="5,10,20")
     p.add_argument("--output", required=True)
+    p.add_argument("--checkpoint", default=None,
+                   help="the reranker export to use instead of the pipeline's")
     args = p.parse_args()
     from retrieval_qa.data import load_pool
     from retrieval_qa.models.cross_encoder import CrossEncoderReranker
@@ -57,6 +59,9 @@ def main() -> None:
 
     apply_threads(None)
     cfg = load_pipeline(args.pipeline)
+    if args.checkpoint:
+        cfg = dataclasses.replace(cfg, reranker=dataclasses.replace(
+            cfg.reranker, checkpoint=args.checkpoint))
     pool, _ = load_pool(args.dataset, args.pool)
     pool = question_subset(pool, args.max_questions, cfg.tuning.split_seed)
     reranker = CachedScores(CrossEncoderReranker.load(cfg.reranker.checkpoint))
@@ -69,7 +74,8 @@ def main() -> None:
         rows.append({"k": k, "stages": out["stages"], "fusion": out["fusion"],
                      "new_pairs_scored": reranker.pairs - before[1],
                      "new_scoring_seconds": round(reranker.seconds - before[0], 2)})
-    result = {"pipeline": cfg.name, "dataset": pool.dataset, "pool": pool.pool,
+    result = {"pipeline": cfg.name, "reranker": cfg.reranker.checkpoint,
+              "dataset": pool.dataset, "pool": pool.pool,
               "questions": len(pool.questions), "candidates": len(pool.candidates),
               "question_subset": f"{len(pool.questions)} questions drawn with "
                                  "retrieval_qa.pipeline.tuning.question_subset(pool, "
