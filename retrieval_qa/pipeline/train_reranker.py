@@ -104,7 +104,10 @@ def main(argv=None) -> int:
     cfg = (load_yaml_file(args.config) if args.config
            else load_yaml("pipeline/training/reranker.yaml"))
     cfg = plain(apply_overrides(cfg, args.overrides))
-    out = train_reranker(cfg, args.data_dir)
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
+        out = train_reranker(cfg, args.data_dir)
     print(json.dumps(out, default=str))
     Path(cfg["output"]).mkdir(parents=True, exist_ok=True)
     (Path(cfg["output"]) / "training.json").write_text(json.dumps(out, indent=2, default=str))
