@@ -45,7 +45,9 @@ examples:
   rqa evaluate --model bm25 --dataset reqa_squad --pool dev
   rqa evaluate --model bm25 k1=0.9 b=0.4 --run-file runs/bm25-dev.jsonl   # conf/model/bm25.yaml
   rqa evaluate --checkpoint runs/dual_gru/cpu-seed42/model --dataset reqa_squad --pool dev
-  rqa evaluate --model static:glove50 --idf --dataset squad_paragraphs""",
+  rqa evaluate --model static:glove50 --idf --dataset squad_paragraphs
+  rqa evaluate --pipeline hybrid_convex --dataset reqa_squad --pool dev   # conf/pipeline/
+  rqa evaluate --pipeline hybrid_rrf --from-run-files runs/pipeline/hybrid_convex""",
     "encode": """\
 example:
   rqa encode --checkpoint runs/dual_gru/cpu-seed42/model --input questions.txt --output q.pt
@@ -166,6 +168,10 @@ def cmd_evaluate(args) -> dict:
     from .config import apply_overrides, load_yaml
     from .embeddings.evaluate import cmd_evaluate_embeddings, wants_embeddings  # issue 12
 
+    if args.pipeline or args.from_run_files or args.pipeline_dir:  # issue 32
+        from .pipeline.cli import cmd_evaluate_pipeline
+
+        return cmd_evaluate_pipeline(args, eval_cfg=load_yaml("eval/default.yaml"), load=_load)
     _check_evaluate_options(args)
     if not args.checkpoint and not args.model:
         args.model = "bm25"
@@ -508,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--work-dir", default=None,
                     help="--checkpoint: keep finished encoding shards here, so the same command "
                          "resumes after a crash without encoding them again")
+    from .pipeline.cli import add_pipeline_arguments  # issue 32
+
+    add_pipeline_arguments(ev)
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="--model bm25 settings over conf/model/bm25.yaml, e.g. k1=0.9 b=0.4")
     ev.set_defaults(func=cmd_evaluate)

@@ -1,0 +1,56 @@
+"""``rqa evaluate --pipeline NAME [--from-run-files DIR]``: the options and the command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConflictingOptionsError, InputFileError
+
+DEFAULT_RUN_DIR = "runs/pipeline"
+
+
+def add_pipeline_arguments(p) -> None:
+    p.add_argument("--pipeline", default=None, metavar="NAME",
+                   help="run a retrieval pipeline: conf/pipeline/NAME.yaml or a .yaml path "
+                        "(first-stage retrievers, fusion, reranker); its run files go to "
+                        "--pipeline-dir")
+    p.add_argument("--pipeline-dir", default=None, metavar="DIR",
+                   help=f"--pipeline: where its run files go (default: {DEFAULT_RUN_DIR}/NAME)")
+    p.add_argument("--from-run-files", default=None, metavar="DIR",
+                   help="--pipeline: read the first-stage lists from the run files a previous "
+                        "run wrote to DIR (its --pipeline-dir) instead of running the "
+                        "retrievers: fusion and reranking without re-encoding")
+    p.add_argument("--max-questions", type=int, default=None, metavar="N",
+                   help="--pipeline: evaluate a seeded subset of N questions (every candidate "
+                        "kept; seed: the pipeline's tuning.split_seed)")
+
+
+def cmd_evaluate_pipeline(args, eval_cfg, load) -> dict:
+    if not args.pipeline:
+        raise ConflictingOptionsError("--from-run-files / --pipeline-dir / --max-questions "
+                                      "belong to --pipeline (fix: add --pipeline NAME)")
+    other = [o for o, v in (("--model", args.model), ("--checkpoint", args.checkpoint),
+                            ("--run-file", args.run_file), ("--work-dir", args.work_dir))
+             if v]
+    if other or args.overrides:
+        raise ConflictingOptionsError(
+            f"--pipeline {args.pipeline} does not combine with {other or args.overrides}: the "
+            "pipeline's config names its retrievers and settings (fix: drop them, or edit "
+            "the conf/pipeline file)")
+    from .config import load_pipeline
+
+    cfg = load_pipeline(args.pipeline)
+    if args.from_run_files and not Path(args.from_run_files).is_dir():
+        raise InputFileError("--from-run-files", args.from_run_files, "is not a folder",
+                             "give the --pipeline-dir of an earlier rqa evaluate --pipeline")
+    pool, _ = load(args)
+    if args.max_questions:
+        from .tuning import question_subset
+
+        pool = question_subset(pool, args.max_questions, cfg.tuning.split_seed)
+    from .run import run_pipeline
+
+    run_dir = args.pipeline_dir or f"{DEFAULT_RUN_DIR}/{cfg.name}"
+    return run_pipeline(cfg, pool, run_dir, from_run_files=args.from_run_files,
+                        data_dir=args.data_dir, doc_level=eval_cfg.doc_level,
+                        ks=tuple(eval_cfg.ks), progress=not args.quiet)

@@ -1,0 +1,209 @@
+"""Running a pipeline: first-stage run files, fusion (tuned on the validation side of the
+training file when the config says ``tune``), the optional reranker, each stage ranked by the
+one evaluator's rules (:mod:`.ranking`). ``rqa evaluate --pipeline NAME`` calls
+:func:`run_pipeline`; ``--from-run-files DIR`` re-runs fusion and reranking from the run files
+a previous run wrote to DIR, without re-encoding.
+
+Run-file layout under the run folder: ``<dataset>-<pool>/<retriever>.run.jsonl`` per
+first-stage retriever (the same for the validation lists, whose pool is named
+``<train pool>-val[-<N>q]``), and ``<dataset>-<pool>/fused.run.jsonl`` /
+``reranked.run.jsonl`` for the later stages."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data.types import RetrievalPool
+from ..evaluation.evaluator import _question_name
+from ..evaluation.metrics import metrics_from_ranks
+from ..evaluation.runfile import RunFileWriter
+from .config import PipelineConfig
+from .fusion import convex, rrf
+from .ranking import ordered, rank_lists
+from .stages import RUN_SUFFIX, StageRun, run_retriever
+from .tuning import tune
+
+
+def pool_folder(pool: RetrievalPool) -> str:
+    return f"{pool.dataset}-{pool.pool}"
+
+
+def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
+                from_run_files: Path | None, progress: bool, ks) -> list[StageRun]:
+    runs = []
+    for spec in cfg.retrievers:
+        name = f"{spec.name}{RUN_SUFFIX}"
+        if from_run_files is not None:
+            runs.append(StageRun.from_file(spec.name, pool,
+                                           from_run_files / pool_folder(pool) / name, ks))
+        else:
+            runs.append(run_retriever(spec, pool, cfg.top_k, progress=progress, ks=ks,
+                                      run_file=run_dir / pool_folder(pool) / name))
+    return runs
+
+
+def fuse(cfg: PipelineConfig, runs: list[StageRun], weights=None, rrf_k=None) -> list[tuple]:
+    """Per question: (candidate indices, fused scores) of the stage runs."""
+    if cfg.fusion.method == "none":
+        return runs[0].lists()
+    per_question = list(zip(*(r.lists() for r in runs), strict=True))
+    if cfg.fusion.method == "rrf":
+        return [rrf(lists, rrf_k) for lists in per_question]
+    w = [weights[r.name] for r in runs]
+    return [convex(lists, w, cfg.fusion.normalization) for lists in per_question]
+
+
+def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
+                data_dir, progress: bool, ks) -> dict:
+    """Settings of the fusion: as configured, or tuned on the validation side of
+    ``tuning.dataset``/``tuning.pool`` (the data module's 9:1 split)."""
+    fusion = cfg.fusion
+    if not cfg.needs_tuning:
+        return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}
+    from ..data import load_pool
+    from ..data.datamodule import cap_questions
+    from ..data.split import train_val_split
+
+    t = cfg.tuning
+    start = time.perf_counter()
+    train_pool, _ = load_pool(t.dataset, t.pool, data_dir)
+    _, val = train_val_split(train_pool, t.val_fraction, t.split_seed)
+    # the data module's capped validation pool: the questions' paragraphs only
+    val = cap_questions(val, t.max_questions, t.split_seed)
+    runs = first_stage(cfg, val, run_dir, from_run_files, progress, ks)
+    per_question = list(zip(*(r.lists() for r in runs), strict=True))
+    kind = fusion.method
+    found = tune(per_question, val.gold, len(val.candidates), kind,
+                 names=[r.name for r in runs], grid_step=t.grid_step,
+                 rrf_k_grid=t.rrf_k_grid, normalization=fusion.normalization)
+    weights = found.get("weights", fusion.weights)
+    rrf_k = found.get("rrf_k", fusion.rrf_k)
+    found.update({"weights": weights, "rrf_k": rrf_k,
+                  "val_pool": f"{val.dataset}/{val.pool}",
+                  "val_questions": len(val.questions), "val_candidates": len(val.candidates),
+                  "val_stages": {r.name: _round(r.metrics) for r in runs},
+                  "seconds": round(time.perf_counter() - start, 3)})
+    return found
+
+
+def _round(metrics: dict) -> dict:
+    return {k: round(v, 4) for k, v in metrics.items()}
+
+
+def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file: Path | None,
+                   *, doc_level: bool, ks, seconds: float) -> dict:
+    """Rank per-question lists (ids, scores[, tiers]) under the pipeline's rule, write their
+    run file, and return the stage's summary."""
+    ranks, doc_ranks = rank_lists(pool, lists, doc_level=doc_level)
+    metrics = metrics_from_ranks(ranks, ks)
+    if doc_ranks is not None:
+        metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
+    with RunFileWriter(run_file) as out:
+        if out:
+            out.write(_records(pool, lists, ranks, doc_ranks))
+    return {"stage": name, "metrics": _round(metrics), "seconds": round(seconds, 3),
+            "seconds_per_1000_questions": round(1000 * seconds / len(pool.questions), 3),
+            "run_file": str(run_file) if run_file else None}
+
+
+def _records(pool, lists, ranks, doc_ranks):
+    for q, entry in enumerate(lists):
+        ids, scores = np.asarray(entry[0]), np.asarray(entry[1], dtype=np.float64)
+        order = ordered(ids, scores, entry[2] if len(entry) > 2 else None)
+        rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
+        if pool.question_ids:
+            rec["question_id"] = pool.question_ids[q]
+        rec.update({"gold_rank": float(ranks[q]),
+                    "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
+                    "top_ids": [pool.candidates[c].id for c in ids[order]],
+                    "top_scores": [round(float(s), 6) for s in scores[order]]})
+        if len(entry) > 2:
+            rec["reranked"] = int(np.sum(entry[2]))
+        if doc_ranks is not None:
+            rec["doc_rank"] = float(doc_ranks[q])
+        yield rec
+
+
+def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int) -> list[tuple]:
+    """The fused lists with their ``top_k`` best (fused order) rescored by ``score_pairs``
+    (questions, sentences) -> scores, placed above the rest of the list (tier 1), which keeps
+    its fused order; unretrieved candidates stay below both."""
+    out = []
+    for q, (ids, scores) in enumerate(fused):
+        ids, scores = np.asarray(ids), np.asarray(scores, dtype=np.float64)
+        head = ordered(ids, scores)[:top_k]
+        new = scores.copy()
+        tiers = np.zeros(len(ids))
+        if len(head):
+            values = score_pairs([pool.questions[q]] * len(head),
+                                 [pool.candidates[c].text for c in ids[head]])
+            values = np.asarray(values, dtype=np.float64)
+            if not np.isfinite(values).all():
+                raise ValueError(f"the reranker gave a non-finite score for "
+                                 f"{_question_name(pool, q)}; check the reranker's export")
+            new[head] = values
+            tiers[head] = 1
+        out.append((ids, new, tiers))
+    return out
+
+
+def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, *,
+                 from_run_files: str | Path | None = None, data_dir=None,
+                 doc_level: bool = True, ks=(1, 5, 10), progress: bool = False,
+                 reranker=None) -> dict:
+    """Every stage of ``cfg`` on ``pool``; returns each stage's metrics and time, the fusion
+    settings (and how they were tuned) and the run files. ``reranker``: an object with
+    ``score_pairs`` (default: the config's checkpoint, loaded as a cross-encoder export)."""
+    run_dir = Path(run_dir)
+    source = Path(from_run_files) if from_run_files is not None else None
+    runs = first_stage(cfg, pool, run_dir, source, progress, ks)
+    stages = [{"stage": r.name, "metrics": _round(r.metrics),
+               "seconds": round(r.seconds, 3) if source is None else None,
+               "seconds_per_1000_questions": round(1000 * r.seconds / len(pool.questions), 3)
+               if source is None else None, "run_file": r.run_file,
+               "note": None if source is None else "read from its run file (the full "
+                                                   "ranking's metrics on these questions; "
+                                                   "time: see the run that wrote it)"}
+              for r in runs]
+    first_seconds = sum(r.seconds for r in runs)
+    fusion = tune_fusion(cfg, run_dir, source, data_dir, progress, ks)
+    start = time.perf_counter()
+    fused = fuse(cfg, runs, fusion.get("weights"), fusion.get("rrf_k"))
+    folder = run_dir / pool_folder(pool)
+    if cfg.fusion.method != "none":
+        fused_stage = evaluate_lists(f"fused ({cfg.fusion.method})", pool, fused,
+                                     folder / f"fused{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
+                                     seconds=time.perf_counter() - start + first_seconds)
+        fused_stage["fusion_seconds"] = round(time.perf_counter() - start, 3)
+        stages.append(fused_stage)
+    else:  # the single retriever's lists under the pipeline's rule beyond top_k
+        stages.append(evaluate_lists(f"{runs[0].name} top-{cfg.top_k}", pool, fused,
+                                     folder / f"top{cfg.top_k}{RUN_SUFFIX}",
+                                     doc_level=doc_level, ks=ks, seconds=first_seconds))
+    if cfg.reranker is not None:
+        if reranker is None:
+            from ..models.cross_encoder import CrossEncoderReranker
+
+            reranker = CrossEncoderReranker.load(cfg.reranker.checkpoint)
+        start = time.perf_counter()
+        reranked = rerank(pool, fused, lambda q, s: reranker.score_pairs(
+            q, s, cfg.reranker.batch_size).cpu().numpy(), cfg.reranker.top_k)
+        rr_seconds = time.perf_counter() - start
+        stage = evaluate_lists(f"reranked top-{cfg.reranker.top_k}", pool, reranked,
+                               folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
+                               seconds=stages[-1]["seconds"] + rr_seconds)
+        stage["rerank_seconds"] = round(rr_seconds, 3)
+        stages.append(stage)
+    return {"pipeline": cfg.name, "config": cfg.source, "dataset": pool.dataset,
+            "pool": pool.pool, "questions": len(pool.questions),
+            "candidates": len(pool.candidates), "top_k": cfg.top_k,
+            "from_run_files": str(source) if source else None,
+            "fusion": {"method": cfg.fusion.method,
+                       "normalization": cfg.fusion.normalization, **fusion},
+            "stages": stages, "metrics": stages[-1]["metrics"],
+            "settings": cfg.to_dict(),
+            "rank_rule": "candidates no stage retrieved tie below every retrieved one, "
+                         "sharing the average rank of the remaining positions"}

@@ -1,0 +1,147 @@
+"""First-stage retrievers and their run files.
+
+Each retriever ranks every candidate of the pool with the one evaluator (its own metrics are
+the full ranking's) and keeps its top-k per question, written as a run file
+(``<name>.run.jsonl``, :mod:`retrieval_qa.evaluation.runfile`: ``top_ids`` / ``top_scores``
+per question, in the pool's question order). Fusion and reranking read those lists back, in
+memory or from the files (``--from-run-files``), through the same :meth:`StageRun.from_records`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data.errors import DataFormatError
+from ..data.types import RetrievalPool
+from ..evaluation.evaluator import _records, doc_index, rank_questions
+from ..evaluation.metrics import metrics_from_ranks
+from ..evaluation.runfile import RunFileWriter, read_run_file
+from .config import RetrieverSpec
+
+RUN_SUFFIX = ".run.jsonl"
+
+
+@dataclass
+class StageRun:
+    """One stage's lists: ``ids[q]`` candidate indices and ``scores[q]`` their scores, best
+    first, for question ``q`` of the pool."""
+
+    name: str
+    ids: list[np.ndarray]
+    scores: list[np.ndarray]
+    metrics: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    run_file: str | None = None
+    gold_ranks: list = field(default_factory=list)  # the full ranking's, from the records
+    doc_ranks: list = field(default_factory=list)
+
+    def lists(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return list(zip(self.ids, self.scores, strict=True))
+
+    @classmethod
+    def from_records(cls, name: str, pool: RetrievalPool, records: list[dict],
+                     source: str = "records") -> StageRun:
+        """The lists of run-file records for the questions of ``pool`` (each record found by
+        its question and question id, so a run file of a pool also serves a subset of its
+        questions; every id must be a candidate of the pool)."""
+        fix = (f"give the run file written for {pool.dataset}/{pool.pool} (or a pool holding "
+               "its questions) by this pipeline, or run it without --from-run-files")
+        by_key = {(r.get("question"), r.get("question_id")): r for r in records}
+        index = {c.id: i for i, c in enumerate(pool.candidates)}
+        ids, scores, ranks, doc_ranks = [], [], [], []
+        for q, question in enumerate(pool.questions):
+            qid = pool.question_ids[q] if pool.question_ids else None
+            rec = by_key.get((question, qid))
+            if rec is None:
+                raise DataFormatError(source, "whole file", f"no record of question "
+                                      f"{question!r}" + (f" (qid {qid})" if qid else "")
+                                      + f" of {pool.dataset}/{pool.pool}", fix)
+            top, vals = rec.get("top_ids"), rec.get("top_scores")
+            if not isinstance(top, list) or not isinstance(vals, list) or len(top) != len(vals):
+                raise DataFormatError(source, f"the record of {question!r}", "no top_ids / "
+                                      "top_scores of equal length", fix)
+            unknown = [c for c in top if c not in index]
+            if unknown:
+                raise DataFormatError(source, f"the record of {question!r}", f"candidate "
+                                      f"{unknown[0]!r} is not in the pool", fix)
+            ids.append(np.fromiter((index[c] for c in top), dtype=np.int64, count=len(top)))
+            scores.append(np.asarray(vals, dtype=np.float64))
+            ranks.append(rec.get("gold_rank"))
+            doc_ranks.append(rec.get("doc_rank"))
+        return cls(name, ids, scores, gold_ranks=ranks,
+                   doc_ranks=doc_ranks if None not in doc_ranks else [])
+
+    @classmethod
+    def from_file(cls, name: str, pool: RetrievalPool, path: str | Path,
+                  ks=(1, 5, 10)) -> StageRun:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"--from-run-files: {path} does not exist; run the "
+                                    "pipeline once without --from-run-files to write it")
+        run = cls.from_records(name, pool, read_run_file(path), str(path))
+        run.run_file = str(path)
+        if None not in run.gold_ranks:  # the full ranking's metrics on these questions
+            run.metrics = metrics_from_ranks(run.gold_ranks, ks)
+            if run.doc_ranks:
+                run.metrics.update(metrics_from_ranks(run.doc_ranks, ks, prefix="doc_"))
+        return run
+
+
+def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
+             run_file: str | Path | None = None, doc_level: bool = True,
+             memory_mb: float = 512, ks=(1, 5, 10), seconds: float = 0.0) -> StageRun:
+    """Rank the pool with ``scorer`` (the evaluator's rules), keep the top ``top_k`` of each
+    question, write them to ``run_file`` (if given) and return them as a :class:`StageRun`
+    with the full ranking's metrics. ``seconds``: time already spent (indexing, encoding)."""
+    start = time.perf_counter()
+    doc_of = doc_index(pool)[0] if doc_level else None
+    cand_ids = [c.id for c in pool.candidates]
+    records: list[dict] = []
+
+    def keep(rows, ranks, doc_ranks, top):
+        block = _records(pool, cand_ids, rows, ranks, doc_ranks, top)
+        records.extend(block)
+        if out:
+            out.write(block)
+
+    with RunFileWriter(run_file) as out:
+        ranks, doc_ranks = rank_questions(scorer, pool.gold, doc_of, memory_mb=memory_mb,
+                                          top_k=top_k, on_block=keep, desc=name)
+    run = StageRun.from_records(name, pool, records)
+    run.metrics = metrics_from_ranks(ranks, ks)
+    if doc_ranks is not None:
+        run.metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
+    run.seconds = seconds + time.perf_counter() - start
+    run.run_file = str(run_file) if run_file is not None else None
+    return run
+
+
+def build_scorer(spec: RetrieverSpec, pool: RetrievalPool, progress: bool = False):
+    """The evaluator's scorer of a first-stage retriever on ``pool``: BM25 (its settings over
+    conf/model/bm25.yaml) or an exported dual encoder (questions and candidates encoded)."""
+    if spec.kind == "bm25":
+        from ..baselines.bm25 import BM25Scorer, BM25Settings
+        from ..config import load_yaml
+
+        cfg = {**load_yaml("model/bm25.yaml"), **spec.settings}
+        return BM25Scorer(pool, BM25Settings.from_config(cfg), progress=progress)
+    from ..evaluation.search import DenseScorer
+    from ..models.artifact import load_artifact
+
+    model = load_artifact(spec.checkpoint)
+    q = model.encode_questions(pool.questions, batch_size=spec.batch_size, progress=progress)
+    c = model.encode_answers(pool.candidates, batch_size=spec.batch_size, progress=progress)
+    return DenseScorer(q, c)
+
+
+def run_retriever(spec: RetrieverSpec, pool: RetrievalPool, top_k: int, *,
+                  run_file: str | Path | None = None, progress: bool = False,
+                  **kwargs) -> StageRun:
+    start = time.perf_counter()
+    scorer = build_scorer(spec, pool, progress)
+    return retrieve(spec.name, pool, scorer, top_k, run_file=run_file,
+                    seconds=time.perf_counter() - start, **kwargs)

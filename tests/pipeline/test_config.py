@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+
+from retrieval_qa.config import conf_names
+from retrieval_qa.errors import UsageError
+from retrieval_qa.pipeline.config import load_pipeline, parse_pipeline
+
+BASE = {"name": "t", "top_k": 10,
+        "retrievers": {"a": {"kind": "bm25"}, "b": {"kind": "bm25",
+                                                     "settings": {"with_context": True}}},
+        "fusion": {"method": "rrf", "rrf_k": 60}}
+
+
+@pytest.mark.parametrize("name", conf_names("pipeline"))
+def test_every_committed_pipeline_loads(name):
+    cfg = load_pipeline(name)
+    assert cfg.name == name and cfg.retrievers and cfg.top_k >= 1
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].joinpath(
+    "conf", "pipeline", "ablation").glob("*.yaml")))
+def test_ablation_pipelines_load_from_their_paths(path):
+    cfg = load_pipeline(str(path))
+    assert cfg.name == path.stem and len(cfg.retrievers) == 2 and cfg.needs_tuning
+
+
+def test_extends_merges_the_parent():
+    cfg = load_pipeline("hybrid_rrf")
+    assert cfg.fusion.method == "rrf" and cfg.fusion.rrf_k == "tune" and cfg.needs_tuning
+    assert [r.name for r in cfg.retrievers] == ["bm25", "bm25_context", "minilm"]
+    rerank = load_pipeline("hybrid_convex_rerank")
+    assert rerank.reranker is not None and rerank.reranker.top_k == 20
+
+
+def test_a_valid_mapping_parses():
+    cfg = parse_pipeline(BASE, "x.yaml")
+    assert cfg.retrievers[1].settings == {"with_context": True}
+    assert cfg.fusion.rrf_k == 60 and not cfg.needs_tuning
+
+
+def _bad(change: dict, where: str):
+    raw = {**BASE, **change}
+    with pytest.raises(UsageError) as e:
+        parse_pipeline(raw, "conf/pipeline/x.yaml")
+    message = str(e.value)
+    assert "conf/pipeline/x.yaml" in message and where in message and "fix:" in message
+    return message
+
+
+def test_bad_configs_name_the_key_and_the_fix():
+    _bad({"topk": 3}, "topk")
+    _bad({"top_k": 0}, "top_k")
+    _bad({"retrievers": {"a": {"kind": "splade"}}}, "retrievers.a.kind")
+    _bad({"retrievers": {"a": {"kind": "bm25", "settings": {"k3": 1}}}},
+         "retrievers.a.settings.k3")
+    _bad({"retrievers": {"a": {"kind": "dual_encoder"}}}, "retrievers.a.checkpoint")
+    _bad({"fusion": {"method": "sum"}}, "fusion.method")
+    _bad({"fusion": {"method": "none"}}, "fusion.method")  # two retrievers, no fusion
+    _bad({"fusion": {"method": "convex"}}, "fusion.weights")
+    _bad({"fusion": {"method": "convex", "weights": {"a": 1}}}, "fusion.weights.b")
+    _bad({"fusion": {"method": "convex", "weights": {"a": 1, "b": -1}}}, "fusion.weights.b")
+    _bad({"fusion": {"method": "rrf", "rrf_k": "big"}}, "fusion.rrf_k")
+    assert "never a test pool" in _bad({"tuning": {"pool": "dev"}}, "tuning.pool")
+    _bad({"reranker": {"top_k": 5}}, "reranker.checkpoint")
+
+
+def test_unknown_pipeline_lists_the_known_ones():
+    with pytest.raises(UsageError, match="hybrid_convex"):
+        load_pipeline("no_such_pipeline")

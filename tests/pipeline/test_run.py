@@ -1,0 +1,93 @@
+"""Pipelines end to end on a tiny pool with BM25 retrievers: from run files equals in memory."""
+
+import json
+
+import pytest
+
+from retrieval_qa.data.errors import DataFormatError
+from retrieval_qa.pipeline.config import parse_pipeline
+from retrieval_qa.pipeline.run import run_pipeline
+from retrieval_qa.pipeline.stages import StageRun
+from tests.pipeline.pools import tiny_pool
+
+
+def _cfg(method: str, top_k: int, **fusion):
+    return parse_pipeline({"name": method, "top_k": top_k,
+                           "retrievers": {"bm25": {"kind": "bm25"},
+                                          "ctx": {"kind": "bm25",
+                                                  "settings": {"with_context": True}}},
+                           "fusion": {"method": method, **fusion}}, "test.yaml")
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+@pytest.mark.parametrize("method,fusion", [("rrf", {"rrf_k": 5}),
+                                           ("convex", {"weights": {"bm25": 0.4, "ctx": 0.6}}),
+                                           ("convex", {"weights": {"bm25": 0.5, "ctx": 0.5},
+                                                       "normalization": "zscore"})])
+def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
+    pool = tiny_pool()
+    cfg = _cfg(method, 3, **fusion)
+    first = run_pipeline(cfg, pool, tmp_path / "a")
+    again = run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a")
+    assert first["metrics"] == again["metrics"]
+    fused = "tiny-dev/fused.run.jsonl"
+    assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
+    stage = _lines(tmp_path / "a" / "tiny-dev/bm25.run.jsonl")
+    assert len(stage) == len(pool.questions) and all(len(r["top_ids"]) == 3 for r in stage)
+
+
+def test_one_retriever_over_the_whole_pool_keeps_the_full_ranking(tmp_path):
+    pool = tiny_pool()
+    cfg = parse_pipeline({"top_k": len(pool.candidates),
+                          "retrievers": {"bm25": {"kind": "bm25"}}}, "one.yaml")
+    full, listed = run_pipeline(cfg, pool, tmp_path)["stages"]
+    assert full["metrics"] == listed["metrics"]
+
+
+def test_a_run_file_of_another_pool_is_an_error_naming_the_record(tmp_path):
+    pool = tiny_pool()
+    run_pipeline(_cfg("rrf", 2, rrf_k=60), pool, tmp_path)
+    path = tmp_path / "tiny-dev/bm25.run.jsonl"
+    records = _lines(path)
+    records[1]["question"] = "another question?"  # pool question 2 is missing now
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(DataFormatError, match="no record of question 'Where is the Eiffel"):
+        StageRun.from_file("bm25", pool, path)
+
+
+def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
+    from retrieval_qa.pipeline.tuning import question_subset
+
+    pool = tiny_pool()
+    cfg = _cfg("rrf", 3, rrf_k=2)
+    run_pipeline(cfg, pool, tmp_path / "all")
+    subset = question_subset(pool, 3, seed=0)
+    assert len(subset.questions) == 3 and subset.candidates == pool.candidates
+    direct = run_pipeline(cfg, subset, tmp_path / "direct")
+    from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all")
+    assert [s["metrics"] for s in direct["stages"]] == \
+        [s["metrics"] for s in from_files["stages"]]
+
+
+def test_reranker_examples_follow_the_negative_rules():
+    from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
+    from retrieval_qa.config import load_yaml
+    from retrieval_qa.pipeline.reranker_data import bm25_top, rerank_examples
+
+    pool = tiny_pool()
+    scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
+    top = bm25_top(pool, scorer, 4)
+    examples, counts = rerank_examples(pool, top, hard=2, same_paragraph=1, seed=0)
+    gold_texts = {q: {pool.candidates[c].text for c in g}
+                  for q, g in zip(pool.questions, pool.gold, strict=True)}
+    for q in pool.questions:
+        mine = [e for e in examples if e.question == q]
+        negatives = [e.sentence for e in mine if e.label == 0]
+        assert sum(e.label for e in mine) == 1
+        assert not set(negatives) & gold_texts[q]  # gold copies never negatives
+        assert len(negatives) == len(set(negatives))
+    # "Paris is the capital of France." is gold twice (a copy in paragraph 3): never negative
+    assert counts["gold"] == 5 and counts["bm25"] + counts["shortfall_bm25"] == 10
