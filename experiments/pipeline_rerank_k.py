@@ -49,6 +49,7 @@ def main() -> None:
     p.add_argument("--checkpoint", default=None,
                    help="the reranker export to use instead of the pipeline's")
     args = p.parse_args()
+    from retrieval_qa.config import load_yaml
     from retrieval_qa.data import load_pool
     from retrieval_qa.models.cross_encoder import CrossEncoderReranker
     from retrieval_qa.pipeline.config import load_pipeline
@@ -70,7 +71,8 @@ def main() -> None:
         run_cfg = dataclasses.replace(cfg, reranker=dataclasses.replace(cfg.reranker, top_k=k))
         before = (reranker.seconds, reranker.pairs)
         out = run_pipeline(run_cfg, pool, Path("runs/pipeline") / f"{cfg.name}-k{k}",
-                           from_run_files=args.from_run_files, reranker=reranker)
+                           from_run_files=args.from_run_files, reranker=reranker,
+                           evaluation=load_yaml("eval/default.yaml"))
         rows.append({"k": k, "stages": out["stages"], "fusion": out["fusion"],
                      "new_pairs_scored": reranker.pairs - before[1],
                      "new_scoring_seconds": round(reranker.seconds - before[0], 2)})

@@ -52,5 +52,4 @@ def cmd_evaluate_pipeline(args, eval_cfg, load) -> dict:
 
     run_dir = args.pipeline_dir or f"{DEFAULT_RUN_DIR}/{cfg.name}"
     return run_pipeline(cfg, pool, run_dir, from_run_files=args.from_run_files,
-                        data_dir=args.data_dir, doc_level=eval_cfg.doc_level,
-                        ks=tuple(eval_cfg.ks), progress=not args.quiet)
+                        data_dir=args.data_dir, evaluation=eval_cfg, progress=not args.quiet)

@@ -68,8 +68,8 @@ class FusedScorer:
                             np.zeros(len(parts), dtype=np.float32), self.num_candidates)
 
 
-def rank_lists(pool: RetrievalPool, lists: Sequence[tuple], *, doc_level: bool = True,
-               memory_mb: float = 512) -> tuple[np.ndarray, np.ndarray | None]:
+def rank_lists(pool: RetrievalPool, lists: Sequence[tuple], *, doc_level: bool,
+               memory_mb: float) -> tuple[np.ndarray, np.ndarray | None]:
     """([Q] gold ranks, [Q] doc ranks or None) of per-question lists under the rule above."""
     if len(lists) != len(pool.questions):
         raise ValueError(f"{len(lists)} lists for {len(pool.questions)} questions")

@@ -32,7 +32,8 @@ def pool_folder(pool: RetrievalPool) -> str:
 
 
 def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
-                from_run_files: Path | None, progress: bool, ks) -> list[StageRun]:
+                from_run_files: Path | None, progress: bool, evaluation: dict) -> list[StageRun]:
+    ks = tuple(evaluation["ks"])
     runs = []
     for spec in cfg.retrievers:
         name = f"{spec.name}{RUN_SUFFIX}"
@@ -41,6 +42,8 @@ def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
                                            from_run_files / pool_folder(pool) / name, ks))
         else:
             runs.append(run_retriever(spec, pool, cfg.top_k, progress=progress, ks=ks,
+                                      doc_level=bool(evaluation["doc_level"]),
+                                      memory_mb=float(evaluation["memory_mb"]),
                                       run_file=run_dir / pool_folder(pool) / name))
     return runs
 
@@ -57,14 +60,14 @@ def fuse(cfg: PipelineConfig, runs: list[StageRun], weights=None, rrf_k=None) ->
 
 
 def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
-                data_dir, progress: bool, ks) -> dict:
+                data_dir, progress: bool, evaluation) -> dict:
     """Settings of the fusion: as configured, or tuned on the validation side of
     ``tuning.dataset``/``tuning.pool`` (the data module's 9:1 split)."""
     fusion = cfg.fusion
     if not cfg.needs_tuning:
         return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}
     from ..data import load_pool
-    from ..data.datamodule import cap_questions
+    from ..data.caps import cap_questions
     from ..data.split import train_val_split
 
     t = cfg.tuning
@@ -73,7 +76,7 @@ def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
     _, val = train_val_split(train_pool, t.val_fraction, t.split_seed)
     # the data module's capped validation pool: the questions' paragraphs only
     val = cap_questions(val, t.max_questions, t.split_seed)
-    runs = first_stage(cfg, val, run_dir, from_run_files, progress, ks)
+    runs = first_stage(cfg, val, run_dir, from_run_files, progress, evaluation)
     per_question = list(zip(*(r.lists() for r in runs), strict=True))
     kind = fusion.method
     found = tune(per_question, val.gold, len(val.candidates), kind,
@@ -94,10 +97,10 @@ def _round(metrics: dict) -> dict:
 
 
 def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file: Path | None,
-                   *, doc_level: bool, ks, seconds: float) -> dict:
+                   *, doc_level: bool, memory_mb: float, ks, seconds: float) -> dict:
     """Rank per-question lists (ids, scores[, tiers]) under the pipeline's rule, write their
     run file, and return the stage's summary."""
-    ranks, doc_ranks = rank_lists(pool, lists, doc_level=doc_level)
+    ranks, doc_ranks = rank_lists(pool, lists, doc_level=doc_level, memory_mb=memory_mb)
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
         metrics.update(metrics_from_ranks(doc_ranks, ks, prefix="doc_"))
@@ -152,14 +155,16 @@ def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int) -> 
 
 def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, *,
                  from_run_files: str | Path | None = None, data_dir=None,
-                 doc_level: bool = True, ks=(1, 5, 10), progress: bool = False,
+                 evaluation, progress: bool = False,
                  reranker=None) -> dict:
     """Every stage of ``cfg`` on ``pool``; returns each stage's metrics and time, the fusion
     settings (and how they were tuned) and the run files. ``reranker``: an object with
     ``score_pairs`` (default: the config's checkpoint, loaded as a cross-encoder export)."""
     run_dir = Path(run_dir)
     source = Path(from_run_files) if from_run_files is not None else None
-    runs = first_stage(cfg, pool, run_dir, source, progress, ks)
+    doc_level, ks = bool(evaluation["doc_level"]), tuple(evaluation["ks"])
+    memory_mb = float(evaluation["memory_mb"])
+    runs = first_stage(cfg, pool, run_dir, source, progress, evaluation)
     stages = [{"stage": r.name, "metrics": _round(r.metrics),
                "seconds": round(r.seconds, 3) if source is None else None,
                "seconds_per_1000_questions": round(1000 * r.seconds / len(pool.questions), 3)
@@ -169,20 +174,22 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
                                                    "time: see the run that wrote it)"}
               for r in runs]
     first_seconds = sum(r.seconds for r in runs)
-    fusion = tune_fusion(cfg, run_dir, source, data_dir, progress, ks)
+    fusion = tune_fusion(cfg, run_dir, source, data_dir, progress, evaluation)
     start = time.perf_counter()
     fused = fuse(cfg, runs, fusion.get("weights"), fusion.get("rrf_k"))
     folder = run_dir / pool_folder(pool)
     if cfg.fusion.method != "none":
         fused_stage = evaluate_lists(f"fused ({cfg.fusion.method})", pool, fused,
                                      folder / f"fused{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
+                                     memory_mb=memory_mb,
                                      seconds=time.perf_counter() - start + first_seconds)
         fused_stage["fusion_seconds"] = round(time.perf_counter() - start, 3)
         stages.append(fused_stage)
     else:  # the single retriever's lists under the pipeline's rule beyond top_k
         stages.append(evaluate_lists(f"{runs[0].name} top-{cfg.top_k}", pool, fused,
                                      folder / f"top{cfg.top_k}{RUN_SUFFIX}",
-                                     doc_level=doc_level, ks=ks, seconds=first_seconds))
+                                     doc_level=doc_level, ks=ks, memory_mb=memory_mb,
+                                     seconds=first_seconds))
     if cfg.reranker is not None:
         if reranker is None:
             from ..models.cross_encoder import CrossEncoderReranker
@@ -194,6 +201,7 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
         rr_seconds = time.perf_counter() - start
         stage = evaluate_lists(f"reranked top-{cfg.reranker.top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
+                               memory_mb=memory_mb,
                                seconds=stages[-1]["seconds"] + rr_seconds)
         stage["rerank_seconds"] = round(rr_seconds, 3)
         stages.append(stage)

@@ -77,7 +77,7 @@ class StageRun:
 
     @classmethod
     def from_file(cls, name: str, pool: RetrievalPool, path: str | Path,
-                  ks=(1, 5, 10)) -> StageRun:
+                  ks) -> StageRun:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"--from-run-files: {path} does not exist; run the "
@@ -92,8 +92,8 @@ class StageRun:
 
 
 def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
-             run_file: str | Path | None = None, doc_level: bool = True,
-             memory_mb: float = 512, ks=(1, 5, 10), seconds: float = 0.0) -> StageRun:
+             doc_level: bool, memory_mb: float, ks, run_file: str | Path | None = None,
+             seconds: float = 0.0) -> StageRun:
     """Rank the pool with ``scorer`` (the evaluator's rules), keep the top ``top_k`` of each
     question, write them to ``run_file`` (if given) and return them as a :class:`StageRun`
     with the full ranking's metrics. ``seconds``: time already spent (indexing, encoding)."""

@@ -45,7 +45,7 @@ def test_unretrieved_candidates_rank_as_minus_inf_in_the_full_ranking(seed):
     scores = rng.integers(0, 4, size=(len(pool.questions), len(pool.candidates))).astype(float)
     for k in range(1, len(pool.candidates) + 1):
         lists = [_top(row, k) for row in scores]
-        got, _ = rank_lists(pool, lists, doc_level=False)
+        got, _ = rank_lists(pool, lists, doc_level=False, memory_mb=512)
         cut = torch.full(scores.shape, float("-inf"), dtype=torch.float64)
         for q, (ids, vals) in enumerate(lists):
             cut[q, torch.from_numpy(ids)] = torch.from_numpy(vals)
@@ -58,9 +58,9 @@ def test_lists_of_the_whole_pool_give_the_full_rankings_ranks_and_doc_ranks():
     rng = np.random.default_rng(3)
     scores = rng.integers(0, 3, size=(len(pool.questions), len(pool.candidates))).astype(float)
     lists = [_top(row, len(pool.candidates)) for row in scores]
-    got, got_doc = rank_lists(pool, lists, doc_level=True)
+    got, got_doc = rank_lists(pool, lists, doc_level=True, memory_mb=512)
     want, want_doc = rank_questions(MatrixScorer(torch.from_numpy(scores).float()), pool.gold,
-                                    doc_index(pool)[0], sparse=False)
+                                    doc_index(pool)[0], sparse=False, memory_mb=512)
     assert got.tolist() == want.tolist() and got_doc.tolist() == want_doc.tolist()
 
 
@@ -74,5 +74,5 @@ def test_tuning_mrr_is_the_rankings_mrr():
     tuned = grid_mrr(per_question, pool.gold, len(pool.candidates), "convex", weights)
     for w, mrr in zip(weights, tuned, strict=True):
         ranks, _ = rank_lists(pool, [convex(lists, w) for lists in per_question],
-                              doc_level=False)
+                              doc_level=False, memory_mb=512)
         assert mrr == pytest.approx(100 * np.mean(1 / ranks), abs=1e-9)

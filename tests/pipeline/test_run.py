@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from helpers import eval_conf
 
 from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.pipeline.config import parse_pipeline
@@ -23,6 +24,9 @@ def _lines(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
+EVAL = eval_conf()
+
+
 @pytest.mark.parametrize("method,fusion", [("rrf", {"rrf_k": 5}),
                                            ("convex", {"weights": {"bm25": 0.4, "ctx": 0.6}}),
                                            ("convex", {"weights": {"bm25": 0.5, "ctx": 0.5},
@@ -30,8 +34,9 @@ def _lines(path):
 def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
     pool = tiny_pool()
     cfg = _cfg(method, 3, **fusion)
-    first = run_pipeline(cfg, pool, tmp_path / "a")
-    again = run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a")
+    first = run_pipeline(cfg, pool, tmp_path / "a", evaluation=EVAL)
+    again = run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a",
+                         evaluation=EVAL)
     assert first["metrics"] == again["metrics"]
     fused = "tiny-dev/fused.run.jsonl"
     assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
@@ -43,19 +48,19 @@ def test_one_retriever_over_the_whole_pool_keeps_the_full_ranking(tmp_path):
     pool = tiny_pool()
     cfg = parse_pipeline({"top_k": len(pool.candidates),
                           "retrievers": {"bm25": {"kind": "bm25"}}}, "one.yaml")
-    full, listed = run_pipeline(cfg, pool, tmp_path)["stages"]
+    full, listed = run_pipeline(cfg, pool, tmp_path, evaluation=EVAL)["stages"]
     assert full["metrics"] == listed["metrics"]
 
 
 def test_a_run_file_of_another_pool_is_an_error_naming_the_record(tmp_path):
     pool = tiny_pool()
-    run_pipeline(_cfg("rrf", 2, rrf_k=60), pool, tmp_path)
+    run_pipeline(_cfg("rrf", 2, rrf_k=60), pool, tmp_path, evaluation=EVAL)
     path = tmp_path / "tiny-dev/bm25.run.jsonl"
     records = _lines(path)
     records[1]["question"] = "another question?"  # pool question 2 is missing now
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(DataFormatError, match="no record of question 'Where is the Eiffel"):
-        StageRun.from_file("bm25", pool, path)
+        StageRun.from_file("bm25", pool, path, EVAL["ks"])
 
 
 def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
@@ -63,11 +68,12 @@ def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
 
     pool = tiny_pool()
     cfg = _cfg("rrf", 3, rrf_k=2)
-    run_pipeline(cfg, pool, tmp_path / "all")
+    run_pipeline(cfg, pool, tmp_path / "all", evaluation=EVAL)
     subset = question_subset(pool, 3, seed=0)
     assert len(subset.questions) == 3 and subset.candidates == pool.candidates
-    direct = run_pipeline(cfg, subset, tmp_path / "direct")
-    from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all")
+    direct = run_pipeline(cfg, subset, tmp_path / "direct", evaluation=EVAL)
+    from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all",
+                              evaluation=EVAL)
     assert [s["metrics"] for s in direct["stages"]] == \
         [s["metrics"] for s in from_files["stages"]]
 
