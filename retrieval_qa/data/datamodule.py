@@ -228,26 +228,33 @@ class ReQADataModule(pl.LightningDataModule):
         have no tokens)."""
         return self.features is None
 
-    def _tokens(self, texts: Sequence[str], max_length: int,
-                contexts: Sequence[str] | None = None) -> TokenizedTexts:
-        """:class:`TokenizedTexts` of ``texts``, memoised for the life of the module (the
-        same list object is tokenised once) and cached on disk across runs."""
-        key = (id(texts), len(texts), max_length, id(contexts))
-        if key not in self._token_memo:
-            self._token_memo[key] = (texts, contexts, TokenizedTexts.build(
-                self.tokenizer, texts, max_length, contexts))
-        return self._token_memo[key][2]
+    def _memo(self, owner, build):
+        """``build()`` once per ``owner`` (a pool or a pair list, kept alive here so its id is
+        not reused) for the life of the module; TokenizedTexts also caches on disk."""
+        if id(owner) not in self._token_memo:
+            self._token_memo[id(owner)] = (owner, build())
+        return self._token_memo[id(owner)][1]
+
+    def _pool_tokens(self, pool: RetrievalPool) -> tuple[TokenizedTexts, TokenizedTexts]:
+        """(candidates, questions) of ``pool`` as :class:`TokenizedTexts`."""
+        def build():
+            contexts = ([c.context for c in pool.candidates] if self.answer_with_context
+                        else None)
+            return (TokenizedTexts.build(self.tokenizer, [c.text for c in pool.candidates],
+                                         self.max_answer_length, contexts),
+                    TokenizedTexts.build(self.tokenizer, pool.questions,
+                                         self.max_question_length))
+        return self._memo(pool, build)
 
     def _pair_tokens(self, pairs: Sequence[QAPair]) -> tuple[TokenizedTexts, TokenizedTexts]:
-        key = ("pairs", id(pairs), len(pairs))
-        if key not in self._token_memo:
+        """(questions, answers) of the training pairs as :class:`TokenizedTexts`."""
+        def build():
             contexts = [p.context for p in pairs] if self.answer_with_context else None
-            q = TokenizedTexts.build(self.tokenizer, [p.question for p in pairs],
-                                     self.max_question_length)
-            a = TokenizedTexts.build(self.tokenizer, [p.answer for p in pairs],
-                                     self.max_answer_length, contexts)
-            self._token_memo[key] = (pairs, None, (q, a))
-        return self._token_memo[key][2]
+            return (TokenizedTexts.build(self.tokenizer, [p.question for p in pairs],
+                                         self.max_question_length),
+                    TokenizedTexts.build(self.tokenizer, [p.answer for p in pairs],
+                                         self.max_answer_length, contexts))
+        return self._memo(pairs, build)
 
     def pair_lengths(self, pairs: Sequence[QAPair]) -> list[int]:
         """:func:`pair_lengths` with this module's tokenizer, lengths and unit (token counts
@@ -305,8 +312,7 @@ class ReQADataModule(pl.LightningDataModule):
         contexts = [c.context for c in pool.candidates] if self.answer_with_context else None
         cand_tokens = q_tokens = None
         if self.pretokenized:
-            cand_tokens = self._tokens(texts, self.max_answer_length, contexts)
-            q_tokens = self._tokens(pool.questions, self.max_question_length)
+            cand_tokens, q_tokens = self._pool_tokens(pool)
             cand_len, q_len = cand_tokens.lengths(), q_tokens.lengths()
         else:
             cand_len = token_lengths(self.tokenizer, texts, self.max_answer_length, contexts)

@@ -103,3 +103,23 @@ def test_collators_cut_rows_from_tokens(tokenizer):
     fast = TextCollator(tokenizer, 10, "answer", with_context=True,
                         tokens=TokenizedTexts.build(tokenizer, TEXTS, 10, CONTEXTS))(items)
     assert_same(fast, plain)
+
+
+def test_the_data_module_tokenises_each_pool_once(tmp_path, monkeypatch):
+    """Validation every epoch reuses the pool's ids (one build per pool, not one per call)."""
+    from helpers import TINY_SQUAD, from_conf, make_dirs
+
+    root, _ = make_dirs(tmp_path / "d", TINY_SQUAD)
+    from transformers import AutoTokenizer
+
+    data = from_conf("data", "reqa_squad",
+                     tokenizer=AutoTokenizer.from_pretrained(root / "tokenizer"),
+                     data_dir=str(root / "data"))
+    builds = []
+    original = TokenizedTexts.build.__func__
+    monkeypatch.setattr(TokenizedTexts, "build", classmethod(
+        lambda cls, *a, **k: (builds.append(1), original(cls, *a, **k))[1]))
+    data.val_dataloader()
+    data.val_dataloader()
+    data.test_dataloader()
+    assert len(builds) == 4  # candidates and questions of the validation and test pools
