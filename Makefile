@@ -55,17 +55,21 @@ PROFILE ?= cpu
 # ROWS=all by default), their reductions printed before the run and under the table.
 # Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
 # trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
+# JOBS: rows computed at once (PROFILE=gpu: 4, as the small rows leave the GPU mostly idle;
+# else 1).
 ifeq ($(PROFILE),gpu)
 ROWS ?= all
+JOBS ?= 4
 else
 ROWS ?= quick
+JOBS ?= 1
 endif
 TABLE2_OVERRIDES = $(if $(GPU_PRECISION),trainer.precision=$(GPU_PRECISION)) $(TRAIN_OVERRIDES)
 
 OUT ?= runs/table2$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
 reproduce-table2: $(STAMP)
 	$(BIN)/python experiments/reproduce_table2.py --profile $(PROFILE) --rows "$(ROWS)" \
-		--out "$(OUT)" $(if $(FORCE),--force) \
+		--out "$(OUT)" --jobs $(JOBS) $(if $(FORCE),--force) \
 		$(if $(strip $(TABLE2_OVERRIDES)),--train-overrides "$(strip $(TABLE2_OVERRIDES))")
 
 # ENDX paper, Tables 4 to 6 and Figures 2 to 4 (experiments/endx_analyses.py: the dual and

@@ -75,7 +75,7 @@ class Ours:
     name = "ours"
 
     def __init__(self, max_q: int, max_a: int, chunk_rows: int | None, model: str | None = None,
-                 device: torch.device | None = None) -> None:
+                 device: torch.device | None = None, cuda_graphs: bool = True) -> None:
         from retrieval_qa.encoders import build_dual_towers
         from retrieval_qa.models.inference import DualEncoderInference
         from retrieval_qa.pretrained import load_tokenizer
@@ -85,7 +85,7 @@ class Ours:
         self.model = DualEncoderInference(
             build_dual_towers(towers).to(device or torch.device("cpu")), self.tokenizer,
             {"towers": towers, "similarity": "cosine", "max_question_length": max_q,
-             "max_answer_length": max_a})
+             "max_answer_length": max_a}, cuda_graphs=cuda_graphs)
 
     def encode(self, side: str, texts: list[str], batch_size: int) -> torch.Tensor:
         fn = self.model.encode_answers if side == "answer" else self.model.encode_questions
@@ -109,10 +109,11 @@ class SentenceTransformers:
 
 
 def padding(tokenizer, texts: list[str], max_length: int, batch_size: int,
-            chunk_rows: int | None) -> dict:
+            chunk_rows: int | None, graphed: bool = False) -> dict:
     """Real, padded and encoded tokens of our batches (sorted by token count, as the
-    evaluator does; encoded: per chunk of ``chunk_rows``), and the padded tokens of ST's
-    batches (sorted by characters, as ``SentenceTransformer.encode`` does)."""
+    evaluator does; encoded: per chunk of ``chunk_rows``, or with ``graphed`` in the CUDA
+    graphs' shapes: ``batch_size`` rows, widths rounded up to 16 tokens), and the padded
+    tokens of ST's batches (sorted by characters, as ``SentenceTransformer.encode`` does)."""
     from retrieval_qa.data.collate import token_lengths
 
     lengths = token_lengths(tokenizer, texts, max_length)
@@ -121,10 +122,15 @@ def padding(tokenizer, texts: list[str], max_length: int, batch_size: int,
         return sum(max(lengths[i] for i in order[lo:lo + rows]) * len(order[lo:lo + rows])
                    for lo in range(0, len(order), rows))
 
+    def graph_shapes(order: list[int]) -> int:
+        return sum(min(-(-lengths[order[lo]] // 16) * 16, max_length) * batch_size
+                   for lo in range(0, len(order), batch_size))
+
     ours = sorted(range(len(texts)), key=lambda i: -lengths[i])
     st = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     return {"real_tokens": sum(lengths), "padded_tokens": padded(ours, batch_size),
-            "encoded_tokens": padded(ours, chunk_rows or batch_size),
+            "encoded_tokens": graph_shapes(ours) if graphed
+            else padded(ours, chunk_rows or batch_size),
             "st_padded_tokens": padded(st, batch_size),
             "mean_tokens": sum(lengths) / len(lengths)}
 
@@ -132,7 +138,10 @@ def padding(tokenizer, texts: list[str], max_length: int, batch_size: int,
 def profile_call(side_obj, side: str, texts: list[str], batch_size: int, rows: int = 14) -> str:
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
         side_obj.encode(side, texts, batch_size)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
@@ -159,6 +168,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--model", default=None,
                     help="checkpoint folder both sides load (default: the packaged "
                          "all-MiniLM-L6-v2)")
+    ap.add_argument("--no-cuda-graphs", action="store_true",
+                    help="ours on a GPU: encode eagerly instead of replaying CUDA graphs")
     ap.add_argument("--out", default=str(RESULTS / "bench_encoding.json"))
     return ap.parse_args(argv)
 
@@ -180,8 +191,9 @@ def main(argv=None) -> dict:
     }
     max_len = {"answer": args.max_answer_length, "question": args.max_question_length}
     chunk_rows = args.chunk_rows or None
+    graphed = device.type == "cuda" and not args.no_cuda_graphs
     ours = Ours(args.max_question_length, args.max_answer_length, chunk_rows, args.model,
-                device)
+                device, cuda_graphs=graphed)
     st = SentenceTransformers(st_model_path(args.model), args.max_question_length,
                               args.max_answer_length, device)
     bs = args.batch_size
@@ -222,7 +234,8 @@ def main(argv=None) -> dict:
             "max_abs_diff": float((a - b).abs().max()),
             "min_cosine": float((a * b).sum(-1).min()),
             "ours_norm_range": [float(a.norm(dim=-1).min()), float(a.norm(dim=-1).max())],
-            "padding": padding(ours.tokenizer, texts[side], max_len[side], bs, chunk_rows),
+            "padding": padding(ours.tokenizer, texts[side], max_len[side], bs, chunk_rows,
+                               graphed),
             "seconds_per_round": {k: v[side] for k, v in times.items()},
         }
     n_all = sum(len(t) for t in texts.values()) * args.rounds
@@ -238,7 +251,7 @@ def main(argv=None) -> dict:
                      "model": st_model_path(args.model),
                      "ours_runs": "DualEncoderInference.encode_answers / encode_questions "
                                   f"(token-count-sorted batches, chunk_rows {chunk_rows}, "
-                                  "inference_mode, cosine)",
+                                  f"cuda_graphs {graphed}, inference_mode, cosine)",
                      "sentence_transformers_runs": "SentenceTransformer.encode(batch_size, "
                                                    "normalize_embeddings=True, "
                                                    "convert_to_tensor=True), max_seq_length "

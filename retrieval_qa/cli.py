@@ -195,7 +195,10 @@ def cmd_evaluate(args) -> dict:
 
         if args.work_dir:
             model.work_dir = Path(args.work_dir)
-        result = evaluate_model(model, pool, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
+        sizes = eval_cfg.encode_batch_size
+        device = getattr(getattr(model, "device", None), "type", "cpu")
+        result = evaluate_model(model, pool, batch_size=sizes.get(device, sizes.cpu),
+                                top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                                 ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
                                 run_file=args.run_file, progress=not args.quiet)
         return {**result.summary(), **_sse(args, pool, result.extra["question_embeddings"]),

@@ -10,15 +10,19 @@ from .evaluator import EvaluationResult, evaluate
 from .search import DenseScorer
 
 
-def evaluate_model(model, pool: RetrievalPool, *, batch_size: int = 128, progress: bool = True,
+def evaluate_model(model, pool: RetrievalPool, *, batch_size: int, progress: bool = True,
                    **evaluate_kwargs) -> EvaluationResult:
     """``model``: anything with ``encode_questions(list[str])`` and
-    ``encode_answers(list[Candidate])`` returning [N, D] tensors (e.g. DualEncoderInference)."""
+    ``encode_answers(list[Candidate])`` returning [N, D] tensors (e.g. DualEncoderInference).
+    A model on a GPU (its ``device``) is searched there too."""
     start = time.perf_counter()
     questions = model.encode_questions(pool.questions, batch_size=batch_size, progress=progress)
     candidates = model.encode_answers(pool.candidates, batch_size=batch_size, progress=progress)
     encode_seconds = time.perf_counter() - start
-    result = evaluate(pool, DenseScorer(questions, candidates), progress=progress,
+    device = getattr(model, "device", None)
+    scorer = DenseScorer(questions, candidates,
+                         device=device if device is not None and device.type == "cuda" else None)
+    result = evaluate(pool, scorer, progress=progress,
                       **evaluate_kwargs)
     result.extra["encode_seconds"] = round(encode_seconds, 3)
     result.extra["question_embeddings"] = questions  # e.g. for the SSE of one-to-many subsets

@@ -22,19 +22,29 @@ class Scorer(Protocol):
 
 class DenseScorer:
     """Exact inner-product search over precomputed embeddings (the reference uses plain dot
-    products; normalise the embeddings first for cosine)."""
+    products; normalise the embeddings first for cosine).
 
-    def __init__(self, questions: torch.Tensor, candidates: torch.Tensor) -> None:
+    ``device``: where the scores are computed (default: where the embeddings are), e.g. the
+    GPU that encoded them; the blocks of scores stay there for ranking. Always in full float32
+    (no TF32 on a GPU), so near-ties are ordered as on the CPU."""
+
+    def __init__(self, questions: torch.Tensor, candidates: torch.Tensor,
+                 device: torch.device | str | None = None) -> None:
         if questions.dim() != 2 or candidates.dim() != 2 or questions.shape[1] != candidates.shape[1]:
             raise ValueError(f"embeddings must be [Q, D] and [C, D], got {tuple(questions.shape)} "
                              f"and {tuple(candidates.shape)}")
-        self.questions = questions.float()
-        self.candidates = candidates.float()
+        self.questions = questions.float().to(device or questions.device)
+        self.candidates = candidates.float().to(self.questions.device)
         self.num_questions = len(questions)
         self.num_candidates = len(candidates)
 
     def score(self, rows: range) -> torch.Tensor:
-        return self.questions[rows.start:rows.stop] @ self.candidates.T
+        precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        try:
+            return self.questions[rows.start:rows.stop] @ self.candidates.T
+        finally:
+            torch.set_float32_matmul_precision(precision)
 
 
 def rows_per_block(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:

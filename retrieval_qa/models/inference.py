@@ -20,6 +20,7 @@ from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
+from .graphed_encoding import GraphedEncoder
 
 DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
 
@@ -33,14 +34,40 @@ class DualEncoderInference:
     (``SHARD_BATCHES`` batches each, in the longest-first order), so a job that crashed
     resumes without encoding them again. Shards are named by a digest of the side's whole
     text list and of the model's settings, and each records the digest of its own texts,
-    checked when read back: a shard of other texts is never silently reused."""
+    checked when read back: a shard of other texts is never silently reused.
 
-    def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None
-                 ) -> None:
+    ``cuda_graphs``: on a GPU, pad every batch to ``batch_size`` rows and a width of a
+    multiple of 16 tokens and replay each shape as a CUDA graph (:mod:`.graphed_encoding`;
+    towers that cannot be captured run eagerly, with a warning). Off a GPU batches are padded
+    to their own longest text only, whatever this says."""
+
+    def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None,
+                 cuda_graphs: bool = True) -> None:
         self.towers = towers.eval()
         self.tokenizer = tokenizer
         self.meta = meta
         self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.cuda_graphs = cuda_graphs
+        self._graphed: dict[tuple, GraphedEncoder] = {}
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.towers.parameters()).device
+
+    def _batch_encoder(self, side: str, device: torch.device, batch_size: int,
+                       max_length: int):
+        """What encodes one batch of ``side`` on ``device``: the tower itself, or on a GPU
+        a :class:`GraphedEncoder` over it (one per side and batch size, kept across calls so
+        its graphs are captured once)."""
+        fn = self.towers.encode_question if side == "question" else self.towers.encode_answer
+        if device.type != "cuda":
+            return lambda batch: fn(**{k: v.to(device) for k, v in batch.items()})
+        key = (side, device, batch_size, max_length, self.cuda_graphs)
+        if key not in self._graphed:
+            self._graphed[key] = GraphedEncoder(
+                fn, device, rows=batch_size, max_width=max_length,
+                pad_id=self.tokenizer.pad_token_id or 0, use_graphs=self.cuda_graphs)
+        return self._graphed[key]
 
     @property
     def similarity(self) -> str:
@@ -90,11 +117,13 @@ class DualEncoderInference:
     def _encode_distinct(self, side: str, texts, contexts, max_length, batch_size, progress):
         """Texts tokenised once, encoded longest first; on a GPU under bf16 autocast (the
         precision of ``trainer.precision: auto``), vectors returned in float32."""
-        device = next(self.towers.parameters()).device
-        fn = self.towers.encode_question if side == "question" else self.towers.encode_answer
+        device = self.device
+        encode = self._batch_encoder(side, device, batch_size, max_length)
         tokens = TokenizedTexts.build(self.tokenizer, texts, max_length, contexts, cache=False)
         lengths = tokens.lengths()
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"
+        # no autocast cache: a captured graph must not hold a weight copy the cache frees
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False,
+                                  enabled=device.type == "cuda"
                                   and torch.cuda.is_bf16_supported())
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # longest first
         shard = batch_size * SHARD_BATCHES
@@ -123,10 +152,8 @@ class DualEncoderInference:
                 part = torch.empty(len(idx), self.towers.output_dim, device=device)
                 for b in range(0, len(idx), batch_size):
                     rows = idx[b:b + batch_size]
-                    batch = tokens.batch(rows)
                     with autocast:
-                        emb = fn(**{k_: v.to(device, non_blocking=True)
-                                    for k_, v in batch.items()})
+                        emb = encode(tokens.batch(rows))
                     part[b:b + len(rows)] = emb.float()
                     bar.update(len(rows))
                 part = part.cpu()

@@ -95,3 +95,15 @@ def test_run_file_is_written_block_by_block(tmp_path):
 
     evaluate(pool, Watching(q, c), run_file=run, progress=False, **eval_conf(memory_mb=0.001))
     assert seen[:3] == [0, 1, 2] and len(read_run_file(run)) == 37
+
+
+def test_dense_scores_are_the_plain_product_and_leave_the_matmul_setting_as_it_was():
+    q, c = torch.randn(5, 8), torch.randn(7, 8)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # what a training run may have set (TF32)
+    try:
+        scorer = DenseScorer(q, c, device="cpu")
+        assert torch.equal(scorer.score(range(1, 4)), q[1:4] @ c.T)
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
