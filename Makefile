@@ -55,15 +55,14 @@ PROFILE ?= cpu
 # ROWS=all by default), their reductions printed before the run and under the table.
 # Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
 # trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
-# JOBS: rows computed at once (PROFILE=gpu: 4, as the small rows leave the GPU mostly idle;
-# else 1).
+# JOBS=N computes N rows at once (default 1). On a GPU the small rows leave it mostly idle, so
+# several can share it (JOBS=4 for the ten trained rows; not yet timed on a GPU).
 ifeq ($(PROFILE),gpu)
 ROWS ?= all
-JOBS ?= 4
 else
 ROWS ?= quick
-JOBS ?= 1
 endif
+JOBS ?= 1
 TABLE2_OVERRIDES = $(if $(GPU_PRECISION),trainer.precision=$(GPU_PRECISION)) $(TRAIN_OVERRIDES)
 
 OUT ?= runs/table2$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))

@@ -168,8 +168,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--model", default=None,
                     help="checkpoint folder both sides load (default: the packaged "
                          "all-MiniLM-L6-v2)")
-    ap.add_argument("--no-cuda-graphs", action="store_true",
-                    help="ours on a GPU: encode eagerly instead of replaying CUDA graphs")
+    ap.add_argument("--cuda-graphs", action="store_true",
+                    help="ours on a GPU: replay CUDA graphs of fixed batch shapes (opt-in; "
+                         "rqa evaluate --cuda-graphs)")
     ap.add_argument("--out", default=str(RESULTS / "bench_encoding.json"))
     return ap.parse_args(argv)
 
@@ -191,7 +192,7 @@ def main(argv=None) -> dict:
     }
     max_len = {"answer": args.max_answer_length, "question": args.max_question_length}
     chunk_rows = args.chunk_rows or None
-    graphed = device.type == "cuda" and not args.no_cuda_graphs
+    graphed = device.type == "cuda" and args.cuda_graphs
     ours = Ours(args.max_question_length, args.max_answer_length, chunk_rows, args.model,
                 device, cuda_graphs=graphed)
     st = SentenceTransformers(st_model_path(args.model), args.max_question_length,

@@ -153,6 +153,9 @@ def _check_evaluate_options(args) -> None:
     if args.work_dir and not args.checkpoint:
         raise ConflictingOptionsError("--work-dir keeps the encoding shards of --checkpoint "
                                       "(fix: give --checkpoint, or drop --work-dir)")
+    if args.cuda_graphs and not args.checkpoint:
+        raise ConflictingOptionsError("--cuda-graphs encodes the model of --checkpoint "
+                                      "(fix: give --checkpoint, or drop --cuda-graphs)")
     embedding_only = [f"--{name.replace('_', '-')}" for name in
                       ("idf", "layer_weights", "refiner", "pr_curve") if getattr(args, name)]
     if embedding_only and not wants_embeddings(args):
@@ -195,6 +198,8 @@ def cmd_evaluate(args) -> dict:
 
         if args.work_dir:
             model.work_dir = Path(args.work_dir)
+        if args.cuda_graphs:
+            model.cuda_graphs = True
         sizes = eval_cfg.encode_batch_size
         device = getattr(getattr(model, "device", None), "type", "cpu")
         result = evaluate_model(model, pool, batch_size=sizes.get(device, sizes.cpu),
@@ -517,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--work-dir", default=None,
                     help="--checkpoint: keep finished encoding shards here, so the same command "
                          "resumes after a crash without encoding them again")
+    ev.add_argument("--cuda-graphs", action="store_true",
+                    help="--checkpoint on a GPU: replay each batch shape as a CUDA graph "
+                         "(opt-in; not yet measured on a GPU; no effect on a CPU)")
     from .pipeline.cli import add_pipeline_arguments  # issue 32
 
     add_pipeline_arguments(ev)

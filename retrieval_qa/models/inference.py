@@ -36,13 +36,14 @@ class DualEncoderInference:
     text list and of the model's settings, and each records the digest of its own texts,
     checked when read back: a shard of other texts is never silently reused.
 
-    ``cuda_graphs``: on a GPU, pad every batch to ``batch_size`` rows and a width of a
-    multiple of 16 tokens and replay each shape as a CUDA graph (:mod:`.graphed_encoding`;
-    towers that cannot be captured run eagerly, with a warning). Off a GPU batches are padded
-    to their own longest text only, whatever this says."""
+    ``cuda_graphs`` (opt-in, ``rqa evaluate --cuda-graphs``; not yet measured on a GPU): on a
+    GPU, pad every batch to ``batch_size`` rows and a width of a multiple of 16 tokens and
+    replay each shape as a CUDA graph (:mod:`.graphed_encoding`; towers that cannot be
+    captured run eagerly, with a warning). Off: each batch padded to its own longest text, as
+    on the CPU."""
 
     def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None,
-                 cuda_graphs: bool = True) -> None:
+                 cuda_graphs: bool = False) -> None:
         self.towers = towers.eval()
         self.tokenizer = tokenizer
         self.meta = meta
