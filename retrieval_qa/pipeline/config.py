@@ -28,8 +28,8 @@ RETRIEVER_KINDS = ("bm25", "dual_encoder")
 FUSION_METHODS = ("none", "rrf", "convex")
 NORMALIZATIONS = ("minmax", "zscore")
 TOP_KEYS = {"name", "top_k", "retrievers", "fusion", "tuning", "reranker"}
-RETRIEVER_KEYS = {"bm25": {"kind", "settings"}, "dual_encoder": {"kind", "checkpoint",
-                                                                 "batch_size"}}
+RETRIEVER_KEYS = {"bm25": {"kind", "settings"},
+                  "dual_encoder": {"kind", "checkpoint", "batch_size", "paragraph_weight"}}
 FUSION_KEYS = {"method", "rrf_k", "normalization", "weights"}
 TUNING_KEYS = {"dataset", "pool", "val_fraction", "split_seed", "max_questions", "grid_step",
                "rrf_k_grid"}
@@ -50,6 +50,7 @@ class RetrieverSpec:
     settings: dict = field(default_factory=dict)  # bm25: over conf/model/bm25.yaml
     checkpoint: str | None = None                 # dual_encoder: an exported model folder
     batch_size: int = 128
+    paragraph_weight: float = 0.0                 # dual_encoder: 0 the sentence alone, 1 its paragraph
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,15 @@ def _retriever(source: str, name: str, raw) -> RetrieverSpec:
                                   f"{checkpoint!r} is not a folder",
                                   "give the folder of an exported model (rqa export --output, "
                                   "or the `checkpoint` printed by rqa train)")
+    weight = raw.get("paragraph_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
+        raise PipelineConfigError(source, f"retrievers.{name}.paragraph_weight",
+                                  f"{weight!r} is not a number in [0, 1]",
+                                  "0: the sentence's vector alone, 1: its paragraph's mean vector")
     return RetrieverSpec(name, kind, checkpoint=checkpoint,
                          batch_size=_positive_int(source, f"retrievers.{name}.batch_size",
-                                                  raw.get("batch_size", 128)))
+                                                  raw.get("batch_size", 128)),
+                         paragraph_weight=float(weight))
 
 
 def _weights(source: str, raw, names: list[str]):

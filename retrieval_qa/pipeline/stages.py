@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
@@ -120,9 +121,29 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
     return run
 
 
+#: encodings of this process, by (model folder, pool, batch size): two stages over one model
+#: (a sentence stage and a paragraph stage) encode the pool once
+_ENCODED: dict[tuple, tuple] = {}
+
+
+def paragraph_vectors(candidates: torch.Tensor, doc_of: torch.Tensor, weight: float
+                      ) -> torch.Tensor:
+    """Each candidate's vector mixed with its paragraph's: ``(1 - weight) * c + weight * p``,
+    ``p`` the mean of the vectors of the candidates of the same paragraph (``doc_of`` [C]).
+    A question's score is then ``(1 - weight) * q.c + weight * q.p``."""
+    if weight == 0:
+        return candidates
+    n_docs = int(doc_of.max()) + 1 if len(doc_of) else 0
+    sums = torch.zeros(n_docs, candidates.shape[1], dtype=candidates.dtype)
+    sums.index_add_(0, doc_of, candidates)
+    counts = torch.bincount(doc_of, minlength=n_docs).clamp(min=1).unsqueeze(1)
+    return (1 - weight) * candidates + weight * (sums / counts)[doc_of]
+
+
 def build_scorer(spec: RetrieverSpec, pool: RetrievalPool, progress: bool = False):
     """The evaluator's scorer of a first-stage retriever on ``pool``: BM25 (its settings over
-    conf/model/bm25.yaml) or an exported dual encoder (questions and candidates encoded)."""
+    conf/model/bm25.yaml) or an exported dual encoder (questions and candidates encoded; with
+    ``paragraph_weight``, each candidate's vector mixed with its paragraph's mean vector)."""
     if spec.kind == "bm25":
         from ..baselines.bm25 import BM25Scorer, BM25Settings
         from ..config import load_yaml
@@ -132,10 +153,18 @@ def build_scorer(spec: RetrieverSpec, pool: RetrievalPool, progress: bool = Fals
     from ..evaluation.search import DenseScorer
     from ..models.artifact import load_artifact
 
-    model = load_artifact(spec.checkpoint)
-    q = model.encode_questions(pool.questions, batch_size=spec.batch_size, progress=progress)
-    c = model.encode_answers(pool.candidates, batch_size=spec.batch_size, progress=progress)
-    return DenseScorer(q, c)
+    key = (str(Path(spec.checkpoint).resolve()), id(pool), spec.batch_size)
+    if key not in _ENCODED:
+        model = load_artifact(spec.checkpoint)
+        _ENCODED.clear()  # one pool's vectors at a time
+        _ENCODED[key] = (
+            pool,  # kept with its vectors, so its id is not reused while the entry lives
+            model.encode_questions(pool.questions, batch_size=spec.batch_size,
+                                   progress=progress),
+            model.encode_answers(pool.candidates, batch_size=spec.batch_size,
+                                 progress=progress))
+    _, q, c = _ENCODED[key]
+    return DenseScorer(q, paragraph_vectors(c, doc_index(pool)[0], spec.paragraph_weight))
 
 
 def run_retriever(spec: RetrieverSpec, pool: RetrievalPool, top_k: int, *,

@@ -68,3 +68,12 @@ def test_bad_configs_name_the_key_and_the_fix():
 def test_unknown_pipeline_lists_the_known_ones():
     with pytest.raises(UsageError, match="hybrid_convex"):
         load_pipeline("no_such_pipeline")
+
+
+@pytest.mark.parametrize("weight", [1.5, -0.1, "half", True])
+def test_a_paragraph_weight_outside_0_1_names_the_key(weight):
+    raw = {"top_k": 5, "retrievers": {"dense": {"kind": "dual_encoder", "checkpoint": "m",
+                                                "paragraph_weight": weight}}}
+    with pytest.raises(UsageError, match=r"retrievers\.dense\.paragraph_weight.*"
+                                         r"not a number in \[0, 1\]"):
+        parse_pipeline(raw, "p.yaml")

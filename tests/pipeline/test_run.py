@@ -97,3 +97,18 @@ def test_reranker_examples_follow_the_negative_rules():
         assert len(negatives) == len(set(negatives))
     # "Paris is the capital of France." is gold twice (a copy in paragraph 3): never negative
     assert counts["gold"] == 5 and counts["bm25"] + counts["shortfall_bm25"] == 10
+
+
+def test_paragraph_vectors_mix_each_candidate_with_its_paragraph_mean():
+    import torch
+
+    from retrieval_qa.pipeline.stages import paragraph_vectors
+
+    c = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    doc_of = torch.tensor([0, 0, 1])
+    assert torch.equal(paragraph_vectors(c, doc_of, 0.0), c)
+    assert torch.equal(paragraph_vectors(c, doc_of, 1.0),
+                       torch.tensor([[0.5, 0.5], [0.5, 0.5], [1.0, 1.0]]))
+    q = torch.tensor([[2.0, 1.0]])
+    mixed = q @ paragraph_vectors(c, doc_of, 0.25).T  # (1 - w) q.c + w q.p
+    torch.testing.assert_close(mixed, 0.75 * (q @ c.T) + 0.25 * torch.tensor([[1.5, 1.5, 3.0]]))
