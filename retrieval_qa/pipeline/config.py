@@ -33,7 +33,7 @@ RETRIEVER_KEYS = {"bm25": {"kind", "settings"},
 FUSION_KEYS = {"method", "rrf_k", "normalization", "weights"}
 TUNING_KEYS = {"dataset", "pool", "val_fraction", "split_seed", "max_questions", "grid_step",
                "rrf_k_grid"}
-RERANKER_KEYS = {"checkpoint", "top_k", "batch_size"}
+RERANKER_KEYS = {"checkpoint", "top_k", "batch_size", "weight"}
 
 
 class PipelineConfigError(UsageError):
@@ -77,6 +77,7 @@ class RerankerSpec:
     checkpoint: str
     top_k: int = 20
     batch_size: int = 64
+    weight: float | str = 1.0  # the reranker's share of the head's score, or "tune"
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ class PipelineConfig:
     @property
     def needs_tuning(self) -> bool:
         return (self.fusion.method == "convex" and self.fusion.weights == "tune") or \
-            (self.fusion.method == "rrf" and self.fusion.rrf_k == "tune")
+            (self.fusion.method == "rrf" and self.fusion.rrf_k == "tune") or \
+            (self.reranker is not None and self.reranker.weight == "tune")
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -221,10 +223,18 @@ def parse_pipeline(raw: dict, source: str) -> PipelineConfig:
         if not isinstance(rr.get("checkpoint"), str):
             raise PipelineConfigError(source, "reranker.checkpoint", "missing",
                                       "give the folder of an exported cross-encoder")
+        weight = rr.get("weight", 1.0)
+        if weight != "tune" and (isinstance(weight, bool) or not isinstance(weight, int | float)
+                                 or not 0 <= weight <= 1):
+            raise PipelineConfigError(source, "reranker.weight", f"{weight!r} is neither a "
+                                      "number in [0, 1] nor tune",
+                                      "1: the reranker's order alone, 0: the fused order, "
+                                      "tune: chosen on the validation side")
         reranker = RerankerSpec(rr["checkpoint"],
                                 _positive_int(source, "reranker.top_k", rr.get("top_k", 20)),
                                 _positive_int(source, "reranker.batch_size",
-                                              rr.get("batch_size", 64)))
+                                              rr.get("batch_size", 64)),
+                                weight if weight == "tune" else float(weight))
     return PipelineConfig(str(raw.get("name", Path(source).stem)),
                           _positive_int(source, "top_k", raw.get("top_k", 100)),
                           retrievers, fusion, tuning, reranker, source)

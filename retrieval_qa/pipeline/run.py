@@ -21,7 +21,7 @@ from ..evaluation.evaluator import _question_name
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.runfile import RunFileWriter
 from .config import PipelineConfig
-from .fusion import convex, rrf
+from .fusion import convex, normalise, rrf
 from .ranking import ordered, rank_lists
 from .stages import RUN_SUFFIX, StageRun, run_retriever
 from .tuning import tune
@@ -60,12 +60,15 @@ def fuse(cfg: PipelineConfig, runs: list[StageRun], weights=None, rrf_k=None) ->
 
 
 def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
-                data_dir, progress: bool, evaluation) -> dict:
+                data_dir, progress: bool, evaluation) -> tuple[dict, RetrievalPool | None,
+                                                               list[tuple] | None]:
     """Settings of the fusion: as configured, or tuned on the validation side of
-    ``tuning.dataset``/``tuning.pool`` (the data module's 9:1 split)."""
+    ``tuning.dataset``/``tuning.pool`` (the data module's 9:1 split). Also returns that
+    validation pool and its fused lists (None when nothing is tuned), for the reranker's
+    weight."""
     fusion = cfg.fusion
     if not cfg.needs_tuning:
-        return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}
+        return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}, None, None
     from ..data import load_pool
     from ..data.caps import cap_questions
     from ..data.split import train_val_split
@@ -79,9 +82,11 @@ def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
     runs = first_stage(cfg, val, run_dir, from_run_files, progress, evaluation)
     per_question = list(zip(*(r.lists() for r in runs), strict=True))
     kind = fusion.method
-    found = tune(per_question, val.gold, len(val.candidates), kind,
-                 names=[r.name for r in runs], grid_step=t.grid_step,
-                 rrf_k_grid=t.rrf_k_grid, normalization=fusion.normalization)
+    found = {}
+    if "tune" in (fusion.weights, fusion.rrf_k) and kind != "none":
+        found = tune(per_question, val.gold, len(val.candidates), kind,
+                     names=[r.name for r in runs], grid_step=t.grid_step,
+                     rrf_k_grid=t.rrf_k_grid, normalization=fusion.normalization)
     weights = found.get("weights", fusion.weights)
     rrf_k = found.get("rrf_k", fusion.rrf_k)
     found.update({"weights": weights, "rrf_k": rrf_k,
@@ -89,7 +94,7 @@ def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
                   "val_questions": len(val.questions), "val_candidates": len(val.candidates),
                   "val_stages": {r.name: _round(r.metrics) for r in runs},
                   "seconds": round(time.perf_counter() - start, 3)})
-    return found
+    return found, val, fuse(cfg, runs, weights, rrf_k)
 
 
 def _round(metrics: dict) -> dict:
@@ -130,27 +135,65 @@ def _records(pool, lists, ranks, doc_ranks):
         yield rec
 
 
-def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int) -> list[tuple]:
-    """The fused lists with their ``top_k`` best (fused order) rescored by ``score_pairs``
-    (questions, sentences) -> scores, placed above the rest of the list (tier 1), which keeps
-    its fused order; unretrieved candidates stay below both."""
+def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
+    ``score_pairs`` (questions, sentences) -> scores."""
     out = []
     for q, (ids, scores) in enumerate(fused):
-        ids, scores = np.asarray(ids), np.asarray(scores, dtype=np.float64)
-        head = ordered(ids, scores)[:top_k]
-        new = scores.copy()
-        tiers = np.zeros(len(ids))
+        head = ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
+        values = np.zeros(0)
         if len(head):
-            values = score_pairs([pool.questions[q]] * len(head),
-                                 [pool.candidates[c].text for c in ids[head]])
-            values = np.asarray(values, dtype=np.float64)
+            values = np.asarray(score_pairs([pool.questions[q]] * len(head),
+                                            [pool.candidates[c].text for c in
+                                             np.asarray(ids)[head]]), dtype=np.float64)
             if not np.isfinite(values).all():
                 raise ValueError(f"the reranker gave a non-finite score for "
                                  f"{_question_name(pool, q)}; check the reranker's export")
-            new[head] = values
+        out.append((head, values))
+    return out
+
+
+def place(fused: list[tuple], heads: list[tuple], weight: float = 1.0) -> list[tuple]:
+    """The fused lists with each head rescored and placed above the rest of its list (tier
+    1), which keeps its fused order; unretrieved candidates stay below both. The head's score:
+    the reranker's (``weight`` 1), or ``weight * r + (1 - weight) * f`` with ``r`` and ``f``
+    the reranker's and the fused scores of the head, each min-max normalised over the head."""
+    out = []
+    for (ids, scores), (head, values) in zip(fused, heads, strict=True):
+        ids, new = np.asarray(ids), np.asarray(scores, dtype=np.float64).copy()
+        tiers = np.zeros(len(ids))
+        if len(head):
+            mixed = values if weight == 1 else (
+                weight * normalise(values, "minmax")
+                + (1 - weight) * normalise(new[head], "minmax"))
+            new[head] = mixed
             tiers[head] = 1
         out.append((ids, new, tiers))
     return out
+
+
+def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
+           weight: float = 1.0) -> list[tuple]:
+    """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
+    :func:`place`)."""
+    return place(fused, head_scores(pool, fused, score_pairs, top_k), weight)
+
+
+def tune_rerank_weight(val: RetrievalPool, val_fused: list[tuple], score_pairs, top_k: int,
+                       grid_step: float, memory_mb: float) -> dict:
+    """The head weight of best MRR on the validation lists, over ``0, step, ..., 1`` (each
+    pair scored once)."""
+    heads = head_scores(val, val_fused, score_pairs, top_k)
+    grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6)
+    mrr = {}
+    for w in grid:
+        ranks, _ = rank_lists(val, place(val_fused, heads, float(w)), doc_level=False,
+                              memory_mb=memory_mb)
+        mrr[float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
+    best = max(mrr, key=lambda w: (mrr[w], -w))  # ties: the least reliance on the reranker
+    return {"weight": best, "val_mrr": mrr[best], "val_mrr_by_weight": mrr,
+            "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
 
 
 def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, *,
@@ -174,7 +217,7 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
                                                    "time: see the run that wrote it)"}
               for r in runs]
     first_seconds = sum(r.seconds for r in runs)
-    fusion = tune_fusion(cfg, run_dir, source, data_dir, progress, evaluation)
+    fusion, val, val_fused = tune_fusion(cfg, run_dir, source, data_dir, progress, evaluation)
     start = time.perf_counter()
     fused = fuse(cfg, runs, fusion.get("weights"), fusion.get("rrf_k"))
     folder = run_dir / pool_folder(pool)
@@ -195,15 +238,26 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
             from ..models.cross_encoder import CrossEncoderReranker
 
             reranker = CrossEncoderReranker.load(cfg.reranker.checkpoint)
+        def score_pairs(questions, sentences):
+            return reranker.score_pairs(questions, sentences,
+                                        cfg.reranker.batch_size).cpu().numpy()
+
+        weight = cfg.reranker.weight
+        if weight == "tune":
+            start = time.perf_counter()
+            tuned = tune_rerank_weight(val, val_fused, score_pairs, cfg.reranker.top_k,
+                                       cfg.tuning.grid_step, memory_mb)
+            fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
+            weight = tuned["weight"]
         start = time.perf_counter()
-        reranked = rerank(pool, fused, lambda q, s: reranker.score_pairs(
-            q, s, cfg.reranker.batch_size).cpu().numpy(), cfg.reranker.top_k)
+        reranked = rerank(pool, fused, score_pairs, cfg.reranker.top_k, weight)
         rr_seconds = time.perf_counter() - start
         stage = evaluate_lists(f"reranked top-{cfg.reranker.top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
                                memory_mb=memory_mb,
                                seconds=stages[-1]["seconds"] + rr_seconds)
         stage["rerank_seconds"] = round(rr_seconds, 3)
+        stage["reranker_weight"] = weight
         stages.append(stage)
     return {"pipeline": cfg.name, "config": cfg.source, "dataset": pool.dataset,
             "pool": pool.pool, "questions": len(pool.questions),

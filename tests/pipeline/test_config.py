@@ -77,3 +77,12 @@ def test_a_paragraph_weight_outside_0_1_names_the_key(weight):
     with pytest.raises(UsageError, match=r"retrievers\.dense\.paragraph_weight.*"
                                          r"not a number in \[0, 1\]"):
         parse_pipeline(raw, "p.yaml")
+
+
+def test_a_reranker_weight_is_a_number_in_0_1_or_tune():
+    base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
+    tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": "tune"}}, "p.yaml")
+    assert tuned.reranker.weight == "tune" and tuned.needs_tuning
+    assert parse_pipeline({**base, "reranker": {"checkpoint": "m"}}, "p.yaml").reranker.weight == 1
+    with pytest.raises(UsageError, match=r"reranker\.weight.*neither a number in \[0, 1\]"):
+        parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": 2}}, "p.yaml")

@@ -112,3 +112,51 @@ def test_paragraph_vectors_mix_each_candidate_with_its_paragraph_mean():
     q = torch.tensor([[2.0, 1.0]])
     mixed = q @ paragraph_vectors(c, doc_of, 0.25).T  # (1 - w) q.c + w q.p
     torch.testing.assert_close(mixed, 0.75 * (q @ c.T) + 0.25 * torch.tensor([[1.5, 1.5, 3.0]]))
+
+
+def test_place_mixes_the_head_and_keeps_it_above_the_rest():
+    import numpy as np
+
+    from retrieval_qa.pipeline.ranking import ordered
+    from retrieval_qa.pipeline.run import place
+
+    fused = [(np.array([4, 7, 9, 2]), np.array([0.9, 0.8, 0.5, 0.1]))]
+    heads = [(np.array([0, 1, 2]), np.array([-1.0, 3.0, 1.0]))]  # reranker: 7, 9, 4
+    order = {}
+    for w in (1.0, 0.0, 0.5):
+        ids, scores, tiers = place(fused, heads, w)[0]
+        order[w] = ids[ordered(ids, scores, tiers)].tolist()
+        assert tiers.tolist() == [1, 1, 1, 0]
+    assert order[1.0] == [7, 9, 4, 2]     # the reranker's order, raw logits
+    assert order[0.0] == [4, 7, 9, 2]     # the fused order
+    # 0.5: 4 -> 0.5*0 + 0.5*1 = 0.5, 7 -> 0.5*1 + 0.5*0.75 = 0.875, 9 -> 0.5*0.5 + 0 = 0.25
+    assert order[0.5] == [7, 4, 9, 2]
+    assert place(fused, heads, 1.0)[0][1][:3].tolist() == [-1.0, 3.0, 1.0]
+
+
+def test_the_rerank_weight_is_tuned_on_the_validation_lists():
+    from retrieval_qa.pipeline.run import fuse, tune_rerank_weight
+    from retrieval_qa.pipeline.stages import run_retriever
+
+    pool = tiny_pool()
+    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
+            for spec in cfg.retrievers]
+    fused = fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})
+    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
+                                                               strict=True) for c in g}
+
+    def oracle(questions, sentences):  # a perfect reranker: the question's gold first
+        return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
+
+    wrong = [(ids, -scores) for ids, scores in fused]  # a fused order upside down
+    found = tune_rerank_weight(pool, wrong, oracle, 4, 0.25, memory_mb=1)
+    by_weight = found["val_mrr_by_weight"]
+    assert set(by_weight) == {0.0, 0.25, 0.5, 0.75, 1.0} and found["val_pairs_scored"] > 0
+    assert found["weight"] >= 0.5 and found["val_mrr"] > by_weight[0.0] + 20
+
+    def adversary(questions, sentences):  # gold last: the fused order (weight 0) wins
+        return [-x for x in oracle(questions, sentences)]
+
+    worst = tune_rerank_weight(pool, fused, adversary, 4, 0.25, memory_mb=1)
+    assert worst["weight"] == 0.0 and worst["val_mrr"] > worst["val_mrr_by_weight"][1.0]
