@@ -45,6 +45,22 @@ class CrossEncoderReranker(CrossAttentionClassifier):
         del self.head
         del self.dropout
 
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        """Pairs with ``labels`` (the parent's binary cross-entropy), or with ``group`` too:
+        each question's candidates compete in a softmax
+        (:func:`~retrieval_qa.losses.listwise.grouped_softmax_loss`)."""
+        if "group" not in batch:
+            return super().training_step(batch, batch_idx)
+        from ..data.classifier_pairs import MODEL_KEYS
+        from ..losses.listwise import grouped_softmax_loss
+
+        logits = self(**{k: batch[k] for k in MODEL_KEYS if k in batch})
+        loss = grouped_softmax_loss(logits, batch["group"], batch["labels"])
+        groups = int(batch["group"].max()) + 1
+        self.log("train/loss", loss, batch_size=groups)
+        self.log("loss", loss, prog_bar=True, logger=False, batch_size=groups)
+        return loss
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}

@@ -22,15 +22,31 @@ from torch.utils.data import DataLoader
 from ..config import apply_overrides, load_yaml, load_yaml_file, plain
 
 
-def _collate(model):
+def _collate(model, listwise: bool):
+    """Batches of pairs (``listwise`` false), or of groups (each a question's gold example
+    and its negatives), flattened with each row's ``group``."""
     from ..data.classifier_pairs import encode_pairs
 
-    def collate(examples):
+    def collate(items):
+        examples = [e for group in items for e in group] if listwise else items
         enc = encode_pairs(model.tokenizer, [e.question for e in examples],
                            [e.sentence for e in examples], model.max_length)
         enc["labels"] = torch.tensor([e.label for e in examples], dtype=torch.float32)
+        if listwise:
+            enc["group"] = torch.tensor([g for g, group in enumerate(items) for _ in group])
         return enc
     return collate
+
+
+def question_groups(examples: list) -> list[list]:
+    """The examples of :func:`~.reranker_data.rerank_examples` (each question's gold example,
+    then its negatives) cut into one group per question."""
+    groups: list[list] = []
+    for e in examples:
+        if e.label == 1:
+            groups.append([])
+        groups[-1].append(e)
+    return groups
 
 
 def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
@@ -63,9 +79,16 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     torch.manual_seed(int(cfg["seed"]))
     model = CrossEncoderReranker(**settings)
     batch_size = int(settings["training"]["batch_size"])
-    random.Random(int(cfg["seed"])).shuffle(examples)
-    loader = DataLoader(examples, batch_size=batch_size, shuffle=True,
-                        collate_fn=_collate(model),
+    listwise = cfg["loss"] == "listwise"
+    if cfg["loss"] not in ("listwise", "bce"):
+        raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
+    items = question_groups(examples) if listwise else examples
+    if listwise:  # batch_size pairs a step: as many whole groups as fit
+        batch_size = max(1, batch_size // (1 + int(cfg["hard_negatives"])
+                                           + int(cfg["same_paragraph_negatives"])))
+    random.Random(int(cfg["seed"])).shuffle(items)
+    loader = DataLoader(items, batch_size=batch_size, shuffle=True,
+                        collate_fn=_collate(model, listwise),
                         generator=torch.Generator().manual_seed(int(cfg["seed"])))
     steps = int(cfg["epochs"]) * len(loader)
     recorder = LossRecorder(steps, 25, "reranker")
@@ -85,7 +108,9 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
             "train_side_questions": len(side.questions), "questions": len(pool.questions),
             "candidates_bm25": len(pool.candidates), "examples": len(examples),
             "example_counts": counts, "steps_planned": steps, "steps_done": len(losses),
-            "batch_size": batch_size, "first_loss": round(losses[0], 4) if losses else None,
+            "loss": cfg["loss"], "batch_size": batch_size,
+            "batch_unit": "questions (groups)" if listwise else "pairs",
+            "first_loss": round(losses[0], 4) if losses else None,
             "last_loss": round(statistics.fmean(losses[-25:]), 4) if losses else None,
             "data_seconds": round(data_seconds, 1), "train_seconds": round(train_seconds, 1),
             "settings": cfg}

@@ -39,3 +39,24 @@ def test_export_loads_in_sentence_transformers_with_our_scores(reranker, tmp_pat
     again = CrossEncoderReranker.load(folder)
     assert torch.allclose(again.score_pairs([q for q, _ in PAIRS], [s for _, s in PAIRS]),
                           ours, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:You are trying to .self.log")
+def test_a_listwise_step_is_the_grouped_softmax_of_the_question_groups(reranker):
+    from retrieval_qa.losses.listwise import grouped_softmax_loss
+    from retrieval_qa.pipeline.reranker_data import RerankExample
+    from retrieval_qa.pipeline.train_reranker import _collate, question_groups
+
+    examples = [RerankExample(q, s, int(i == 0), "gold" if i == 0 else "bm25")
+                for q in ("what is the fact", "where is the city")
+                for i, (_, s) in enumerate(PAIRS)]
+    groups = question_groups(examples)
+    assert [len(g) for g in groups] == [3, 3] and all(g[0].label == 1 for g in groups)
+    batch = _collate(reranker, listwise=True)(groups)
+    assert batch["group"].tolist() == [0, 0, 0, 1, 1, 1]
+    reranker.eval()  # no dropout: the step's loss can be recomputed
+    loss = reranker.training_step(batch, 0)
+    logits = reranker(**{k: batch[k] for k in ("input_ids", "attention_mask",
+                                                "token_type_ids") if k in batch})
+    torch.testing.assert_close(loss, grouped_softmax_loss(logits, batch["group"],
+                                                          batch["labels"]))

@@ -1,0 +1,34 @@
+"""Listwise softmax cross-entropy over groups of scored candidates (a reranker's loss).
+
+A batch holds several groups, each one question's candidates: its gold pair and its
+negatives, of any sizes. For group ``g`` with logits ``s_i`` and gold ``p``:
+
+    loss_g = -s_p + log sum_{i in g} exp(s_i)
+
+the cross-entropy of the softmax over the group (the candidates compete, as in ranking),
+averaged over the groups. Computed in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def grouped_softmax_loss(logits: torch.Tensor, group: torch.Tensor,
+                         labels: torch.Tensor) -> torch.Tensor:
+    """``logits`` [N], ``group`` [N] (group index of each row, 0..G-1), ``labels`` [N] (1 for
+    the one gold row of each group, else 0). Returns the mean of the groups' losses."""
+    if not logits.shape == group.shape == labels.shape:
+        raise ValueError(f"logits {tuple(logits.shape)}, group {tuple(group.shape)} and labels "
+                         f"{tuple(labels.shape)} must have one shape [N]")
+    logits = logits.float()
+    n = int(group.max()) + 1 if len(group) else 0
+    gold_count = torch.zeros(n, device=logits.device).index_add_(0, group, labels.float())
+    if not bool((gold_count == 1).all()):
+        raise ValueError("every group needs exactly one gold row (label 1)")
+    peak = torch.full((n,), float("-inf"), device=logits.device).scatter_reduce(
+        0, group, logits.detach(), "amax")
+    shifted = logits - peak[group]  # <= 0: no overflow, and no cancellation below
+    sums = torch.zeros(n, device=logits.device).index_add_(0, group, torch.exp(shifted))
+    gold = torch.zeros(n, device=logits.device).index_add_(0, group, shifted * labels.float())
+    return (torch.log(sums) - gold).mean()
