@@ -277,6 +277,10 @@ def cmd_sweep(args) -> dict:
 def cmd_export(args) -> dict:
     from .runtime import apply_threads
 
+    if args.st_modules != "auto" and args.format != "sentence-transformers":
+        raise ConflictingOptionsError(f"--st-modules {args.st_modules} chooses the modules of a "
+                                      "sentence-transformers folder (fix: add --format "
+                                      "sentence-transformers, or drop --st-modules)")
     if args.checkpoint:  # convert an exported model (rqa train's `checkpoint`)
         if not Path(args.checkpoint).is_dir():
             raise InputFileError("--checkpoint", args.checkpoint, "is not a folder",
@@ -291,7 +295,8 @@ def cmd_export(args) -> dict:
         from .export.sentence_transformers import export_sentence_transformers
 
         apply_threads(args.threads)
-        return export_sentence_transformers(args.checkpoint, args.output)
+        return export_sentence_transformers(args.checkpoint, args.output,
+                                            modules=args.st_modules)
     from .training.compose import compose
 
     cfg = compose(_with_threads(args))  # checked before Lightning is imported
@@ -306,7 +311,8 @@ def cmd_export(args) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="rqa-export-") as tmp:  # untrained, then converted
         untrained = export_untrained(cfg, tmp)
-        converted = export_sentence_transformers(untrained.pop("checkpoint"), args.output)
+        converted = export_sentence_transformers(untrained.pop("checkpoint"), args.output,
+                                                 modules=args.st_modules)
     return {**untrained, **converted, "checkpoint": None}
 
 
@@ -583,11 +589,18 @@ def build_parser() -> argparse.ArgumentParser:
                                 "evaluate / encode), or convert an exported model "
                                 "(--checkpoint) to a sentence-transformers folder.")
     ex.add_argument("--output", required=True, help="folder for the inference model")
-    from .export import EXPORT_FORMATS
+    from .export import EXPORT_FORMATS, ST_MODULES
 
     ex.add_argument("--format", choices=EXPORT_FORMATS, default="rqa",
                     help="rqa: this suite's folder (rqa evaluate / encode); sentence-transformers:"
-                         " a folder SentenceTransformer(path, trust_remote_code=True) loads")
+                         " a folder SentenceTransformer(path) loads (see --st-modules)")
+    ex.add_argument("--st-modules", choices=ST_MODULES, default="auto",
+                    help="sentence-transformers only. auto: its own modules (Transformer, "
+                         "Pooling, Dense, Normalize, Router: no retrieval_qa or remote code "
+                         "needed to load) where they express the towers (a pretrained encoder, "
+                         "mean or CLS pooling, a projection), else this package's "
+                         "RetrievalTower module (load with trust_remote_code=True); native: "
+                         "an error instead of that fallback; custom: always RetrievalTower")
     ex.add_argument("--checkpoint", default=None, metavar="DIR",
                     help="an exported model folder to convert (the `checkpoint` of rqa train); "
                          "without it the experiment's untrained model is exported")

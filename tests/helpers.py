@@ -176,6 +176,31 @@ def save_tiny_bert_model(folder: Path, tokenizer, hidden: int = 24, layers: int 
     return model
 
 
+def save_dual_encoder(folder: Path, tokenizer, towers_cfg: dict, similarity: str,
+                      answer_with_context: bool = False,
+                      builder: str = "retrieval_qa.encoders.build_dual_towers",
+                      lengths: tuple[int, int] = (8, 12)) -> Path:
+    """An exported dual encoder (``DualEncoderInference`` folder) of random towers built from
+    ``towers_cfg`` by ``builder``, with ``tokenizer`` and the (question, answer) maximum
+    ``lengths``; input-type vectors, when the towers have them, are drawn at random (not the
+    zeros they start from). Returns ``folder``."""
+    import torch
+
+    from retrieval_qa.models.inference import DualEncoderInference
+    from retrieval_qa.registry import locate
+
+    torch.manual_seed(1)
+    towers = locate(builder)(towers_cfg)
+    input_types = getattr(towers.question_tower, "input_types", None)
+    if input_types is not None:
+        with torch.no_grad():
+            input_types.weight.normal_()
+    meta = {"max_question_length": lengths[0], "max_answer_length": lengths[1],
+            "answer_with_context": answer_with_context, "builder": builder,
+            "towers": towers_cfg, "similarity": similarity, "experiment": "test"}
+    return DualEncoderInference(towers, tokenizer, meta).save(folder)
+
+
 def from_conf(group: str, name: str, **arguments):
     """conf/<group>/<name>.yaml's ``_target_`` built with the file's values (their one source)
     and ``arguments`` over them: a dict merges into the file's dict of that key; anything else

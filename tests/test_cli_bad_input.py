@@ -73,6 +73,9 @@ CASES = {
     "export checkpoint with settings": (["export", "--checkpoint", "{in}", "--format",
                                          "sentence-transformers", "--output", "out",
                                          "seed=1"], ["seed=1", "drop"]),
+    "export st-modules without format": (["export", "--output", "out", "--st-modules",
+                                          "native", "experiment=dual_gru"],
+                                         ["--st-modules native", "--format sentence-transformers"]),
     "export unknown format": (["export", "--format", "onnx", "--output", "out"],
                               ["--format", "invalid choice"]),
     # rqa evaluate

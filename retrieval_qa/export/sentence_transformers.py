@@ -1,8 +1,20 @@
 """Export a dual encoder as a sentence-transformers model folder (``rqa export --format
-sentence-transformers``).
+sentence-transformers``), giving the embeddings of ``rqa encode`` / :class:`DualEncoderInference`.
 
-The folder loads with ``SentenceTransformer(path, trust_remote_code=True)`` (offline: nothing
-is downloaded) and gives the embeddings of ``rqa encode`` / :class:`DualEncoderInference`:
+Two kinds of folder, chosen per model (``modules="auto"``; ``"custom"`` forces the second,
+``"native"`` refuses it):
+
+* **native**: sentence-transformers' own modules (``Transformer``, ``Pooling``, ``Dense``,
+  ``Normalize``, a ``Router`` for two towers; :mod:`.native_modules`), for towers of a
+  pretrained Hugging Face encoder with mean or CLS pooling and an optional projection. The
+  folder loads with a plain ``SentenceTransformer(path)`` where retrieval_qa is not installed.
+  Before it is written, its embeddings of a few probe texts are checked against the towers'.
+* **custom**: the :class:`RetrievalTower` module of this package, for every other tower (GRU,
+  LSTM, RNN or Transformer encoders, multi-hop attention pooling, input-type vectors, answers
+  encoded with their context, the VAE's towers). It loads with
+  ``SentenceTransformer(path, trust_remote_code=True)`` where retrieval_qa is installed.
+
+The custom layout:
 
 * a symmetric model (SDE: one tower for both sides) is **one module**, a
   :class:`RetrievalTower` that wraps our tower (any token encoder: pretrained, GRU, LSTM, RNN,
@@ -45,10 +57,17 @@ except ImportError:  # sentence-transformers 5.x layout
 
 from ..data.collate import MODEL_KEYS, encode_texts
 from ..losses.similarity import check_similarity, retrieval_space
+from . import ST_MODULES
+from .native_modules import NotNative, native_modules
 
 #: tasks of sentence-transformers' ``encode_query`` / ``encode_document`` -> our sides
 TASK_SIDES = {"query": "question", "document": "answer"}
 DEFAULT_TASK = "document"  # as Router.for_query_document's default route
+#: texts a native folder must embed as the towers do before it is written: short, with
+#: punctuation and case, and one longer than any maximum length (both sides cut it)
+PROBE_TEXTS = ["What is the capital of France?", "Paris.",
+               "It is " + "a long answer about the river and the city, " * 120]
+PROBE_TOL = 1e-4
 TOWER_BUILDERS = ("retrieval_qa.encoders.build_dual_towers",
                   "retrieval_qa.encoders.builders.build_dual_towers")
 
@@ -232,22 +251,27 @@ def _spec(towers: nn.Module, side: str, meta: dict) -> dict:
     return spec
 
 
-def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
-    """The sentence-transformers modules of a loaded :class:`DualEncoderInference` and a
-    description of what was built."""
+def _dual_towers(inference) -> nn.Module:
+    """The towers of a loaded export, checked to be exportable."""
     towers = getattr(inference, "towers", None)
     if towers is None or not hasattr(towers, "question_tower"):
         raise ValueError(f"{type(inference).__name__} has no question / answer towers: only "
                          "dual-encoder exports convert to sentence-transformers")
+    if not hasattr(inference.tokenizer, "save_pretrained"):
+        raise ValueError("this model reads frozen features, not text: nothing to export")
+    return towers.eval()
+
+
+def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
+    """The custom sentence-transformers modules (:class:`RetrievalTower`) of a loaded
+    :class:`DualEncoderInference` and a description of what was built."""
+    towers = _dual_towers(inference)
     meta = inference.meta
     tokenizer = inference.tokenizer
-    if not hasattr(tokenizer, "save_pretrained"):
-        raise ValueError("this model reads frozen features, not text: nothing to export")
     similarity = meta["similarity"]
     query = {"max_length": meta["max_question_length"], "with_context": False}
     document = {"max_length": meta["max_answer_length"],
                 "with_context": bool(meta.get("answer_with_context"))}
-    towers.eval()
     if towers.answer_tower is towers.question_tower:
         module = RetrievalTower(towers.question_tower, tokenizer,
                                 {"query": query, "document": document}, DEFAULT_TASK,
@@ -263,29 +287,69 @@ def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
                                 "answer tower"}
 
 
+def check_probe(model, inference) -> None:
+    """Raise :class:`NotNative` unless ``model`` embeds :data:`PROBE_TEXTS` on both sides as
+    ``inference`` does (within :data:`PROBE_TOL`)."""
+    for task, reference in (("query", inference.encode_questions),
+                            ("document", inference.encode_answers)):
+        got = model.encode(PROBE_TEXTS, task=task, convert_to_tensor=True)
+        diff = float((got.cpu() - reference(PROBE_TEXTS, progress=False)).abs().max())
+        if not diff < PROBE_TOL:
+            raise NotNative(f"sentence-transformers' modules give other {task} embeddings "
+                            f"(max abs difference {diff:.2e} on probe texts)")
+
+
 def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
-                                 model_card: bool = True) -> dict:
+                                 model_card: bool = True, modules: str = "auto") -> dict:
     """Convert the exported model folder ``checkpoint`` (what ``rqa train`` / ``rqa export``
-    wrote) into a sentence-transformers folder ``output``; returns a summary."""
+    wrote) into a sentence-transformers folder ``output``; returns a summary.
+
+    modules: ``auto`` (sentence-transformers' own modules where they express the towers, else
+    the custom module), ``native`` (an error where they do not) or ``custom``."""
+    import tempfile
+
     import sentence_transformers
     from sentence_transformers import SentenceTransformer
 
     from ..models.artifact import load_artifact
 
-    inference = load_artifact(checkpoint)
-    modules, built = sentence_transformer_modules(inference)
+    if modules not in ST_MODULES:
+        raise ValueError(f"modules={modules!r}; expected one of {list(ST_MODULES)}")
+    inference = load_artifact(checkpoint, map_location="cpu")
+    _dual_towers(inference)
     meta = inference.meta
     similarity = "cosine" if meta["similarity"] == "cosine" else "dot"
-    model = SentenceTransformer(modules=modules, similarity_fn_name=similarity, device="cpu")
     output = Path(output)
-    model.save(str(output), create_model_card=model_card)
+    kind, why_custom = "custom", "asked for (modules='custom')"
+    with tempfile.TemporaryDirectory(prefix="rqa-st-export-") as staging:
+        if modules != "custom":
+            try:
+                native, built = native_modules(inference.towers, inference.tokenizer, meta,
+                                               staging)
+                model = SentenceTransformer(modules=native, similarity_fn_name=similarity,
+                                            device="cpu")
+                check_probe(model, inference)
+                kind = "native"
+            except NotNative as e:
+                if modules == "native":
+                    raise NotNative(f"{checkpoint}: sentence-transformers' own modules cannot "
+                                    f"express this model: {e} (fix: modules 'auto' or "
+                                    "'custom', --st-modules on the command line)") from e
+                why_custom = str(e)
+        if kind == "custom":
+            custom, built = sentence_transformer_modules(inference)
+            model = SentenceTransformer(modules=custom, similarity_fn_name=similarity,
+                                        device="cpu")
+        model.save(str(output), create_model_card=model_card)
+    built = {"modules": kind, **built,
+             **({"why_custom": why_custom} if kind == "custom" else {})}
+    load = (f"SentenceTransformer({str(output)!r})" if kind == "native" else
+            f"SentenceTransformer({str(output)!r}, trust_remote_code=True)")
     provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
                   "similarity_fn_name": similarity,
-                  "sentence_transformers": sentence_transformers.__version__,
-                  "load": f"SentenceTransformer({str(output)!r}, trust_remote_code=True)"}
+                  "sentence_transformers": sentence_transformers.__version__, "load": load}
     (output / "rqa_export.json").write_text(json.dumps(provenance, indent=2))
     return {"format": "sentence-transformers", "output": str(output),
             "checkpoint": str(checkpoint), **built, "similarity_fn_name": similarity,
             "sharing": getattr(inference.towers, "sharing", None),
-            "embedding_dim": int(inference.towers.output_dim),
-            "load": provenance["load"]}
+            "embedding_dim": int(inference.towers.output_dim), "load": load}

@@ -1,6 +1,7 @@
 """`rqa export --format sentence-transformers`: the folder loads with SentenceTransformer
 offline and gives the embeddings of `rqa encode` (max abs difference below 1e-5), for the
-symmetric model (one module) and the asymmetric ones (a Router), on tiny random towers."""
+symmetric model (one module) and the asymmetric ones (a Router), on tiny random towers; most
+here are the custom RetrievalTower module (native folders: tests/export/test_native_modules.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import save_dual_encoder
 
 pytest.importorskip("sentence_transformers")
 
@@ -61,23 +63,6 @@ def bert_config(bert: Path, sharing: str, pooler: str = "mean") -> dict:
             "pooler": {"type": pooler}, "projection": {"dim": None}, "sharing": sharing}
 
 
-def save_model(folder: Path, tok, towers_cfg: dict, similarity: str,
-               answer_with_context: bool = False,
-               builder: str = "retrieval_qa.encoders.build_dual_towers") -> Path:
-    from retrieval_qa.registry import locate
-
-    torch.manual_seed(1)
-    towers = locate(builder)(towers_cfg)
-    input_types = getattr(towers.question_tower, "input_types", None)
-    if input_types is not None:  # trained type vectors, not the zeros they start from
-        with torch.no_grad():
-            input_types.weight.normal_()
-    meta = {"max_question_length": 8, "max_answer_length": 12,
-            "answer_with_context": answer_with_context, "builder": builder,
-            "towers": towers_cfg, "similarity": similarity, "experiment": "test"}
-    return DualEncoderInference(towers, tok, meta).save(folder)
-
-
 def rqa(*argv) -> dict:
     import io
 
@@ -110,10 +95,11 @@ def test_sde_is_one_module_with_the_embeddings_of_rqa_encode(assets, tmp_path, m
     """SDE with GRU token encoder and multi-hop attention pooling (a custom module)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _, tok, vocab, _ = assets
-    src = save_model(tmp_path / "src", tok, gru_config(vocab, "sde"), "cosine")
+    src = save_dual_encoder(tmp_path / "src", tok, gru_config(vocab, "sde"), "cosine")
     out = rqa("export", "--format", "sentence-transformers", "--checkpoint", src,
               "--output", tmp_path / "st")
     assert out["layout"].startswith("one RetrievalTower") and out["similarity_fn_name"] == "cosine"
+    assert out["modules"] == "custom" and "gru" in out["why_custom"]
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
     assert [m["type"] for m in modules] == [
         "retrieval_qa.export.sentence_transformers.RetrievalTower"]
@@ -143,10 +129,13 @@ def test_asymmetric_variants_route_query_and_document(assets, tmp_path, monkeypa
     else:
         cfg, similarity = bert_config(bert, "sde"), "cosine"
         cfg["encoder"]["input_types"] = True
-    src = save_model(tmp_path / "src", tok, cfg, similarity)
+    src = save_dual_encoder(tmp_path / "src", tok, cfg, similarity)
     out = rqa("export", "--format", "sentence-transformers", "--checkpoint", src,
               "--output", tmp_path / "st")
     assert out["layout"].startswith("Router") and out["sharing"] == cfg["sharing"]
+    # a pretrained encoder with mean pooling is sentence-transformers' own modules (also
+    # tested without retrieval_qa in tests/export/test_native_modules.py)
+    assert out["modules"] == ("native" if variant == "ade_bert_cosine" else "custom")
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Router"]
 
@@ -166,7 +155,7 @@ def test_asymmetric_variants_route_query_and_document(assets, tmp_path, monkeypa
 def test_answers_with_context_take_sentence_context_pairs(assets, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _, tok, _, bert = assets
-    src = save_model(tmp_path / "src", tok, bert_config(bert, "sde", pooler="cls"), "cosine",
+    src = save_dual_encoder(tmp_path / "src", tok, bert_config(bert, "sde", pooler="cls"), "cosine",
                      answer_with_context=True)
     rqa("export", "--format", "sentence-transformers", "--checkpoint", src,
         "--output", tmp_path / "st")
@@ -186,7 +175,7 @@ def test_vae_towers_are_rebuilt_by_their_builder(assets, tmp_path, monkeypatch):
     cfg = {"type": "vae", "encoder": {"vocab_size": vocab, "embedding_dim": 8, "hidden_size": 8,
                                       "dropout": 0.0},
            "pooler": {"hops": 2, "attention_dim": 4}, "sharing": "ade", "latent_dim": 5}
-    src = save_model(tmp_path / "src", tok, cfg, "cosine",
+    src = save_dual_encoder(tmp_path / "src", tok, cfg, "cosine",
                      builder="retrieval_qa.encoders.vae.towers_from_config")
     rqa("export", "--format", "sentence-transformers", "--checkpoint", src,
         "--output", tmp_path / "st")
@@ -202,7 +191,7 @@ def test_vae_towers_are_rebuilt_by_their_builder(assets, tmp_path, monkeypatch):
 
 def test_export_command_rejects_inconsistent_arguments(assets, tmp_path, capsys):
     _, tok, vocab, _ = assets
-    src = save_model(tmp_path / "src", tok, gru_config(vocab, "sde"), "cosine")
+    src = save_dual_encoder(tmp_path / "src", tok, gru_config(vocab, "sde"), "cosine")
     assert main(["export", "--checkpoint", str(src), "--output", str(tmp_path / "x")]) == 2
     assert "--format sentence-transformers" in capsys.readouterr().err
     assert main(["export", "--format", "sentence-transformers", "--checkpoint", str(src),
