@@ -69,6 +69,10 @@ class EncoderSettings(TypedDict):
     vocab_size: NotRequired[int | None]
 
 
+#: the keys of :class:`EncoderSettings` that every two-tower method's config must give
+REQUIRED_ENCODER_KEYS = ("pretrained", "fallback")
+
+
 def encoder_settings(cfg: DictConfig, encoder: DictConfig | None,
                      where: str = "model.towers.encoder") -> DictConfig:
     """``encoder`` (the composed config's :class:`EncoderSettings`), checked for the keys a
@@ -78,7 +82,7 @@ def encoder_settings(cfg: DictConfig, encoder: DictConfig | None,
     if not isinstance(encoder, DictConfig):
         raise UnknownKeyError(f"{where} is missing: the method reads its token-encoder settings "
                               f"there (fix: add {where} with pretrained and fallback to {fix})")
-    for key in EncoderSettings.__required_keys__:
+    for key in REQUIRED_ENCODER_KEYS:
         if key not in encoder:
             raise UnknownKeyError(f"{where} has no {key!r}, which the method reads (see "
                                   f"retrieval_qa/models/method.py, EncoderSettings) (fix: add "

@@ -87,7 +87,11 @@ def load_experiment(name: str) -> DictConfig:
     for profile, block in list(cfg.get("profiles", {}).items()):
         cfg.profiles[profile] = _profile_block(block, f"conf/experiment/{name}.yaml, "
                                                       f"profile {profile!r}")
-    return OmegaConf.merge(load_experiment(parent), cfg) if parent else cfg
+    if not parent:
+        return cfg
+    base = load_experiment(parent)
+    _set_whole_blocks(base, cfg)
+    return OmegaConf.merge(base, cfg)
 
 
 @dataclass
