@@ -91,12 +91,12 @@ def encoder_settings(cfg: DictConfig, encoder: DictConfig | None,
 
 
 def set_vocab_size(encoder: DictConfig, tokenizer, where: str = "model.towers.encoder") -> None:
-    """A random token table (``embedding_dim`` set) gets a row for every id of ``tokenizer``:
-    ``vocab_size`` is set to ``len(tokenizer)`` in the composed config when null, and must
-    equal it when given."""
+    """A random token table (``embedding_dim`` set) gets a row for every id of ``tokenizer``
+    (ids 0 to its largest): ``vocab_size`` is set to that in the composed config when null, and
+    must equal it when given."""
     if encoder.get("embedding_dim") is None:
         return
-    size, given = len(tokenizer), encoder.get("vocab_size")
+    size, given = max(tokenizer.get_vocab().values()) + 1, encoder.get("vocab_size")
     if given is None:
         with open_dict(encoder):
             encoder.vocab_size = size

@@ -18,7 +18,7 @@ from retrieval_qa.training.compose import compose
 @pytest.mark.parametrize("numbers", [10, 40])
 def test_a_random_token_table_has_a_row_per_tokenizer_id(tmp_path, numbers):
     root, _ = dirs = make_dirs(tmp_path, TINY_SQUAD, numbers=numbers)
-    size = len(load_tokenizer(str(root / "tokenizer")))
+    size = len(load_tokenizer(str(root / "tokenizer")))  # its ids: 0 to size - 1
     cfg = tiny(dirs, tmp_path / "runs")
     assert cfg.model.towers.encoder.vocab_size is None  # no config gives it
     built = DualEncoderModule.build(cfg)
@@ -52,3 +52,20 @@ def test_a_missing_encoder_key_names_it_and_the_file_to_fix(tmp_path, monkeypatc
     with pytest.raises(UnknownKeyError, match=rf"model\.towers\.encoder has no '{missing}'.*"
                                               r"conf/experiment/bare\.yaml"):
         DualEncoderModule.build(cfg)
+
+
+def test_the_table_covers_the_largest_id_of_a_vocabulary_with_gaps():
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.models.method import set_vocab_size
+
+    class Gapped:  # ids 0, 1 and 5: a word listed twice keeps its later id
+        def get_vocab(self):
+            return {"[PAD]": 0, "a": 1, "b": 5}
+
+    encoder = OmegaConf.create({"embedding_dim": 4, "vocab_size": None})
+    set_vocab_size(encoder, Gapped())
+    assert encoder.vocab_size == 6
+    pretrained = OmegaConf.create({"embedding_dim": None, "vocab_size": None})
+    set_vocab_size(pretrained, Gapped())  # the checkpoint's own embeddings: nothing to size
+    assert pretrained.vocab_size is None
