@@ -22,6 +22,7 @@ import torch
 
 from retrieval_qa.data.datamodule import ReQADataModule
 from retrieval_qa.models.endx import EndxModule
+from retrieval_qa.models.method import encoder_settings, set_vocab_size
 from retrieval_qa.models.optim import build_optimizer
 from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
 from retrieval_qa.registry import config_values, instantiate
@@ -36,9 +37,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = compose(args.overrides)
     torch.manual_seed(cfg.seed)
-    enc = cfg.model.towers.encoder
-    data = ReQADataModule.from_config(cfg.data, load_tokenizer(
-        resolve_pretrained(enc.pretrained, fallback=enc.fallback)))
+    enc = encoder_settings(cfg, cfg.model.towers.encoder)
+    tokenizer = load_tokenizer(resolve_pretrained(enc.pretrained, fallback=enc.fallback))
+    set_vocab_size(enc, tokenizer)  # as rqa train: a random token table, one row per id
+    data = ReQADataModule.from_config(cfg.data, tokenizer)
     data.setup("fit")
     module = instantiate(cfg.model, "model", evaluation=config_values(cfg.eval))
     if not isinstance(module, EndxModule):

@@ -1,8 +1,6 @@
 """Networks of the dual-encoder family: token encoders, poolers, towers, sharing, builders."""
 
 from .builders import (
-    ENCODER_TYPES,
-    POOLER_TYPES,
     TOWER_SECTIONS,
     build_dual_towers,
     build_pooler,
@@ -30,8 +28,6 @@ from .transformer_encoder import TransformerTokenEncoder
 
 __all__ = [
     "TOWER_SECTIONS",
-    "ENCODER_TYPES",
-    "POOLER_TYPES",
     "SHARING_MODES",
     "ClsPooler",
     "DualTowers",

@@ -7,7 +7,9 @@ top-level keys are ignored, so a method's whole model config (with its loss and 
 keys) can be passed in. What the keys mean:
 
 encoder:
-  type                  pretrained | gru | lstm | rnn | transformer
+  type                  pretrained | gru | lstm | rnn | transformer (short names of
+                        retrieval_qa/registry.py); or `_target_`: any token encoder class, see
+                        below
   pretrained            checkpoint (name, alias or path, see retrieval_qa.pretrained) of the
                         pretrained encoder, and the word-embedding source of the others. The
                         papers use bert-base-uncased; offline the packaged all-MiniLM-L6-v2 is
@@ -36,7 +38,8 @@ encoder:
                         encodes (supervised-mining paper 4.2); zero-initialised, so training
                         starts from the checkpoint's own encodings. sharing: sde only
 pooler:
-  type                  multihop_attention | mean | cls (ENDX: Lin et al. multi-hop)
+  type                  multihop_attention | mean | cls (ENDX: Lin et al. multi-hop); or
+                        `_target_`: any pooler class, see below
   hops                  r
   attention_dim         d_a (Lin et al. 2017)
   combine               concat: [B, r*H] as Lin et al.; mean: [B, H]
@@ -49,6 +52,15 @@ sharing                 sde | ade | ade_ste | ade_fte | ade_spl (SDE/ADE paper)
 ``ade_spl`` shares the projection layer, so it needs one: when ``projection.dim`` is null a
 square projection (dim = the pooler's output size) is added, like the paper's projection
 after pooling, which keeps the embedding width.
+
+A new token encoder or pooler is a class and a block that names it: ``_target_`` in
+``encoder`` or ``pooler`` (:func:`retrieval_qa.registry.instantiate`). Its keyword arguments
+are the block's keys that it takes (the section's keys above are shared: a class takes those
+it names) and keys of its own. A pooler's constructor is given ``hidden_size`` (the token
+states' width) and has ``output_dim``. A token encoder's constructor takes ``embedder`` (the
+:class:`TokenEmbedder` of the section's embedding keys) or ``model`` (the Hugging Face model
+of ``pretrained``, loaded once, with ``checkpoint``, its :class:`ResolvedCheckpoint`), and it
+has ``hidden_size`` and ``input_dim``.
 """
 
 from __future__ import annotations
@@ -61,18 +73,13 @@ from torch import nn
 
 from ..config import model_defaults, plain
 from ..pretrained import ResolvedCheckpoint, load_model, resolve_pretrained
+from ..registry import instantiate, takes, target_of
 from .dual_towers import SHARING_MODES, DualTowers, check_sharing
-from .poolers import COMBINE_MODES, ClsPooler, MeanPooler, MultiHopSelfAttentionPooler, Pooler
-from .pretrained_encoder import PretrainedTokenEncoder
+from .poolers import Pooler
 from .projection import Projection
-from .recurrent_encoder import RECURRENT_KINDS, RecurrentTokenEncoder
 from .token_embedder import TokenEmbedder
 from .token_encoder import TokenEncoder
 from .tower import Tower
-from .transformer_encoder import POSITION_KINDS, TransformerTokenEncoder
-
-ENCODER_TYPES = ("pretrained", *RECURRENT_KINDS, "transformer")
-POOLER_TYPES = ("multihop_attention", "mean", "cls")
 
 #: The four sections of a towers config; their defaults are in conf/model/dual_encoder.yaml.
 TOWER_SECTIONS = ("encoder", "pooler", "projection", "sharing")
@@ -88,11 +95,14 @@ def tower_defaults() -> dict[str, Any]:
     return {k: towers[k] for k in TOWER_SECTIONS}
 
 
-
 def _section(cfg: Any, defaults: dict[str, Any], name: str) -> dict[str, Any]:
-    """``cfg`` over ``defaults``; unknown keys raise ValueError naming the section."""
+    """``cfg`` over ``defaults``; unknown keys raise ValueError naming the section (a block
+    that names its class in ``_target_`` may add the keys that class takes)."""
     given = plain(cfg)
-    unknown = sorted(set(given) - set(defaults))
+    unknown = sorted(set(given) - set(defaults) - {"_target_"})
+    if given.get("_target_"):
+        target = target_of(given, name)
+        unknown = [k for k in unknown if not takes(target, k)]
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in {name}; allowed: {sorted(defaults)}")
     return {**defaults, **given}
@@ -136,6 +146,20 @@ def build_token_embedder(
     )
 
 
+def _encoder_target(enc: dict[str, Any]) -> Any:
+    return target_of(enc, "encoder", "encoder")
+
+
+def _token_encoder(enc: dict[str, Any], **context) -> TokenEncoder:
+    """The ``encoder`` section's class over ``embedder`` or ``model`` (``context``); a
+    pretrained model's token embedder frozen when ``freeze_embeddings`` says so."""
+    encoder = instantiate(enc, "encoder", "encoder", shared=tower_defaults()["encoder"],
+                          **context)
+    if "model" in context and enc["freeze_embeddings"]:
+        encoder.freeze_token_embedder()
+    return encoder
+
+
 def build_token_encoder(
     encoder_cfg: Any = None,
     *,
@@ -144,59 +168,26 @@ def build_token_encoder(
 ) -> TokenEncoder:
     """A token encoder per the ``encoder`` config section.
 
-    token_embedder: reuse this table (non-pretrained types) instead of building one.
-    model: use this already loaded Hugging Face model (type ``pretrained``) instead of
-        loading ``encoder.pretrained``.
+    token_embedder: reuse this table (encoders over a token embedder) instead of building one.
+    model: use this already loaded Hugging Face model (encoders over a model, ``pretrained``)
+        instead of loading ``encoder.pretrained``.
     """
     enc = _section(encoder_cfg, tower_defaults()["encoder"], "encoder")
-    kind = _choice(enc["type"], ENCODER_TYPES, "encoder.type")
-    if kind == "pretrained":
+    if takes(_encoder_target(enc), "model"):
         checkpoint = None
         if model is None:
             checkpoint = _resolve(enc)
             model = load_model(checkpoint)
-        encoder: TokenEncoder = PretrainedTokenEncoder(
-            model, bool(enc["gradient_checkpointing"]), checkpoint
-        )
-        if enc["freeze_embeddings"]:
-            encoder.freeze_token_embedder()
-        return encoder
+        return _token_encoder(enc, model=model, checkpoint=checkpoint)
     embedder = token_embedder if token_embedder is not None else build_token_embedder(enc)
-    if kind in RECURRENT_KINDS:
-        return RecurrentTokenEncoder(
-            embedder,
-            kind=kind,
-            hidden_size=int(enc["hidden_size"]),
-            num_layers=int(enc["num_layers"]),
-            bidirectional=bool(enc["bidirectional"]),
-            dropout=float(enc["dropout"]),
-        )
-    return TransformerTokenEncoder(
-        embedder,
-        hidden_size=int(enc["hidden_size"]),
-        num_layers=int(enc["num_layers"]),
-        num_heads=int(enc["num_heads"]),
-        feedforward_dim=enc["feedforward_dim"],
-        dropout=float(enc["dropout"]),
-        positions=_choice(enc["positions"], POSITION_KINDS, "encoder.positions"),
-        max_positions=int(enc["max_positions"]),
-    )
+    return _token_encoder(enc, embedder=embedder)
 
 
 def build_pooler(pooler_cfg: Any, hidden_size: int) -> Pooler:
     """A pooler per the ``pooler`` config section, over states of width ``hidden_size``."""
-    pool = _section(pooler_cfg, tower_defaults()["pooler"], "pooler")
-    kind = _choice(pool["type"], POOLER_TYPES, "pooler.type")
-    if kind == "mean":
-        return MeanPooler(hidden_size)
-    if kind == "cls":
-        return ClsPooler(hidden_size)
-    return MultiHopSelfAttentionPooler(
-        hidden_size,
-        hops=int(pool["hops"]),
-        attention_dim=int(pool["attention_dim"]),
-        combine=_choice(pool["combine"], COMBINE_MODES, "pooler.combine"),
-    )
+    defaults = tower_defaults()["pooler"]
+    pool = _section(pooler_cfg, defaults, "pooler")
+    return instantiate(pool, "pooler", "pooler", shared=defaults, hidden_size=hidden_size)
 
 
 def build_projection(projection_cfg: Any, in_dim: int, required: bool = False
@@ -255,16 +246,11 @@ def build_dual_towers(cfg: Any = None) -> DualTowers:
     if sharing == "sde":
         return DualTowers(build_tower(full), None, "sde")
 
-    if enc["type"] == "pretrained":
+    if takes(_encoder_target(enc), "model"):
         checkpoint = _resolve(enc)
         model = load_model(checkpoint)
-        encoders = [
-            PretrainedTokenEncoder(m, bool(enc["gradient_checkpointing"]), checkpoint)
-            for m in (model, copy.deepcopy(model))
-        ]
-        if enc["freeze_embeddings"]:
-            for e in encoders:
-                e.freeze_token_embedder()
+        encoders = [_token_encoder(enc, model=m, checkpoint=checkpoint)
+                    for m in (model, copy.deepcopy(model))]
     else:
         if enc["vocab_size"] is None:  # pretrained word embeddings: load once, copy
             first = build_token_embedder(enc)

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ..evaluation import DenseScorer, ReQARankMetric
 from ..evaluation.evaluator import rank_questions
 from ..evaluation.ranking import aggregate_min
 from ..losses.similarity import check_similarity, retrieval_space
 from ..registry import config_values, instantiate
-from .method import Built
+from .method import Built, encoder_settings, set_vocab_size
 from .optim import lightning_optimizers
 
 
@@ -68,17 +68,19 @@ class RetrievalModule(pl.LightningModule):
 
     # ---- the method contract ------------------------------------------------------------
     @classmethod
-    def encoder_config(cls, model_cfg: DictConfig) -> DictConfig:
-        """The token-encoder settings whose tokenizer the data module uses."""
-        return model_cfg.towers.encoder
+    def encoder_config(cls, model_cfg: DictConfig) -> DictConfig | None:
+        """The token-encoder settings whose tokenizer the data module uses
+        (:class:`~.method.EncoderSettings`); None when the model config has none."""
+        return OmegaConf.select(model_cfg, "towers.encoder")
 
     @classmethod
     def build(cls, cfg: DictConfig) -> Built:
         from ..pretrained import load_tokenizer, resolve_pretrained
 
-        enc = cls.encoder_config(cfg.model)
+        enc = encoder_settings(cfg, cls.encoder_config(cfg.model))
         checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
         tokenizer = load_tokenizer(checkpoint)
+        set_vocab_size(enc, tokenizer)  # a random token table: one row per tokenizer id
         data = instantiate(cfg.data, "data", tokenizer=tokenizer)
         module = instantiate(cfg.model, "model", evaluation=config_values(cfg.get("eval", {})))
         module.tokenizer = tokenizer

@@ -1,6 +1,9 @@
 """Optimisers and learning-rate schedules from config (``model.optimizer``).
 
-name: adamw | adam | adafactor | sgd;  schedule: constant | linear (linear decay to 0 after an
+The optimiser: ``name: adamw | adam | adafactor | sgd`` (short names of
+retrieval_qa/registry.py), or ``_target_`` naming any ``torch.optim.Optimizer`` class (its
+keyword arguments are the block's keys, the schedule's keys excepted); ``lr`` and
+``weight_decay``. The schedule: ``schedule: constant | linear`` (linear decay to 0 after an
 optional linear warm-up of ``warmup_steps`` or ``warmup_ratio`` of the total steps).
 """
 
@@ -9,23 +12,18 @@ from __future__ import annotations
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-OPTIMIZERS = ("adamw", "adam", "adafactor", "sgd")
+from ..registry import instantiate
+
 SCHEDULES = ("constant", "linear")
+#: keys of ``model.optimizer`` that set the schedule, not the optimiser
+SCHEDULE_KEYS = ("schedule", "warmup_steps", "warmup_ratio")
 
 
 def build_optimizer(params, cfg) -> torch.optim.Optimizer:
-    name, lr, wd = cfg["name"], float(cfg["lr"]), float(cfg["weight_decay"])
+    """The optimiser that ``cfg`` (``model.optimizer``) names, over the parameters that
+    require gradients."""
     params = [p for p in params if p.requires_grad]
-    # fused kernels: one pass over all parameters (CPU and CUDA), several times faster a step
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd, fused=True)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=wd, fused=True)
-    if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=lr, weight_decay=wd)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd, momentum=0.9)
-    raise ValueError(f"model.optimizer.name={name!r}; expected one of {OPTIMIZERS}")
+    return instantiate(cfg, "model.optimizer", "optimizer", shared=SCHEDULE_KEYS, params=params)
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> LambdaLR:

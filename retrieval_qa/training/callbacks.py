@@ -1,5 +1,12 @@
-"""Trainer callbacks of `rqa train`: progress on stderr, resumable checkpoints within an epoch,
-a clean stop on SIGTERM/SIGINT, and validation in runs that `max_steps` ends mid-epoch."""
+"""Trainer callbacks of `rqa train`: the best checkpoints, progress on stderr, resumable
+checkpoints within an epoch, a clean stop on SIGTERM/SIGINT, and validation in runs that
+`max_steps` ends mid-epoch.
+
+The Trainer gets one callback per block of ``trainer.callbacks`` (conf/trainer/default.yaml),
+in their order: the block's ``_target_`` called with its keys (retrieval_qa/registry.py) and,
+when it takes it, ``dirpath`` (the run's ``checkpoints/`` folder). A target may return None
+(no callback: e.g. the progress bar of a run without one); a block set to null is off. A new
+callback is a class (or function) and a block that names it."""
 
 from __future__ import annotations
 
@@ -43,6 +50,37 @@ def set_rng_states(states: dict) -> None:
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, state, py_gauss = states["python"]
     random.setstate((version, tuple(state), py_gauss))
+
+
+def on_gpu(accelerator: str) -> bool:
+    """Whether a Trainer with this ``accelerator`` runs on a CUDA device."""
+    return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+
+
+def best_checkpoint(dirpath: str | Path, monitor: str, save_top_k: int
+                    ) -> pl.callbacks.ModelCheckpoint:
+    """The ``save_top_k`` best checkpoints by ``monitor`` (higher is better) and ``last.ckpt``,
+    one file shared with :class:`ResumableCheckpoints` (not a second copy as last-v1.ckpt)."""
+    return pl.callbacks.ModelCheckpoint(
+        dirpath=dirpath, monitor=monitor, mode="max", save_top_k=save_top_k, save_last=True,
+        filename="best-{epoch}-{step}", enable_version_counter=False)
+
+
+def model_summary(max_depth: int) -> pl.callbacks.ModelSummary:
+    """The model's summary (on stderr) to ``max_depth`` levels of modules."""
+    return pl.callbacks.ModelSummary(max_depth=max_depth)
+
+
+def progress_bar(enabled: bool, refresh_steps: int | str, accelerator: str
+                 ) -> StderrProgressBar | None:
+    """:class:`StderrProgressBar` refreshed (with its loss read-back) every ``refresh_steps``
+    steps (``auto``: 1 on a CPU, 25 on a GPU); None when not ``enabled``
+    (``trainer.enable_progress_bar``)."""
+    if not enabled:
+        return None
+    if refresh_steps == "auto":
+        refresh_steps = 25 if on_gpu(accelerator) else 1
+    return StderrProgressBar(refresh_rate=int(refresh_steps))
 
 
 class StderrProgressBar(TQDMProgressBar):
@@ -103,8 +141,8 @@ class ResumableCheckpoints(pl.Callback):
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, dirpath: str | Path, every_n_steps: int = 0, every_minutes: float = 0,
-                 weights_every_minutes: float = 0, check_every: int = 10):
+    def __init__(self, dirpath: str | Path, every_n_steps: int, every_minutes: float,
+                 weights_every_minutes: float, check_every: int):
         self.dirpath = Path(dirpath)
         self.every_n_steps = int(every_n_steps or 0)
         self.every_seconds = 60.0 * float(every_minutes or 0)

@@ -4,7 +4,11 @@ Experiment files inherit: ``extends: OTHER`` merges the file over conf/experimen
 (profiles included), so a file holds only what differs from its parent. A profile block may
 start from shared reductions of the ``profile`` group: ``extends: NAME`` (or a list, merged
 in order) in ``profiles.<profile>`` puts conf/profile/NAME.yaml under that block, e.g. the
-CPU reductions that many experiments share (conf/profile/cpu.yaml)."""
+CPU reductions that many experiments share (conf/profile/cpu.yaml).
+
+An experiment or profile block that names a class (``_target_``) other than the block it
+lands on (a pooler of its own over ``model.towers.pooler``, a new ``trainer.callbacks`` entry)
+is set whole instead of merged key by key: its keys are that class's settings."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError
 
 from .. import config
@@ -23,7 +27,28 @@ __all__ = ["Composed", "compose", "compose_traced", "experiment_profiles", "load
            "load_group"]
 
 
+def _set_whole_blocks(base: DictConfig, extra: DictConfig, prefix: str = "") -> None:
+    """A block of ``extra`` that names a class (``_target_``) other than the block of ``base``
+    at its place names (or where ``base`` has none) holds that class's settings whole: it is
+    set as it is, not merged key by key into the other class's settings (whose keys do not
+    apply, and whose struct would refuse the new ones). So an experiment adds a pooler,
+    callback or logger of its own by a block that names it."""
+    for key, node in extra.items():
+        if not isinstance(node, DictConfig):
+            continue
+        path = f"{prefix}{key}"
+        here = OmegaConf.select(base, path, default=None)
+        target = node.get("_target_")
+        if target and not (isinstance(here, DictConfig) and here.get("_target_") == target):
+            with open_dict(base):
+                OmegaConf.update(base, path, node, merge=False)
+        elif isinstance(here, DictConfig):
+            _set_whole_blocks(base, node, path + ".")
+
+
 def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
+    if isinstance(extra, DictConfig):
+        _set_whole_blocks(base, extra)
     try:
         return OmegaConf.merge(base, extra)
     except ConfigKeyError as e:
@@ -62,7 +87,11 @@ def load_experiment(name: str) -> DictConfig:
     for profile, block in list(cfg.get("profiles", {}).items()):
         cfg.profiles[profile] = _profile_block(block, f"conf/experiment/{name}.yaml, "
                                                       f"profile {profile!r}")
-    return OmegaConf.merge(load_experiment(parent), cfg) if parent else cfg
+    if not parent:
+        return cfg
+    base = load_experiment(parent)
+    _set_whole_blocks(base, cfg)
+    return OmegaConf.merge(base, cfg)
 
 
 @dataclass

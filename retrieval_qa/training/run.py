@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,9 +14,9 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ..portable_paths import portable
-from ..registry import target_of
+from ..registry import instantiate, target_of
 from ..runtime import apply_threads
-from .callbacks import ResumableCheckpoints, StderrProgressBar, ValidateAtMaxSteps
+from .callbacks import ResumableCheckpoints, on_gpu
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
 
@@ -30,38 +29,15 @@ def method_class(cfg: DictConfig):
 
 
 def build_logger(cfg: DictConfig, run_dir: Path):
-    """``conf/logger``: csv (``RUN/logs/version_N/metrics.csv``), wandb (offline or online;
-    with ``csv_copy`` the CSV file as well, so the run folder holds its curves without wandb's
-    tools) or none."""
-    from pytorch_lightning.loggers import CSVLogger
-
-    if cfg.logger.name == "none":
-        return False
-    if cfg.logger.name == "wandb":
-        from pytorch_lightning.loggers import WandbLogger
-
-        os.environ.setdefault("WANDB_MODE", cfg.logger.mode)
-        wandb = WandbLogger(project=cfg.logger.project, save_dir=str(run_dir),
-                            name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}",
-                            group=cfg.logger.get("group"),
-                            config=OmegaConf.to_container(cfg, resolve=True))
-        if cfg.logger.get("csv_copy", False):
-            return [wandb, CSVLogger(save_dir=str(run_dir), name="logs")]
-        return wandb
-    if cfg.logger.name == "csv":
-        return CSVLogger(save_dir=str(run_dir), name="logs")
-    raise ValueError(f"logger.name={cfg.logger.name!r}; expected csv, wandb or none")
+    """The ``logger`` block's logger (:mod:`.loggers`; conf/logger: csv, wandb or none)."""
+    return instantiate(cfg.logger, "logger", "logger", run_dir=run_dir,
+                       run_name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}", config=cfg)
 
 
 # keys of conf/trainer that configure this runner (callbacks, compile); every other key is a
 # pl.Trainer argument, passed through as is (``precision: auto`` resolved first)
 RUNNER_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps", "checkpoint_every_minutes",
-               "weights_every_minutes", "progress_refresh_steps", "compile")
-
-
-def on_gpu(trainer_cfg: dict) -> bool:
-    """Whether the Trainer of ``conf/trainer`` runs on a CUDA device."""
-    return trainer_cfg["accelerator"] in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+               "weights_every_minutes", "progress_refresh_steps", "compile", "callbacks")
 
 
 def resolve_precision(trainer_cfg: dict) -> str:
@@ -70,35 +46,27 @@ def resolve_precision(trainer_cfg: dict) -> str:
     precision = str(trainer_cfg["precision"])
     if precision != "auto":
         return precision
-    return "bf16-mixed" if on_gpu(trainer_cfg) and torch.cuda.is_bf16_supported() else "32"
+    return "bf16-mixed" if on_gpu(trainer_cfg["accelerator"]) and torch.cuda.is_bf16_supported() \
+        else "32"
+
+
+def build_callbacks(cfg: DictConfig, run_dir: Path) -> list[pl.Callback]:
+    """One callback per block of ``trainer.callbacks``, in order (:mod:`.callbacks`: best and
+    last checkpoints, the resumable ``last.ckpt`` on a clock and on SIGTERM/SIGINT,
+    validation at the last step of a run that ``max_steps`` ends inside the first epoch,
+    progress bar and model summary on stderr)."""
+    built = (instantiate(block, f"trainer.callbacks.{name}", dirpath=run_dir / "checkpoints")
+             for name, block in cfg.trainer.callbacks.items() if block is not None)
+    return [callback for callback in built if callback is not None]
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
-    """The Trainer from ``conf/trainer`` as a whole, with its callbacks: best and last
-    checkpoints, the resumable ``last.ckpt`` every ``trainer.checkpoint_every_minutes`` (or
-    ``checkpoint_every_n_steps``) and on SIGTERM/SIGINT with weights-only checkpoints between,
-    validation at the last step of a run that ``max_steps`` ends inside the first epoch, and
-    progress bar and model summary on stderr."""
+    """The Trainer from ``conf/trainer`` as a whole, with its callbacks and logger."""
     t = OmegaConf.to_container(cfg.trainer, resolve=True)
-    checkpoint = pl.callbacks.ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", monitor=t["monitor"], mode="max",
-        save_top_k=t["save_top_k"], save_last=True, filename="best-{epoch}-{step}",
-        # one last.ckpt, shared with ResumableCheckpoints (not a second copy as last-v1.ckpt)
-        enable_version_counter=False)
-    callbacks = [checkpoint,
-                 ResumableCheckpoints(run_dir / "checkpoints", t["checkpoint_every_n_steps"],
-                                      t["checkpoint_every_minutes"], t["weights_every_minutes"],
-                                      check_every=t["log_every_n_steps"]),
-                 ValidateAtMaxSteps(), pl.callbacks.ModelSummary(max_depth=1)]
-    if t["enable_progress_bar"]:
-        refresh = t["progress_refresh_steps"]
-        if refresh == "auto":
-            refresh = 25 if on_gpu(t) else 1
-        callbacks.append(StderrProgressBar(refresh_rate=int(refresh)))
     args = {k: v for k, v in t.items() if k not in RUNNER_KEYS}
     args["precision"] = resolve_precision(t)
     return pl.Trainer(
-        **args, callbacks=callbacks, logger=build_logger(cfg, run_dir),
+        **args, callbacks=build_callbacks(cfg, run_dir), logger=build_logger(cfg, run_dir),
         default_root_dir=str(run_dir),
         use_distributed_sampler=False,  # the data module's sampler shards duplicate-free batches
     )
@@ -225,7 +193,11 @@ def train(composed: Composed | DictConfig) -> dict:
         compile_encoders(module, cfg.trainer.compile)
     resume = _resume_path(cfg, run_dir)
     resumed_from = str(run_dir / "checkpoints" / "last.ckpt") if resume == "last" else resume
-    stopper = next(c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints))
+    stopper = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)), None)
+    if stopper is None:
+        raise ValueError("trainer.callbacks has no ResumableCheckpoints block: rqa train stops "
+                         "cleanly on a signal through it (fix: keep "
+                         "trainer.callbacks.resumable_checkpoints of conf/trainer/default.yaml)")
     stopper.install_handlers()  # a signal before the first step stops at that step
     try:
         trainer.fit(module, datamodule=data, ckpt_path=resume)
@@ -254,7 +226,7 @@ def train(composed: Composed | DictConfig) -> dict:
         "last_val": last_val,
         "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
         **module.describe(), "data": data.describe(),
-        "trainer": OmegaConf.to_container(cfg.trainer), "precision": str(trainer.precision),
+        "trainer": OmegaConf.to_container(cfg.trainer, resolve=True), "precision": str(trainer.precision),
         "eval": getattr(module, "evaluation", None),
         "train_seconds": round(time.perf_counter() - start, 1),
     }

@@ -132,7 +132,7 @@ def test_the_pooler_keeps_no_penalty_between_calls():
 def test_build_pooler_rejects_unknown_values():
     with pytest.raises(ValueError, match=r"pooler\.type.*multihop_attention"):
         build_pooler({"type": "max"}, H)
-    with pytest.raises(ValueError, match=r"pooler\.combine"):
+    with pytest.raises(ValueError, match=r"pooler \(_target_ .*MultiHop.*\): combine='sum'"):
         build_pooler({"combine": "sum"}, H)
     with pytest.raises(ValueError, match="unknown key"):
         build_pooler({"heads": 2}, H)

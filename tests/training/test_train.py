@@ -95,7 +95,6 @@ def test_endx_loss_trace_prints_every_term(setup_dirs, tmp_path, capsys):
     overrides = ["experiment=endx_gru", "profile=cpu", "model.cross.cross_attention.num_heads=2",
                  *(f"{k}={v}" for k, v in (
                      ("model.towers.encoder.pretrained", cfg.model.towers.encoder.pretrained),
-                     ("model.towers.encoder.vocab_size", cfg.model.towers.encoder.vocab_size),
                      ("model.towers.encoder.embedding_dim", 16),
                      ("model.towers.encoder.hidden_size", 16), ("model.towers.pooler.hops", 2),
                      ("model.towers.pooler.attention_dim", 8), ("data.data_dir", cfg.data.data_dir),
