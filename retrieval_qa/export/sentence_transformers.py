@@ -200,7 +200,7 @@ def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
     """The tower of ``spec`` with placeholder weights (the caller loads the real ones)."""
     from ..config import plain
     from ..encoders import build_token_embedder, build_token_encoder, build_tower, tower_defaults
-    from ..registry import locate
+    from ..registry import locate, takes, target_of
 
     if spec["kind"] == "builder":  # e.g. the VAE's towers: rebuilt as rqa encode does
         towers = locate(spec["builder"])(spec["towers"])
@@ -208,7 +208,7 @@ def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
     towers_cfg = plain(spec["towers"])
     enc = {**tower_defaults()["encoder"], **plain(towers_cfg.get("encoder") or {}),
            "gradient_checkpointing": False}
-    if enc["type"] == "pretrained":
+    if takes(target_of(enc, "encoder", "encoder"), "model"):  # a pretrained model's encoder
         from transformers import AutoConfig
 
         from ..pretrained import model_from_config
