@@ -32,10 +32,10 @@ from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
 from retrieval_qa.config import load_yaml
 from retrieval_qa.data import load_pool
 from retrieval_qa.evaluation import evaluate, read_run_file
-from retrieval_qa.registry import config_values
+from retrieval_qa.evaluation.evaluator import evaluator_settings
 from retrieval_qa.training.compose import load_group
 
-EVAL = config_values(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
+EVAL = evaluator_settings(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

@@ -232,9 +232,7 @@ def eval_conf(**overrides) -> dict:
     """The evaluator's settings of conf/eval/default.yaml (their one source), ``overrides``
     over them: ``evaluate(pool, scorer, **eval_conf(memory_mb=0.001))`` (less
     ``encode_batch_size``, which is ``rqa evaluate``'s, not the evaluator's)."""
-    from retrieval_qa.registry import config_values
+    from retrieval_qa.evaluation.evaluator import evaluator_settings
     from retrieval_qa.training.compose import load_group
 
-    values = config_values(load_group("eval", "default"))
-    values.pop("encode_batch_size")
-    return {**values, **overrides}
+    return {**evaluator_settings(load_group("eval", "default")), **overrides}

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..data.subsets import one_to_many_subset
 from ..data.types import RetrievalPool
 from ..evaluation import DenseScorer, evaluate
-from ..registry import config_values
+from ..evaluation.evaluator import evaluator_settings
 from ..training.compose import load_group
 from .common import (
     DEFAULT_OUTPUT_DIR,
@@ -74,7 +74,7 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
     loaded = load_models(models)
     runs: list[dict] = []
     embeddings: dict[str, tuple] = {}
-    settings = config_values(load_group("eval", "default"))  # the evaluator's (conf/eval)
+    settings = evaluator_settings(load_group("eval", "default"))  # the evaluator's (conf/eval)
     for name, folder in models:
         if folder not in embeddings:
             model = loaded[folder]

@@ -148,6 +148,23 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
     return ranks, doc_ranks
 
 
+EVAL_KEYS = ("top_k", "memory_mb", "ks", "doc_level")
+
+
+def evaluator_settings(evaluation) -> dict:
+    """The keyword arguments of :func:`evaluate` in the ``eval`` group (``cfg.eval``, or
+    conf/eval/default.yaml: their one source), checked; the group's other keys
+    (``encode_batch_size``, ``rqa evaluate``'s) are left out."""
+    from ..registry import config_values
+
+    given = config_values(evaluation)
+    missing = [k for k in EVAL_KEYS if k not in given]
+    if missing:
+        raise KeyError(f"eval settings lack {missing}: pass the composed config's eval group "
+                       f"(cfg.eval, from conf/eval/default.yaml); got {sorted(given)}")
+    return {k: given[k] for k in EVAL_KEYS}
+
+
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: float, ks,
              doc_level: bool, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
 from ..evaluation import DenseScorer, ReQARankMetric
-from ..evaluation.evaluator import rank_questions
+from ..evaluation.evaluator import evaluator_settings, rank_questions
 from ..evaluation.ranking import aggregate_min
 from ..losses.similarity import check_similarity, retrieval_space
 from ..registry import config_values, instantiate
@@ -24,20 +24,6 @@ from .optim import lightning_optimizers
 
 class NonFiniteLossError(FloatingPointError):
     pass
-
-
-EVAL_KEYS = ("top_k", "memory_mb", "ks", "doc_level")
-
-
-def eval_settings(evaluation: dict | DictConfig) -> dict:
-    """The evaluator settings a method was given: the composed ``eval`` group (``cfg.eval``;
-    ``conf/eval/default.yaml`` is their one source), checked for the keys the module reads."""
-    given = config_values(evaluation)
-    missing = [k for k in EVAL_KEYS if k not in given]
-    if missing:
-        raise KeyError(f"eval settings lack {missing}: pass the composed config's eval group "
-                       f"(cfg.eval, from conf/eval/default.yaml); got {sorted(given)}")
-    return given
 
 
 class RetrievalModule(pl.LightningModule):
@@ -57,7 +43,7 @@ class RetrievalModule(pl.LightningModule):
         super().__init__()
         self.optimizer_cfg = dict(optimizer)
         self.similarity = check_similarity(similarity)
-        self.evaluation = eval_settings(evaluation)
+        self.evaluation = evaluator_settings(evaluation)
         self.val_metric = ReQARankMetric(ks=self.evaluation["ks"])
         self.test_metric = ReQARankMetric(ks=self.evaluation["ks"])
         self._eval_buffers: dict[str, list] = {"answer": [], "question": []}
