@@ -121,8 +121,9 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
     return run
 
 
-#: encodings of this process, by (model folder, pool, batch size): two stages over one model
-#: (a sentence stage and a paragraph stage) encode the pool once
+#: the last encoding of this process, by (model folder and its export's time, pool, batch
+#: size): two stages over one model (a sentence stage and a paragraph stage) encode the pool
+#: once
 _ENCODED: dict[tuple, tuple] = {}
 
 
@@ -153,7 +154,9 @@ def build_scorer(spec: RetrieverSpec, pool: RetrievalPool, progress: bool = Fals
     from ..evaluation.search import DenseScorer
     from ..models.artifact import load_artifact
 
-    key = (str(Path(spec.checkpoint).resolve()), id(pool), spec.batch_size)
+    folder = Path(spec.checkpoint).resolve()
+    exported = [p.stat().st_mtime_ns for p in sorted(folder.glob("*")) if p.is_file()]
+    key = (str(folder), tuple(exported), id(pool), spec.batch_size)
     if key not in _ENCODED:
         model = load_artifact(spec.checkpoint)
         _ENCODED.clear()  # one pool's vectors at a time

@@ -160,3 +160,41 @@ def test_the_rerank_weight_is_tuned_on_the_validation_lists():
 
     worst = tune_rerank_weight(pool, fused, adversary, 4, 0.25, memory_mb=1)
     assert worst["weight"] == 0.0 and worst["val_mrr"] > worst["val_mrr_by_weight"][1.0]
+
+
+def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
+    import os
+
+    import torch
+
+    from retrieval_qa.data.pool_index import doc_index
+    from retrieval_qa.models import artifact
+    from retrieval_qa.pipeline import stages
+    from retrieval_qa.pipeline.config import RetrieverSpec
+    from tests.helpers import save_dual_encoder, word_tokenizer
+
+    pool = tiny_pool()
+    words = sorted({w.strip("?.").lower() for t in pool.questions + [c.text for c in
+                                                                     pool.candidates]
+                    for w in t.split()})
+    cfg = {"encoder": {"type": "gru", "vocab_size": len(words) + 5, "embedding_dim": 8,
+                       "hidden_size": 8, "dropout": 0.0},
+           "pooler": {"type": "mean"}, "projection": {"dim": None}, "sharing": "sde"}
+    folder = save_dual_encoder(tmp_path / "m", word_tokenizer(words), cfg, "cosine")
+    loads = []
+    real = artifact.load_artifact
+    monkeypatch.setattr(artifact, "load_artifact", lambda f: loads.append(f) or real(f))
+    sentence = stages.build_scorer(RetrieverSpec("s", "dual_encoder", checkpoint=str(folder)),
+                                   pool)
+    paragraph = stages.build_scorer(RetrieverSpec("p", "dual_encoder", checkpoint=str(folder),
+                                                  paragraph_weight=1.0), pool)
+    assert len(loads) == 1
+    rows = range(len(pool.questions))
+    expected = sentence.questions @ stages.paragraph_vectors(
+        sentence.candidates, doc_index(pool)[0], 1.0).T
+    torch.testing.assert_close(paragraph.score(rows), expected)
+    save_dual_encoder(folder, word_tokenizer(words), cfg, "cosine")  # exported again, later
+    later = (folder / "towers.pt").stat().st_mtime_ns + 10**9  # (whatever the clock's tick)
+    os.utime(folder / "towers.pt", ns=(later, later))
+    stages.build_scorer(RetrieverSpec("s", "dual_encoder", checkpoint=str(folder)), pool)
+    assert len(loads) == 2  # a new export is encoded again, never served from the memo
