@@ -18,6 +18,7 @@ import numpy as np
 
 from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _question_name
+from ..evaluation.evaluator import _records as evaluator_records
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.runfile import RunFileWriter
 from .config import PipelineConfig
@@ -118,21 +119,19 @@ def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file:
 
 
 def _records(pool, lists, ranks, doc_ranks):
-    for q, entry in enumerate(lists):
+    """The run-file records of per-question lists (the evaluator's, each list in ranking
+    order), plus ``reranked``, the head's size, for lists that carry tiers."""
+    top = []
+    for entry in lists:
         ids, scores = np.asarray(entry[0]), np.asarray(entry[1], dtype=np.float64)
         order = ordered(ids, scores, entry[2] if len(entry) > 2 else None)
-        rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
-        if pool.question_ids:
-            rec["question_id"] = pool.question_ids[q]
-        rec.update({"gold_rank": float(ranks[q]),
-                    "gold_ids": [pool.candidates[c].id for c in pool.gold[q]],
-                    "top_ids": [pool.candidates[c].id for c in ids[order]],
-                    "top_scores": [round(float(s), 6) for s in scores[order]]})
+        top.append((ids[order], scores[order]))
+    records = evaluator_records(pool, [c.id for c in pool.candidates], range(len(lists)),
+                                ranks, doc_ranks, top)
+    for rec, entry in zip(records, lists, strict=True):
         if len(entry) > 2:
             rec["reranked"] = int(np.sum(entry[2]))
-        if doc_ranks is not None:
-            rec["doc_rank"] = float(doc_ranks[q])
-        yield rec
+    return records
 
 
 def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
