@@ -104,11 +104,15 @@ class CrossAttentionClassifier(pl.LightningModule):
         return self.head(self.dropout(cls_state)).squeeze(-1)
 
     # ---- training ------------------------------------------------------------------------
+    def batch_loss(self, logits: torch.Tensor, batch: dict) -> tuple[torch.Tensor, int]:
+        """(the loss of a batch's logits, the batch size it is logged with): binary
+        cross-entropy over the pairs."""
+        return self.loss_fn(logits, batch["labels"].to(logits.dtype)), int(batch["labels"].shape[0])
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         """``batch``: the encoder inputs of the pairs and ``labels`` (1 = gold, 0 = negative)."""
         logits = self(**{k: batch[k] for k in MODEL_KEYS if k in batch})
-        loss = self.loss_fn(logits, batch["labels"].to(logits.dtype))
-        size = int(batch["labels"].shape[0])
+        loss, size = self.batch_loss(logits, batch)
         self.log("train/loss", loss, batch_size=size)
         self.log("loss", loss, prog_bar=True, logger=False, batch_size=size)
         return loss

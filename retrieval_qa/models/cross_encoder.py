@@ -45,21 +45,16 @@ class CrossEncoderReranker(CrossAttentionClassifier):
         del self.head
         del self.dropout
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def batch_loss(self, logits: torch.Tensor, batch: dict) -> tuple[torch.Tensor, int]:
         """Pairs with ``labels`` (the parent's binary cross-entropy), or with ``group`` too:
         each question's candidates compete in a softmax
-        (:func:`~retrieval_qa.losses.listwise.grouped_softmax_loss`)."""
+        (:func:`~retrieval_qa.losses.listwise.grouped_softmax_loss`), logged per group."""
         if "group" not in batch:
-            return super().training_step(batch, batch_idx)
-        from ..data.classifier_pairs import MODEL_KEYS
+            return super().batch_loss(logits, batch)
         from ..losses.listwise import grouped_softmax_loss
 
-        logits = self(**{k: batch[k] for k in MODEL_KEYS if k in batch})
         loss = grouped_softmax_loss(logits, batch["group"], batch["labels"])
-        groups = int(batch["group"].max()) + 1
-        self.log("train/loss", loss, batch_size=groups)
-        self.log("loss", loss, prog_bar=True, logger=False, batch_size=groups)
-        return loss
+        return loss, int(batch["group"].max()) + 1
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
