@@ -61,6 +61,8 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     from .reranker_data import bm25_top, rerank_examples
     from .tuning import question_subset
 
+    if cfg["loss"] not in ("listwise", "bce"):  # before any data is read
+        raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
     start = time.perf_counter()
     full, _ = load_pool(cfg["dataset"], cfg["pool"], data_dir)
     train_pairs, _ = train_val_split(full, cfg["val_fraction"], cfg["split_seed"])
@@ -80,8 +82,6 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     model = CrossEncoderReranker(**settings)
     batch_size = int(settings["training"]["batch_size"])
     listwise = cfg["loss"] == "listwise"
-    if cfg["loss"] not in ("listwise", "bce"):
-        raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
     items = question_groups(examples) if listwise else examples
     if listwise:  # batch_size pairs a step: as many whole groups as fit
         batch_size = max(1, batch_size // (1 + int(cfg["hard_negatives"])
