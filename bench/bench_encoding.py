@@ -115,6 +115,7 @@ def padding(tokenizer, texts: list[str], max_length: int, batch_size: int,
     graphs' shapes: ``batch_size`` rows, widths rounded up to 16 tokens), and the padded
     tokens of ST's batches (sorted by characters, as ``SentenceTransformer.encode`` does)."""
     from retrieval_qa.data.collate import token_lengths
+    from retrieval_qa.models.graphed_encoding import WIDTH_MULTIPLE, padded_width
 
     lengths = token_lengths(tokenizer, texts, max_length)
 
@@ -123,8 +124,8 @@ def padding(tokenizer, texts: list[str], max_length: int, batch_size: int,
                    for lo in range(0, len(order), rows))
 
     def graph_shapes(order: list[int]) -> int:
-        return sum(min(-(-lengths[order[lo]] // 16) * 16, max_length) * batch_size
-                   for lo in range(0, len(order), batch_size))
+        return sum(padded_width(lengths[order[lo]], WIDTH_MULTIPLE, max_length)
+                   * batch_size for lo in range(0, len(order), batch_size))
 
     ours = sorted(range(len(texts)), key=lambda i: -lengths[i])
     st = sorted(range(len(texts)), key=lambda i: -len(texts[i]))

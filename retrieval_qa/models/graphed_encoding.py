@@ -30,6 +30,15 @@ import torch
 
 log = logging.getLogger(__name__)
 
+#: batch widths are padded up to a multiple of this many tokens (a few shapes per pool)
+WIDTH_MULTIPLE = 16
+
+
+def padded_width(w: int, multiple: int, max_width: int) -> int:
+    """``w`` rounded up to a multiple of ``multiple``, but no wider than ``max_width`` (nor
+    narrower than ``w``)."""
+    return max(w, min(-(-w // multiple) * multiple, max_width))
+
 
 class GraphedEncoder:
     """``encoder(batch) -> [n, D]`` for ``batch`` = ``{"input_ids", "attention_mask"[,
@@ -42,7 +51,7 @@ class GraphedEncoder:
     """
 
     def __init__(self, fn: Callable[..., torch.Tensor], device: torch.device, rows: int,
-                 max_width: int, pad_id: int, width_multiple: int = 16,
+                 max_width: int, pad_id: int, width_multiple: int = WIDTH_MULTIPLE,
                  use_graphs: bool = True) -> None:
         if rows < 1 or max_width < 1 or width_multiple < 1:
             raise ValueError(f"rows={rows}, max_width={max_width}, "
@@ -55,8 +64,7 @@ class GraphedEncoder:
 
     def width(self, w: int) -> int:
         """The padded width of a batch whose longest row has ``w`` tokens."""
-        m = self.width_multiple
-        return max(w, min(-(-w // m) * m, self.max_width))
+        return padded_width(w, self.width_multiple, self.max_width)
 
     def pad(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``batch`` padded to ``[rows, width(w)]`` on the host."""
