@@ -1,5 +1,5 @@
-"""Pipeline configs: ``conf/pipeline/<name>.yaml`` (or a path to a YAML file), checked before
-anything runs; a wrong key or value is a :class:`~retrieval_qa.errors.UsageError` naming the
+"""Pipeline configs: ``conf/pipeline/<name>.yaml`` (or a path to a YAML file, which may
+``extends:`` one of them), checked before anything runs; a wrong key or value is a :class:`~retrieval_qa.errors.UsageError` naming the
 file, the key and the fix.
 
 Layout (every key is documented in ``conf/pipeline/hybrid_convex.yaml``)::
@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from ..config import conf_names, load_group, load_yaml, load_yaml_file, plain
 from ..errors import UsageError
@@ -246,6 +248,12 @@ def load_pipeline(name: str, overrides: dict[str, Any] | None = None) -> Pipelin
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         cfg, source = load_yaml_file(path, "pipeline config"), str(path)
+        parent = cfg.pop("extends", None)
+        if parent is not None:
+            if parent not in conf_names("pipeline"):
+                raise PipelineConfigError(source, "extends", f"no conf/pipeline/{parent}.yaml",
+                                          f"extend one of {conf_names('pipeline')}")
+            cfg = OmegaConf.merge(load_group("pipeline", parent), cfg)
     else:
         if name not in conf_names("pipeline"):
             raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: use one of "

@@ -25,6 +25,28 @@ def test_ablation_pipelines_load_from_their_paths(path):
     assert cfg.name == path.stem and len(cfg.retrievers) == 2 and cfg.needs_tuning
 
 
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].joinpath(
+    "conf", "pipeline", "seeds").glob("*.yaml")))
+def test_seed_pipelines_extend_their_parent_from_a_path(path):
+    cfg = load_pipeline(str(path))
+    seed = path.stem.rsplit("seed", 1)[1]
+    parent = load_pipeline(path.stem.rsplit("_seed", 1)[0])
+    assert cfg.name == path.stem and cfg.fusion == parent.fusion
+    assert [r.name for r in cfg.retrievers] == [r.name for r in parent.retrievers]
+    ft = {r.name: r for r in cfg.retrievers}["minilm_ft"]
+    assert ft.checkpoint == f"runs/ft/dual_bert/cpu-seed{seed}/model" and ft.batch_size == 128
+    if parent.reranker is not None:
+        assert cfg.reranker.checkpoint == f"runs/reranker/listwise-seed{seed}"
+        assert cfg.reranker.top_k == parent.reranker.top_k
+
+
+def test_a_path_config_extending_an_unknown_parent_names_it(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("extends: no_such_parent\nname: mine\n")
+    with pytest.raises(UsageError, match=r"mine\.yaml.*extends.*no_such_parent.*fix:"):
+        load_pipeline(str(path))
+
+
 def test_extends_merges_the_parent():
     cfg = load_pipeline("hybrid_rrf")
     assert cfg.fusion.method == "rrf" and cfg.fusion.rrf_k == "tune" and cfg.needs_tuning
