@@ -20,6 +20,7 @@ from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _question_name
 from ..evaluation.evaluator import _records as evaluator_records
 from ..evaluation.metrics import metrics_from_ranks
+from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter
 from .config import PipelineConfig
 from .fusion import convex, normalise, rrf
@@ -105,7 +106,7 @@ def _round(metrics: dict) -> dict:
 def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file: Path | None,
                    *, doc_level: bool, memory_mb: float, ks, seconds: float) -> dict:
     """Rank per-question lists (ids, scores[, tiers]) under the pipeline's rule, write their
-    run file, and return the stage's summary."""
+    run file and its per-question records beside it, and return the stage's summary."""
     ranks, doc_ranks = rank_lists(pool, lists, doc_level=doc_level, memory_mb=memory_mb)
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:
@@ -113,6 +114,8 @@ def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file:
     with RunFileWriter(run_file) as out:
         if out:
             out.write(_records(pool, lists, ranks, doc_ranks))
+    if run_file is not None:
+        write_per_question(beside_run_file(run_file), pool, ranks, doc_ranks, ks)
     return {"stage": name, "metrics": _round(metrics), "seconds": round(seconds, 3),
             "seconds_per_1000_questions": round(1000 * seconds / len(pool.questions), 3),
             "run_file": str(run_file) if run_file else None}

@@ -20,6 +20,7 @@ from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _records, doc_index, rank_questions
 from ..evaluation.metrics import metrics_from_ranks
+from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter, read_run_file
 from .config import RetrieverSpec
 
@@ -96,7 +97,8 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
              doc_level: bool, memory_mb: float, ks, run_file: str | Path | None = None,
              seconds: float = 0.0) -> StageRun:
     """Rank the pool with ``scorer`` (the evaluator's rules), keep the top ``top_k`` of each
-    question, write them to ``run_file`` (if given) and return them as a :class:`StageRun`
+    question, write them to ``run_file`` (if given, with its per-question records beside it:
+    ``X.run.jsonl`` -> ``X.run.questions.jsonl.gz``) and return them as a :class:`StageRun`
     with the full ranking's metrics. ``seconds``: time already spent (indexing, encoding)."""
     start = time.perf_counter()
     doc_of = doc_index(pool)[0] if doc_level else None
@@ -112,6 +114,8 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
     with RunFileWriter(run_file) as out:
         ranks, doc_ranks = rank_questions(scorer, pool.gold, doc_of, memory_mb=memory_mb,
                                           top_k=top_k, on_block=keep, desc=name)
+    if run_file is not None:
+        write_per_question(beside_run_file(run_file), pool, ranks, doc_ranks, ks)
     run = StageRun.from_records(name, pool, records)
     run.metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:

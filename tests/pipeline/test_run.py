@@ -1,11 +1,13 @@
 """Pipelines end to end on a tiny pool with BM25 retrievers: from run files equals in memory."""
 
+import dataclasses
 import json
 
 import pytest
 from helpers import eval_conf
 
 from retrieval_qa.data.errors import DataFormatError
+from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
 from retrieval_qa.pipeline.config import parse_pipeline
 from retrieval_qa.pipeline.run import run_pipeline
 from retrieval_qa.pipeline.stages import StageRun
@@ -42,6 +44,19 @@ def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
     assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
     stage = _lines(tmp_path / "a" / "tiny-dev/bm25.run.jsonl")
     assert len(stage) == len(pool.questions) and all(len(r["top_ids"]) == 3 for r in stage)
+
+
+def test_every_run_file_has_its_per_question_records_beside_it(tmp_path):
+    pool = tiny_pool()
+    pool = dataclasses.replace(pool, gold=pool.gold[1:] + pool.gold[:1])  # wrong golds: ranks vary
+    out = run_pipeline(_cfg("rrf", 2, rrf_k=5), pool, tmp_path, evaluation=EVAL)
+    assert len(out["stages"]) == 3  # bm25, ctx, fused
+    for stage in out["stages"]:
+        records = read_per_question(beside_run_file(stage["run_file"]))
+        assert records.header["metrics"]["mrr"] == pytest.approx(stage["metrics"]["mrr"])
+        assert list(records.ranks) == [r["gold_rank"] for r in _lines(stage["run_file"])]
+    assert len({r for s in out["stages"]
+                for r in read_per_question(beside_run_file(s["run_file"])).ranks}) > 2
 
 
 def test_one_retriever_over_the_whole_pool_keeps_the_full_ranking(tmp_path):
