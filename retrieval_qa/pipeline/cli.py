@@ -15,7 +15,8 @@ def add_pipeline_arguments(p) -> None:
                         "(first-stage retrievers, fusion, reranker); its run files go to "
                         "--pipeline-dir")
     p.add_argument("--pipeline-dir", default=None, metavar="DIR",
-                   help=f"--pipeline: where its run files go (default: {DEFAULT_RUN_DIR}/NAME)")
+                   help="--pipeline: where its run files go, each with its per-question "
+                        f"records for rqa compare (default: {DEFAULT_RUN_DIR}/NAME)")
     p.add_argument("--from-run-files", default=None, metavar="DIR",
                    help="--pipeline: read the first-stage lists from the run files a previous "
                         "run wrote to DIR (its --pipeline-dir) instead of running the "

@@ -1,6 +1,6 @@
 """Pipeline configs: ``conf/pipeline/<name>.yaml`` (or a path to a YAML file, which may
-``extends:`` one of them), checked before anything runs; a wrong key or value is a :class:`~retrieval_qa.errors.UsageError` naming the
-file, the key and the fix.
+``extends:`` one of them), checked before anything runs; a wrong key or value is a
+:class:`~retrieval_qa.errors.UsageError` naming the file, the key and the fix.
 
 Layout (every key is documented in ``conf/pipeline/hybrid_convex.yaml``)::
 
