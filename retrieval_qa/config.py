@@ -73,7 +73,11 @@ def load_yaml_file(path: str | Path, what: str = "config file") -> DictConfig:
 def load_group(group: str, name: str) -> DictConfig:
     """conf/<group>/<name>.yaml; a file with ``extends: OTHER`` is merged over OTHER's (of the
     same group)."""
-    cfg = load_yaml(f"{group}/{name}.yaml")
+    return merge_extends(group, load_yaml(f"{group}/{name}.yaml"))
+
+
+def merge_extends(group: str, cfg: DictConfig) -> DictConfig:
+    """``cfg`` merged over ``conf/<group>/<OTHER>.yaml`` when it says ``extends: OTHER``."""
     parent = cfg.pop("extends", None)
     return OmegaConf.merge(load_group(group, parent), cfg) if parent else cfg
 

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from ..config import conf_names, load_group, load_yaml, load_yaml_file, plain
+from ..config import conf_names, load_group, load_yaml, load_yaml_file, merge_extends, plain
 from ..errors import UsageError
 
 RETRIEVER_KINDS = ("bm25", "dual_encoder")
@@ -248,12 +246,11 @@ def load_pipeline(name: str, overrides: dict[str, Any] | None = None) -> Pipelin
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         cfg, source = load_yaml_file(path, "pipeline config"), str(path)
-        parent = cfg.pop("extends", None)
-        if parent is not None:
-            if parent not in conf_names("pipeline"):
-                raise PipelineConfigError(source, "extends", f"no conf/pipeline/{parent}.yaml",
-                                          f"extend one of {conf_names('pipeline')}")
-            cfg = OmegaConf.merge(load_group("pipeline", parent), cfg)
+        parent = cfg.get("extends")
+        if parent is not None and parent not in conf_names("pipeline"):
+            raise PipelineConfigError(source, "extends", f"no conf/pipeline/{parent}.yaml",
+                                      f"extend one of {conf_names('pipeline')}")
+        cfg = merge_extends("pipeline", cfg)
     else:
         if name not in conf_names("pipeline"):
             raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: use one of "
