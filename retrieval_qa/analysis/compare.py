@@ -24,6 +24,7 @@ evaluator's, so nothing is re-ranked by another library (ranx is not a dependenc
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -38,6 +39,8 @@ from ..evaluation.per_question import (
     read_per_question,
 )
 from . import significance as sig
+
+log = logging.getLogger(__name__)
 
 ALPHA = 0.05
 
@@ -114,19 +117,35 @@ def load_settings(specs: list[str]) -> list[Setting]:
     return list(settings.values())
 
 
+# header keys that name a record's questions: the pool fingerprint (questions and gold lists;
+# records only) and the digest of the question texts (records and run files)
+QUESTION_DIGESTS = ("pool_fingerprint", "question_texts_sha1")
+
+
 def _check_paired(settings: list[Setting]) -> None:
+    """Every record holds the same questions in the same order as the first: the same ids, and
+    the same pool fingerprint and question-text digest wherever both files carry one. Files
+    that share no digest (a record written before records kept the text digest, beside a run
+    file) pair by id alone, with a warning."""
     ref = settings[0].records[0]
     for s in settings:
         for r in s.records:
             if r.ids != ref.ids:
-                raise ValueError(f"{r.path} and {ref.path}: not the same questions "
-                                 f"({len(r.ids)} vs {len(ref.ids)}, or another order); a "
-                                 "paired comparison needs evaluations of the same pool")
-            fa, fb = r.header.get("pool_fingerprint"), ref.header.get("pool_fingerprint")
-            if fa and fb and fa != fb:
-                raise ValueError(f"{r.path} and {ref.path}: pool fingerprints {fa} and {fb} "
-                                 "differ (other questions or gold lists); compare "
-                                 "evaluations of the same pool")
+                raise UsageError(f"{r.path} and {ref.path}: not the same questions "
+                                 f"({len(r.ids)} vs {len(ref.ids)}, or another order) (fix: "
+                                 "compare evaluations of the same pool)")
+            shared = [k for k in QUESTION_DIGESTS if r.header.get(k) and ref.header.get(k)]
+            for key in shared:
+                if r.header[key] != ref.header[key]:
+                    raise UsageError(
+                        f"{r.path} and {ref.path}: {key} {r.header[key]} and "
+                        f"{ref.header[key]} differ: other questions, other gold lists or "
+                        "another order, although the ids match (fix: compare evaluations of "
+                        "the same pool)")
+            if not shared and r is not ref:
+                log.warning("%s and %s share no question digest (a record written before "
+                            "records kept one?): paired by id only, which cannot tell two pools "
+                            "with the same question count apart", r.path, ref.path)
 
 
 def metric_names(settings: list[Setting], metrics: list[str] | None = None) -> list[str]:
@@ -191,7 +210,13 @@ def compare_settings(settings: list[Setting], *, metrics: list[str] | None = Non
             "settings": [{"name": s.name, "seeds": len(s.records),
                           "files": [r.path for r in s.records]} for s in settings],
             "bootstrap_samples": samples, "permutations": permutations, "seed": seed,
-            "alpha": ALPHA, "comparisons": rows}
+            "alpha": ALPHA, "question_scores": SEED_AVERAGING
+            if any(len(s.records) > 1 for s in settings) else "one record per setting",
+            "comparisons": rows}
+
+
+SEED_AVERAGING = ("each question's score is the mean over its setting's seeds; the paired "
+                  "tests run on those means, the seed test on the per-seed metrics")
 
 
 def _p(p: float) -> str:
@@ -210,14 +235,18 @@ def markdown(result: dict) -> str:
              f"({result['bootstrap_samples']} resamples), the paired randomisation test's "
              f"p ({result['permutations']} sign flips) and Holm's correction across the "
              f"pairs; * = p_holm < {result['alpha']}. W/T/L: questions where B's reciprocal "
-             "rank is higher / equal / lower. Seed test: Welch's t over per-seed metrics "
-             "(n_a, n_b seeds).", "",
+             "rank is higher / equal / lower. Seed test: Welch's t and the exact permutation "
+             "test over the per-seed metrics (n_a, n_b seeds; the permutation test's smallest "
+             "possible p is given, e.g. 0.1 with 3 seeds against 3)."
+             + (f" With seeds, {SEED_AVERAGING}." if result.get("question_scores") ==
+                SEED_AVERAGING else ""), "",
              "| A | B | metric | A | B | diff | 95 % CI | p | p_holm | W/T/L | seed test |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["comparisons"]:
         for m, s in row["metrics"].items():
             st = s["seed_test"]
-            seed = (f"p={_p(st['welch_p'])} (n={st['n_a']},{st['n_b']})"
+            seed = (f"Welch p={_p(st['welch_p'])}, permutation p={_p(st['permutation_p'])} "
+                    f"(min {st['permutation_p_min']:.2g}; n={st['n_a']},{st['n_b']})"
                     if st["welch_p"] is not None else f"– (n={st['n_a']},{st['n_b']})")
             lines.append(
                 f"| {row['a']} | {row['b']} | {m} | {s['a']:.2f} | {s['b']:.2f} | "

@@ -115,5 +115,7 @@ def seed_test(a, b) -> dict:
     perm_p = float((diffs >= observed - 1e-12).mean())
     welch_p = float(welch.pvalue) if np.isfinite(welch.pvalue) else (
         1.0 if observed == 0 else 0.0)
+    # the observed split (and, with equal sides, its mirror) is always counted
+    smallest = (2 if len(a) == len(b) else 1) / len(splits)
     return {**out, "welch_p": welch_p, "permutation_p": perm_p,
-            "permutation_relabellings": len(splits)}
+            "permutation_relabellings": len(splits), "permutation_p_min": smallest}

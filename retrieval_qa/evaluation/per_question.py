@@ -3,7 +3,8 @@
 One gzipped JSON-lines file per evaluation. Line 1 is a header::
 
     {"format": "rqa-per-question/1", "dataset": ..., "pool": ..., "question_unit": ...,
-     "questions": N, "pool_fingerprint": "<16 hex>", "ks": [1, 5, 10], "metrics": {...}}
+     "questions": N, "pool_fingerprint": "<16 hex>", "question_texts_sha1": "<16 hex>",
+     "ks": [1, 5, 10], "metrics": {...}}
 
 then one line per question, in pool order::
 
@@ -11,7 +12,9 @@ then one line per question, in pool order::
      "doc_rank": 1.0, "doc_rr": 1.0, "qword": "what", "answer_words": 23}
 
 ``id``: the MRQA qid when the pool's unit is the qid, else the question's row in the pool
-(the pool fingerprint, a hash of the questions and their gold lists, says which pool).
+(the pool fingerprint, a hash of the questions and their gold lists, says which pool; the
+digest of the question texts is what a run file carries too, so `rqa compare` can check that
+any two files hold the same questions before it pairs them).
 ``gold_rank`` / ``doc_rank`` are the protocol's ranks (average rank over ties, the best gold
 copy), exact (halves at most); ``rr`` (6 digits) and the ``r@k`` hits are there to read, the
 metrics are recomputed from the exact ranks, so :func:`read_per_question` reproduces the
@@ -57,6 +60,13 @@ def pool_fingerprint(pool) -> str:
     return h.hexdigest()[:16]
 
 
+def question_texts_digest(texts) -> str:
+    """16 hex digits naming the question texts in order: what a run file (which keeps the
+    texts, not the gold lists) and a record of the same pool share, so any two of them can be
+    checked to hold the same questions before they are paired."""
+    return hashlib.sha1("\n".join(texts).encode("utf-8")).hexdigest()[:16]
+
+
 def question_ids(pool) -> list[str]:
     return list(pool.question_ids) if pool.question_unit == "mrqa_qid" and pool.question_ids \
         else [str(i) for i in range(len(pool.questions))]
@@ -79,7 +89,8 @@ def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
         metrics.update(metrics_from_ranks(docs, ks, prefix="doc_"))
     header = {"format": FORMAT, "dataset": pool.dataset, "pool": pool.pool,
               "question_unit": pool.question_unit, "questions": len(ranks),
-              "pool_fingerprint": pool_fingerprint(pool), "ks": list(ks),
+              "pool_fingerprint": pool_fingerprint(pool),
+              "question_texts_sha1": question_texts_digest(pool.questions), "ks": list(ks),
               "metrics": {k: round(v, 4) for k, v in metrics.items()}}
     rows = []
     for q, (qid, rank) in enumerate(zip(question_ids(pool), ranks.tolist(), strict=True)):
@@ -194,7 +205,7 @@ def read_per_question(path: str | Path) -> PerQuestion:
 def from_run_file(path: str | Path, ks) -> PerQuestion:
     """A run file (``rqa evaluate --run-file``) as a record: ids are the MRQA qids when the
     records carry them, else the row (the pool's order, as the evaluator writes them); no
-    pool fingerprint (the question texts are compared instead). A run file keeps no ``ks``:
+    pool fingerprint, but the digest of the question texts, which `rqa compare` checks. A run file keeps no ``ks``:
     the caller gives them (the eval group's)."""
     from .runfile import _ranks, read_run_file
 
@@ -208,8 +219,8 @@ def from_run_file(path: str | Path, ks) -> PerQuestion:
             if "doc_rank" in records[0] else None)
     header = {"format": "run file", "questions": len(records), "ks": list(ks),
               "question_unit": records[0].get("question_unit"),
-              "question_texts_sha1": hashlib.sha1("\n".join(
-                  r.get("question", "") for r in records).encode("utf-8")).hexdigest()[:16]}
+              "question_texts_sha1": question_texts_digest(r.get("question", "")
+                                                           for r in records)}
     qwords = [(r.get("question", "").split() or [""])[0].lower().strip("?,.\"'")
               for r in records]
     return PerQuestion(str(path), header, ids, ranks, docs, {"qword": qwords})

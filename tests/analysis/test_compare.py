@@ -64,6 +64,13 @@ def test_seeds_are_averaged_per_question_and_tested_at_seed_level(tmp_path):
     means = [np.mean([r.metrics()["mrr"] for r in s.records]) for s in settings]
     assert row["metrics"]["mrr"]["diff"] == pytest.approx(means[1] - means[0])
     assert st["welch_p"] < 0.05 and st["permutation_relabellings"] == 20
+    # 3 seeds against 3: the exact permutation test cannot go below 2 / 20
+    assert st["permutation_p"] >= st["permutation_p_min"] == pytest.approx(0.1)
+    assert "mean over its setting's seeds" in out["question_scores"]
+    from retrieval_qa.analysis.compare import markdown
+
+    md = markdown(out)
+    assert "mean over its setting's seeds" in md and "min 0.1; n=3,3" in md
 
 
 def test_run_folders_sweep_folders_and_run_files(tmp_path):
@@ -79,8 +86,8 @@ def test_run_folders_sweep_folders_and_run_files(tmp_path):
                          str(tmp_path / "sweep" / "better" / "dual" / "cpu-seed3")])
     assert [s.name for s in one] == ["cpu-seed1", "cpu-seed3"]
     run_file = tmp_path / "r.jsonl"
-    run_file.write_text("".join(json.dumps({"question": f"q{i}", "gold_rank": 2.0}) + "\n"
-                                for i in range(N)))
+    run_file.write_text("".join(json.dumps({"question": q, "gold_rank": 2.0}) + "\n"
+                                for q in pool().questions))
     both = compare_settings(load_settings(
         [str(run_file), str(tmp_path / "sweep" / "base" / "dual" / "cpu-seed1")]))
     assert both["comparisons"][0]["metrics"]["mrr"]["a"] == pytest.approx(50.0)
@@ -101,6 +108,49 @@ def test_unpaired_or_missing_inputs_are_clear_errors(tmp_path, capsys):
     assert "--samples 0" in capsys.readouterr().err
     assert main(["compare", f"A={a}", f"B={a}", "--metrics", "ndcg"]) == 2
     assert "--metrics ndcg" in capsys.readouterr().err
+
+
+def run_file(path, questions):
+    path.write_text("".join(json.dumps({"question": q, "gold_rank": 1.0 + i % 3}) + "\n"
+                            for i, q in enumerate(questions)))
+    return path
+
+
+def test_files_of_other_questions_are_refused_even_with_the_same_count(tmp_path, capsys):
+    """Run files and records pair by row; the question-text digest (and a record's pool
+    fingerprint) must agree, or two pools of the same size would pair silently."""
+    ours = pool().questions
+    other = [f"Where {i}?" for i in range(N)]
+    a = run_file(tmp_path / "a.jsonl", ours)
+    b = run_file(tmp_path / "b.jsonl", other)
+    assert main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "question_texts_sha1" in err and "same pool" in err
+    rec = record(tmp_path / "r.jsonl.gz", 1)
+    assert main(["compare", str(rec), str(b)]) == 2  # a record and a run file of another pool
+    assert "question_texts_sha1" in capsys.readouterr().err
+    assert main(["compare", str(rec), str(a)]) == 0  # the same questions pair
+    capsys.readouterr()
+    shuffled = run_file(tmp_path / "s.jsonl", ours[1:] + ours[:1])
+    assert main(["compare", str(a), str(shuffled)]) == 2  # same texts, another order
+
+
+def test_a_record_without_a_text_digest_pairs_by_id_with_a_warning(tmp_path, caplog):
+    import gzip
+
+    rec = record(tmp_path / "r.jsonl.gz", 1)
+    lines = gzip.open(rec, "rt").read().splitlines()
+    header = json.loads(lines[0])
+    del header["question_texts_sha1"]
+    old = tmp_path / "old.jsonl.gz"
+    with gzip.open(old, "wt") as f:
+        f.write("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with caplog.at_level("WARNING"):
+        out = compare_settings(load_settings([str(old), str(run_file(tmp_path / "a.jsonl",
+                                                                      pool().questions))]))
+    assert "share no question digest" in caplog.text
+    assert out["comparisons"][0]["metrics"]["mrr"]["a"] == pytest.approx(
+        read_per_question(old).metrics()["mrr"])
 
 
 def test_breakdown_by_question_type_and_answer_length(tmp_path):
