@@ -24,16 +24,19 @@ from pathlib import Path
 
 from torch import nn
 
-try:
-    from sentence_transformers.sentence_transformer.modules import (
-        Dense,
-        Normalize,
-        Pooling,
-        Router,
-        Transformer,
-    )
-except ImportError:  # sentence-transformers 5.x layout
-    from sentence_transformers.models import Dense, Normalize, Pooling, Router, Transformer
+from ..requirements import require
+
+# sentence-transformers 6's module API (InputModule, Router.for_query_document, the module
+# layout below); checked first, so an older release fails here with the version it needs
+require("sentence-transformers", "6.0", "the sentence-transformers export")
+from sentence_transformers.base.modules import InputModule  # noqa: E402, F401 (for the custom module)
+from sentence_transformers.sentence_transformer.modules import (  # noqa: E402
+    Dense,
+    Normalize,
+    Pooling,
+    Router,
+    Transformer,
+)
 
 POOLING_MODES = {"MeanPooler": "mean", "ClsPooler": "cls"}
 

@@ -50,15 +50,10 @@ from typing import Any
 import torch
 from torch import nn
 
-try:
-    from sentence_transformers.base.modules import InputModule, Router
-except ImportError:  # sentence-transformers 5.x layout
-    from sentence_transformers.models import InputModule, Router
-
 from ..data.collate import MODEL_KEYS, encode_texts
 from ..losses.similarity import check_similarity, retrieval_space
 from . import ST_MODULES
-from .native_modules import NotNative, native_modules
+from .native_modules import InputModule, NotNative, Router, native_modules
 
 #: tasks of sentence-transformers' ``encode_query`` / ``encode_document`` -> our sides
 TASK_SIDES = {"query": "question", "document": "answer"}

@@ -13,8 +13,10 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from ..registry import instantiate
+from ..requirements import VersionError, release
 
 SCHEDULES = ("constant", "linear")
+FUSED_CPU_TORCH = (2, 4)  # the first torch with fused Adam / AdamW kernels for the CPU
 #: keys of ``model.optimizer`` that set the schedule, not the optimiser
 SCHEDULE_KEYS = ("schedule", "warmup_steps", "warmup_ratio")
 
@@ -23,7 +25,15 @@ def build_optimizer(params, cfg) -> torch.optim.Optimizer:
     """The optimiser that ``cfg`` (``model.optimizer``) names, over the parameters that
     require gradients."""
     params = [p for p in params if p.requires_grad]
-    return instantiate(cfg, "model.optimizer", "optimizer", shared=SCHEDULE_KEYS, params=params)
+    try:
+        return instantiate(cfg, "model.optimizer", "optimizer", shared=SCHEDULE_KEYS,
+                           params=params)
+    except RuntimeError as e:
+        if "fused" in str(e) and release(torch.__version__) < FUSED_CPU_TORCH:
+            raise VersionError(
+                f"model.optimizer: {e}; fused Adam and AdamW on a CPU need torch >= 2.4, "
+                f"{torch.__version__} is installed (fix: pip install -U 'torch>=2.4')") from e
+        raise
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> LambdaLR:
