@@ -197,17 +197,17 @@ def check_override(cfg: DictConfig, item: str) -> None:
     shown = OmegaConf.to_container(current, resolve=False) \
         if isinstance(current, ListConfig) else current
     raise OverrideError(item, key, f"{key} takes {kind} (its default here is {shown!r}), {got}",
-                        f"give {key} {kind}, e.g. {key}={_yaml(shown)}")
+                        f"give {key} {kind}, e.g. {key}={override_value(shown)}")
 
 
-def _yaml(value) -> str:
+def override_value(value) -> str:
     """``value`` as it is written on the command line."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):
-        return "[" + ", ".join(map(_yaml, value)) + "]"
+        return "[" + ", ".join(map(override_value, value)) + "]"
     return str(value)
 
 

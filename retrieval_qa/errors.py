@@ -21,6 +21,17 @@ class OverrideError(UsageError):
         super().__init__(f"override {item!r}: {problem} (fix: {fix})")
 
 
+class OutOfRangeError(UsageError):
+    """A setting whose value is outside the range that ``conf/ranges.yaml`` allows it.
+    ``source`` says where the value was set (the command line, a config file)."""
+
+    def __init__(self, key: str, value: str, source: str, allowed: str, declared_in: str,
+                 fix: str) -> None:
+        self.key, self.value, self.allowed = key, value, allowed
+        super().__init__(f"{key}={value} ({source}) is out of range: {key} takes {allowed} "
+                         f"(its range in {declared_in}; fix: {fix})")
+
+
 class UnknownKeyError(UsageError, KeyError):
     """A config key (in an override or a config file) that the composed config does not
     have. A KeyError too, for the callers that catch that."""

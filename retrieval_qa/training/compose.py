@@ -16,12 +16,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigKeyError
 
 from .. import config
-from ..config import apply_overrides, conf_dirs, conf_names, load_yaml, yaml_error_line
-from ..errors import InputFileError, UnknownKeyError, UsageError
+from ..config import (
+    apply_overrides,
+    conf_dirs,
+    conf_names,
+    load_yaml,
+    override_value,
+    yaml_error_line,
+)
+from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
+from ..ranges import out_of_range
+from .provenance import COMMAND_LINE, value_sources
 
 __all__ = ["Composed", "compose", "compose_traced", "experiment_profiles", "load_experiment",
            "load_group"]
@@ -151,23 +160,51 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
         block = profiles[profile]
         cfg = _merge_strict(cfg, block, f"profile {profile!r} of {experiment_name}")
     rest = [o for o in overrides if o.split("=", 1)[0] not in (*groups, "experiment")]
+    files = cfg  # before the command line's settings: the values its fixes suggest
     cfg = apply_overrides(cfg, rest)
     cfg.experiment = experiment_name
     cfg.profile = profile
-    _check_values(cfg)
+    _check_values(cfg, files, list(overrides))
     return Composed(cfg, list(overrides), block)
 
 
-def _check_values(cfg: DictConfig) -> None:
+def _check_values(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> None:
     """The values that types cannot check and that would fail only after the run folder is
-    written: the thread count and a ``resume`` checkpoint."""
+    written: the ranges of the numeric settings (conf/ranges.yaml), the thread count and a
+    ``resume`` checkpoint. ``files``: the config before the command line's settings."""
     from ..runtime import resolve_threads
 
+    _check_ranges(cfg, files, overrides)
     resolve_threads(cfg.threads)
     if cfg.resume not in ("auto", "never") and not Path(str(cfg.resume)).is_file():
         raise UsageError(f"resume={cfg.resume}: no such checkpoint (fix: give the path of a "
                          "Lightning .ckpt, or resume=auto to continue from the run folder's "
                          "last.ckpt, or resume=never)")
+
+
+def _check_ranges(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> None:
+    """An :class:`OutOfRangeError` for the first value outside its range, naming where it was
+    set and the fix: on the command line, the value the config files give when that one is
+    in range; in a file, that file."""
+    found = out_of_range(cfg)
+    if found is None:
+        return
+    key, value, rule = found
+    sources, parts = value_sources(cfg, overrides), key.split(".")
+    source = next((sources[k] for n in range(len(parts), 0, -1)
+                   if (k := ".".join(parts[:n])) in sources), "conf/")
+    allowed = (f"a list of values that are each {rule.allowed}" if isinstance(value, list)
+               else rule.allowed)
+    if source == COMMAND_LINE:
+        where, fix = "set on the command line", f"give {key} {allowed}"
+        before = OmegaConf.select(files, key, default=None, throw_on_resolution_failure=False)
+        if isinstance(before, ListConfig):
+            before = OmegaConf.to_container(before)
+        if before is not None and not isinstance(before, DictConfig) and rule.allows(before):
+            fix += f", e.g. {key}={override_value(before)}, its value in the config files"
+    else:
+        where, fix = f"set in {source}", f"set {key} in {source} to {allowed}"
+    raise OutOfRangeError(key, override_value(value), where, allowed, rule.where, fix)
 
 
 def experiment_profiles() -> dict[str, list[str]]:

@@ -273,3 +273,19 @@ def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
     alone = build_logger(compose([*overrides, "logger=wandb", "logger.csv_copy=false"]), tmp_path)
     assert alone._wandb_init["project"] == "retrieval-qa"
     assert compose(overrides).logger.group is None  # csv logger: the key exists, unused
+
+
+def test_a_value_out_of_range_stops_the_sweep_before_any_run(tmp_path, capsys):
+    sweep = {"name": "bad", "program": "rqa", "method": "grid",
+             "metric": {"name": "test/mrr", "goal": "maximize"},
+             "command": ["rqa", "train", "experiment=dual_gru", "profile=cpu",
+                         "${args_no_hyphens}"],
+             "parameters": {"data.batch_size": {"values": [8, -3]}}}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    out = tmp_path / "sweeps"
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep bad, run 2 ({'data.batch_size': -3}): data.batch_size=-3 (set on the " \
+           "command line) is out of range: data.batch_size takes an integer >= 1" in err
+    assert not out.exists()  # the first run did not start either
