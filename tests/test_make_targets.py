@@ -30,7 +30,7 @@ def make_n(*args: str) -> str:
     ("reproduce-endx", ["experiments/endx_analyses.py --profile cpu", "--seeds 42,43,44",
                         "--results-dir runs/endx"]),
     ("reproduce-vaes", ["experiments/vae_study.py --profile cpu"]),
-    ("reproduce-mining", ["export --output runs/mining/retriever_off_the_shelf experiment=mining_dual",
+    ("reproduce-mining", ["--output runs/mining/retriever_off_the_shelf experiment=mining_dual",
                           "experiment=mining_classifier profile=cpu", "retrieval_qa.cli mine --classifier",
                           "experiment=mining_dual_augmented profile=cpu", "--dataset multireqa_squad --pool test"]),
     ("reproduce-sde-ade", ["experiments/sde_ade_study.py"]),
