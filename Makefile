@@ -86,19 +86,20 @@ reproduce-vaes: $(STAMP)
 	$(BIN)/python experiments/vae_study.py --profile $(PROFILE) $(VAES_ARGS)
 
 # Supervised mining paper (results/mining/README.md, "Reproduce"): the off-the-shelf retriever
-# (untrained MiniLM), the classifier (Table 2), mining a sample of the training pool (drop
-# MINE_ARGS' --max-documents on a GPU), the three dual-encoder rows over SEEDS_MINING (Table 3)
-# and the BM25 / untrained baselines on MultiReQA SQuAD test. Every step resumes.
+# (the packaged MiniLM, not trained here), the classifier (Table 2), mining a sample of the
+# training pool (drop MINE_ARGS' --max-documents on a GPU), the three dual-encoder rows over
+# SEEDS_MINING (Table 3) and the BM25 / off-the-shelf MiniLM baselines on MultiReQA SQuAD test.
+# Every step resumes.
 MINING_OUT ?= runs/mining$(if $(filter-out cpu,$(PROFILE)),-$(PROFILE))
 MINE_ARGS ?= --max-documents 1000
 SEEDS_MINING ?= 1 2 3
 reproduce-mining: $(STAMP)
-	test -f $(MINING_OUT)/retriever_untrained/model.json || $(RQA) export \
-		--output $(MINING_OUT)/retriever_untrained experiment=mining_dual profile=$(PROFILE)
+	test -f $(MINING_OUT)/retriever_off_the_shelf/model.json || $(RQA) export \
+		--output $(MINING_OUT)/retriever_off_the_shelf experiment=mining_dual profile=$(PROFILE)
 	$(RQA) train experiment=mining_classifier profile=$(PROFILE) output_dir=$(MINING_OUT) \
-		data.dense_retriever=$(MINING_OUT)/retriever_untrained
+		data.dense_retriever=$(MINING_OUT)/retriever_off_the_shelf
 	$(RQA) mine --classifier $(MINING_OUT)/mining_classifier/$(PROFILE)-seed42/model \
-		--retriever $(MINING_OUT)/retriever_untrained --output $(MINING_OUT)/mined $(MINE_ARGS)
+		--retriever $(MINING_OUT)/retriever_off_the_shelf --output $(MINING_OUT)/mined $(MINE_ARGS)
 	for s in $(SEEDS_MINING); do \
 		$(RQA) train experiment=mining_dual profile=$(PROFILE) seed=$$s output_dir=$(MINING_OUT) && \
 		$(RQA) train experiment=mining_dual_augmented profile=$(PROFILE) seed=$$s \
@@ -106,7 +107,7 @@ reproduce-mining: $(STAMP)
 		$(RQA) train experiment=mining_dual_unweighted profile=$(PROFILE) seed=$$s \
 			data.mined=$(MINING_OUT)/mined output_dir=$(MINING_OUT) || exit 1; done
 	$(RQA) evaluate --model bm25 --dataset multireqa_squad --pool test
-	$(RQA) evaluate --checkpoint $(MINING_OUT)/retriever_untrained --dataset multireqa_squad \
+	$(RQA) evaluate --checkpoint $(MINING_OUT)/retriever_off_the_shelf --dataset multireqa_squad \
 		--pool test
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
@@ -116,22 +117,23 @@ reproduce-mining: $(STAMP)
 reproduce-sde-ade: $(STAMP)
 	$(BIN)/python experiments/sde_ade_study.py $(SDE_ADE_ARGS)
 
-# The committed notebook outputs: cheap models into NB_RUNS (untrained MiniLM SDE/ADE/ADE-SPL
-# exports; Dual-GRUs and ENDX-GRUs trained for 40 steps), then every notebook executed in
-# place with papermill (the `notebooks` extra). Existing models are reused.
+# The committed notebook outputs: cheap models into NB_RUNS (SDE/ADE/ADE-SPL exported before
+# training: the off-the-shelf MiniLM with random projections; Dual-GRUs and ENDX-GRUs trained
+# for 40 steps), then every notebook executed in place with papermill (the `notebooks` extra).
+# Existing models are reused.
 NB_RUNS ?= runs/notebooks
 NB_TRAIN = profile=cpu seed=1 trainer.max_steps=40 data.max_train_pairs=2560 \
 	data.max_val_questions=200 test_after_fit=false threads=1 output_dir=$(NB_RUNS)/brief
 NB_FROM = $(if $(filter /%,$(NB_RUNS)),$(NB_RUNS),../$(NB_RUNS))
 PAPERMILL = cd notebooks && OMP_NUM_THREADS=1 $(abspath $(BIN))/papermill --cwd . --no-progress-bar
 notebooks: $(STAMP)
-	for e in sde ade ade_spl; do test -f $(NB_RUNS)/untrained/$$e/model.json || \
-		$(RQA) export --output $(NB_RUNS)/untrained/$$e experiment=$$e profile=cpu threads=1 \
+	for e in sde ade ade_spl; do test -f $(NB_RUNS)/off_the_shelf/$$e/model.json || \
+		$(RQA) export --output $(NB_RUNS)/off_the_shelf/$$e experiment=$$e profile=cpu threads=1 \
 		|| exit 1; done
 	for e in dual_gru endx_gru; do test -f $(NB_RUNS)/brief/$$e/cpu-seed1/result.json || \
 		$(RQA) train experiment=$$e $(NB_TRAIN) || exit 1; done
-	$(PAPERMILL) tower_tsne.ipynb tower_tsne.ipynb -p LABEL "untrained MiniLM" \
-		-y '{MODELS: {SDE: $(NB_FROM)/untrained/sde, ADE: $(NB_FROM)/untrained/ade, ADE-SPL: $(NB_FROM)/untrained/ade_spl}}'
+	$(PAPERMILL) tower_tsne.ipynb tower_tsne.ipynb -p LABEL "off-the-shelf MiniLM" \
+		-y '{MODELS: {SDE: $(NB_FROM)/off_the_shelf/sde, ADE: $(NB_FROM)/off_the_shelf/ade, ADE-SPL: $(NB_FROM)/off_the_shelf/ade_spl}}'
 	$(PAPERMILL) endx_similarity.ipynb endx_similarity.ipynb \
 		-p LABEL "briefly trained (40 steps)" -p ENDX_RUN $(NB_FROM)/brief/endx_gru/cpu-seed1 \
 		-p DUAL_MODEL $(NB_FROM)/brief/dual_gru/cpu-seed1/model

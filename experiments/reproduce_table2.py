@@ -174,6 +174,7 @@ def render(table, entries: list[dict], profile: str, selection: str, out: Path) 
              "train-v1.1, so they are scored on the dev pool only.", "",
              "| method | pool | status | paper | this run | committed reference | comparison "
              "| notes |", "|---|---|---|---|---|---|---|---|"]
+    encoders = []
     for e in entries:
         ours = e["result"].get("metrics") if e["result"] else None
         ref = e.get("reference")
@@ -182,6 +183,7 @@ def render(table, entries: list[dict], profile: str, selection: str, out: Path) 
             notes.append(e["result"]["not_run"])
         training = (e["result"] or {}).get("training") or {}
         if training.get("pretrained"):
+            encoders.append(str(training["pretrained"]))
             notes.append(f"encoder: {training['pretrained']}")
         if e.get("seconds") is not None:
             notes.append(f"{e['seconds']:.0f} s")
@@ -193,6 +195,10 @@ def render(table, entries: list[dict], profile: str, selection: str, out: Path) 
         lines.append(f"| {e['row']} | {e['pool']} | {STATUS_TEXT.get(e['status'], e['status'])} "
                      f"| {_triple(e['paper'])} | {_triple(ours)} | {ref_cell} "
                      f"| {_compare(ours, ref)} | {'; '.join(notes)} |")
+    if any("all-MiniLM-L6-v2" in name for name in encoders):
+        lines += ["", "Rows on all-MiniLM-L6-v2 start from it off-the-shelf: its authors trained "
+                  "it on pairs that include SQuAD's training questions, so these rows are not "
+                  "BERT after language-model pre-training only (docs/data.md)."]
     lines += ["", f"Settings and timings of every row: `{portable(str(out))}/*.json`; "
               f"per-question ranks: `{portable(str(out))}/*.run.jsonl` (`rqa metrics --run-file F` "
               "recomputes them)."]

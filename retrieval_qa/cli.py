@@ -63,6 +63,7 @@ examples:
     "export": """\
 examples:
   rqa export --output runs/untrained-gru experiment=dual_gru profile=cpu   # untrained baseline
+  rqa export --output runs/off_the_shelf experiment=dual_bert profile=cpu  # off-the-shelf MiniLM
   rqa export --checkpoint runs/dual_bert/cpu-seed42/model --format sentence-transformers \\
       --output runs/st""",
     "compare": """\
@@ -291,7 +292,8 @@ def cmd_export(args) -> dict:
         if args.overrides:
             raise ConflictingOptionsError(f"--checkpoint takes no experiment settings, got "
                                           f"{args.overrides} (fix: drop them, or drop "
-                                          "--checkpoint to export the experiment untrained)")
+                                          "--checkpoint to export the experiment before "
+                                          "training)")
         from .export.sentence_transformers import export_sentence_transformers
 
         apply_threads(args.threads)
@@ -582,12 +584,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "`wandb agent` runs them)")
     sw.set_defaults(func=cmd_sweep)
 
-    ex = add_parser(sub, "export", help="export an experiment's towers untrained (a baseline), "
-                                        "or convert an exported model (--checkpoint) to "
-                                        "sentence-transformers",
-                    description="Export an experiment's model untrained (a baseline for rqa "
-                                "evaluate / encode), or convert an exported model "
-                                "(--checkpoint) to a sentence-transformers folder.")
+    ex = add_parser(sub, "export", help="export an experiment's model before training (a "
+                                        "baseline), or convert an exported model "
+                                        "(--checkpoint) to sentence-transformers",
+                    description="Export an experiment's model as initialised, before any "
+                                "training (a baseline for rqa evaluate / encode: random towers "
+                                "untrained, a pretrained encoder such as the packaged MiniLM "
+                                "off-the-shelf, as its authors trained it), or convert an "
+                                "exported model (--checkpoint) to a sentence-transformers "
+                                "folder.")
     ex.add_argument("--output", required=True, help="folder for the inference model")
     from .export import EXPORT_FORMATS, ST_MODULES
 
@@ -603,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "an error instead of that fallback; custom: always RetrievalTower")
     ex.add_argument("--checkpoint", default=None, metavar="DIR",
                     help="an exported model folder to convert (the `checkpoint` of rqa train); "
-                         "without it the experiment's untrained model is exported")
+                         "without it the experiment's model is exported before training")
     ex.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="without --checkpoint: experiment=NAME, profile=..., key=value as for "
                          "rqa train")

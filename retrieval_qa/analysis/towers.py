@@ -78,7 +78,8 @@ def towers_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]], *, p
                     output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None,
                     label: str | None = None) -> dict:
     """``models``: ``(name, exported folder)``; a repeated name keeps its first folder.
-    ``label`` says what the models are (e.g. "untrained") in the figure's title."""
+    ``label`` says what the models are (e.g. "trained", "off-the-shelf MiniLM") in the figure's
+    title."""
     start = time.perf_counter()
     questions, answers = sample_pairs(pool, pairs, seed)
     chosen = first_per_name(models)

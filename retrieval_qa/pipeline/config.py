@@ -9,7 +9,7 @@ Layout (every key is documented in ``conf/pipeline/hybrid_convex.yaml``)::
     retrievers:                      # name -> stage; names key the weights and the run files
       bm25: {kind: bm25}             #   settings: keys of conf/model/bm25.yaml
       bm25_context: {kind: bm25, settings: {with_context: true}}
-      minilm: {kind: dual_encoder, checkpoint: runs/untrained}
+      minilm: {kind: dual_encoder, checkpoint: runs/off_the_shelf}
     fusion: {method: convex, normalization: minmax, weights: tune, rrf_k: 60}
     tuning: {dataset: reqa_squad, pool: train, val_fraction: 0.1, split_seed: 0, ...}
     reranker: null                   # or {checkpoint: DIR, top_k: 20, batch_size: 64}
