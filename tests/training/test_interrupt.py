@@ -160,7 +160,8 @@ def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
     after the restart, and the weights differ: checked too)."""
     extra = ("test_after_fit=false", "model.towers.encoder.dropout=0.3",
              "trainer.checkpoint_every_n_steps=4", "trainer.checkpoint_every_minutes=0",
-             "trainer.weights_every_minutes=0", "trainer.max_epochs=1")
+             "trainer.weights_every_minutes=0", "trainer.max_epochs=1",
+             "threads=1")  # the killed process too: the same computation in every run
     straight = train(tiny(setup_dirs, tmp_path / "a", *extra))
     assert straight["global_steps"] > 8
     killed = tiny_overrides(setup_dirs, tmp_path / "b", *extra)
