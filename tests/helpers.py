@@ -236,3 +236,57 @@ def eval_conf(**overrides) -> dict:
     from retrieval_qa.training.compose import load_group
 
     return {**evaluator_settings(load_group("eval", "default")), **overrides}
+
+
+def pool_scores(folder, pool):
+    """[Q, C] scores of the model exported in ``folder`` on ``pool``, as the evaluator takes
+    them: question and candidate embeddings (in the retrieval space) and their products."""
+    from retrieval_qa.models.artifact import load_artifact
+
+    model = load_artifact(folder, map_location="cpu")
+    return (model.encode_questions(pool.questions, progress=False)
+            @ model.encode_answers(pool.candidates, progress=False).T)
+
+
+def rank_bounds(pool, scores, atol: float) -> dict:
+    """``{"rank": (low, high), "doc rank": (low, high)}``, each [Q]: the lowest and highest
+    rank that the protocol (the best gold score, average rank over ties; a paragraph scores
+    its best sentence) gives ``pool``'s questions when every one of ``scores`` ([Q, C]) moves
+    by at most ``atol`` / 2.
+
+    Two computations of one model that differ in float rounding (batching, padding,
+    processes, kernels) both rank within the bounds of the scores of either; their ranks may
+    differ where two candidates score within ``atol``, so ranks and metrics of a tiny random
+    model are never compared by ``==`` between them."""
+    import torch
+
+    from retrieval_qa.data.pool_index import doc_index
+
+    scores = torch.as_tensor(scores, dtype=torch.float64)
+    doc_of, n_docs = doc_index(pool)
+    docs = torch.full((len(scores), n_docs), float("-inf"), dtype=torch.float64).scatter_reduce(
+        1, doc_of.expand(len(scores), -1), scores, "amax")
+    doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in pool.gold]
+    out = {}
+    for level, table, gold in (("rank", scores, pool.gold), ("doc rank", docs, doc_gold)):
+        best = torch.stack([row[g].max() for row, g in zip(table, gold, strict=True)])[:, None]
+        out[level] = (1 + (table > best + atol).sum(1).double(),
+                      (table >= best - atol).sum(1).double())
+    return out
+
+
+def assert_ranks_fit_scores(record, pool, scores, atol: float) -> None:
+    """Each rank and doc rank of ``record`` (a per-question record of ``pool``) lies within
+    the :func:`rank_bounds` of ``scores``. Most ranks must be fixed by the scores (no other
+    candidate within ``atol`` of the best gold): else the check would hold for any ranks."""
+    bounds = rank_bounds(pool, scores, atol)
+    for level, ranks in (("rank", record.ranks), ("doc rank", record.doc_ranks)):
+        if ranks is None:
+            continue
+        low, high = bounds[level]
+        for q, rank in enumerate(ranks.tolist()):
+            assert low[q] <= rank <= high[q], (f"question {q}: {level} {rank}, the scores give "
+                                               f"{low[q]:g} to {high[q]:g} (within {atol})")
+    low, high = bounds["rank"]
+    fixed = int((low == high).sum())
+    assert 2 * fixed >= len(low), f"{len(low) - fixed} of {len(low)} ranks not fixed by the scores"

@@ -22,7 +22,7 @@ def test_similarity_end_to_end(env, tmp_path, rqa, assert_png):
     for key, m in data["matrices"].items():
         m = torch.tensor(m)
         assert m.shape == (9, 9), key
-        assert torch.equal(m, m.T), key
+        assert torch.equal(m, m.T), key  # exact: symmetrised as (S + S^T) / 2
         p = torch.tensor(data["neighbour_probabilities"][key])
         assert torch.allclose(p.sum(1), torch.ones(9), atol=1e-5)
         assert (p.diag() > 0).all()  # the self pair is kept, as the model's GAM keeps it

@@ -337,7 +337,7 @@ def test_frozen_features_replace_tokens_in_every_loader(tokenizer, data_dir, tmp
     dm.setup(None)
     batch = next(iter(dm.train_dataloader()))
     assert set(batch["question"]) == {"features"} and batch["answer"]["features"].shape[1] == 6
-    first = dm.train_pairs[int(batch["index"][0])]
+    first = dm.train_pairs[int(batch["index"][0])]  # exact: rows copied from the table
     assert torch.equal(batch["question"]["features"][0], vectors[row[first.question]])
     candidates, questions = dm.test_dataloader()
     qb = next(iter(questions))

@@ -58,7 +58,7 @@ def test_pad_to_multiple_of_pads_only_the_width(tokenizer):
     tokens = TokenizedTexts.build(tokenizer, TEXTS, 64)
     plain, padded = tokens.batch([0, 1]), tokens.batch([0, 1], pad_to_multiple_of=8)
     assert plain["input_ids"].shape == (2, 6) and padded["input_ids"].shape == (2, 8)
-    for k in plain:
+    for k in plain:  # exact: integer ids and masks
         assert torch.equal(padded[k][:, :6], plain[k])
         assert not padded[k][:, 6:].any()  # [PAD] is id 0, the mask 0
     assert tokens.batch([0, 1], pad_to_multiple_of=6)["input_ids"].shape == (2, 6)
@@ -94,6 +94,7 @@ def test_collators_cut_rows_from_tokens(tokenizer):
     fast = PairCollator(tokenizer, 8, 12, tokens=tokens)(items)
     for side in ("question", "answer"):
         assert_same(fast[side], plain[side])
+    # exact: indices, and weights copied from the items, not computed
     assert torch.equal(fast["index"], plain["index"]) and torch.equal(fast["weight"],
                                                                       plain["weight"])
     cands = [Candidate(f"c{i}", t, c, f"d{i}") for i, (t, c) in

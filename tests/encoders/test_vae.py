@@ -39,7 +39,7 @@ def test_reparameterisation_gives_the_mean_when_the_variance_is_zero():
     mean = torch.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
     logvar = torch.full((1, 3), float("-inf"))
     z = reparameterize(mean, logvar)
-    assert torch.equal(z, mean)
+    assert torch.equal(z, mean)  # exact: mean + 0 * noise
     z.sum().backward()
     assert torch.equal(mean.grad, torch.ones_like(mean))  # finite gradient, no NaN
 
@@ -79,7 +79,7 @@ def test_encode_is_the_posterior_mean_in_both_modes():
     torch.manual_seed(0)
     towers = build_vae_towers(vae_config())
     b = batch()
-    for train in (True, False):
+    for train in (True, False):  # exact: the same computation on the same batch, twice
         towers.train(train)
         mean, _ = towers.question_tower.posterior(**b)
         assert torch.equal(towers.encode_question(**b), mean)
@@ -126,7 +126,7 @@ def test_rebuilt_from_the_config_with_the_state_dict():
     assert isinstance(again, VAEDualTowers)
     again.load_state_dict(state)  # strict: the same modules
     again.eval()
-    b = batch()
+    b = batch()  # exact: the same weights, shapes and kernels
     assert torch.equal(again.encode_question(**b), towers.encode_question(**b))
     assert torch.equal(again.encode_answer(**b), towers.encode_answer(**b))
     plain = towers_from_config({k: v for k, v in vae_config().items()

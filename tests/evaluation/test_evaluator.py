@@ -45,7 +45,7 @@ def test_blocked_search_equals_reference_and_run_file_reproduces(tmp_path):
     assert lines[0]["gold_ids"] == [pool.candidates[i].id for i in pool.gold[0]]
     assert lines[0]["top_scores"] == sorted(lines[0]["top_scores"], reverse=True)
     big = evaluate(pool, DenseScorer(q, c), progress=False, **eval_conf(memory_mb=512))
-    assert big.metrics == result.metrics
+    assert big.metrics == result.metrics  # exact: integer-valued scores, in any block shape
 
 
 def test_document_level_ranks_paragraphs_by_best_sentence():
@@ -100,10 +100,13 @@ def test_run_file_is_written_block_by_block(tmp_path):
 def test_dense_scores_are_the_plain_product_and_leave_the_matmul_setting_as_it_was():
     q, c = torch.randn(5, 8), torch.randn(7, 8)
     before = torch.get_float32_matmul_precision()
+    expected = q[1:4] @ c.T  # in full float32, as the scorer computes it
     torch.set_float32_matmul_precision("high")  # what a training run may have set (TF32)
     try:
         scorer = DenseScorer(q, c, device="cpu")
-        assert torch.equal(scorer.score(range(1, 4)), q[1:4] @ c.T)
+        # exact: the same product of the same shapes and settings; under "high" a CPU with
+        # reduced-precision matmul would compute another one
+        assert torch.equal(scorer.score(range(1, 4)), expected)
         assert torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(before)

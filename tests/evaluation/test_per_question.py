@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from helpers import eval_conf
+from helpers import assert_ranks_fit_scores, eval_conf
 
 from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.types import Candidate, RetrievalPool
@@ -62,6 +62,29 @@ def test_same_evaluation_writes_the_same_bytes_and_is_small(tmp_path):
     b = write_per_question(tmp_path / "b.jsonl.gz", pool, ranks.ranks, ranks.doc_ranks, KS)
     assert a.read_bytes() == b.read_bytes()
     assert a.stat().st_size < 400 * 20  # about 10 bytes a question once gzipped
+
+
+def test_ranks_of_rounded_scores_fit_the_scores_and_wrong_ranks_do_not(tmp_path):
+    """The check of tests/helpers.py that replaces == on the ranks of two computations
+    that differ in float rounding: it takes the ranks of scores moved by up to 1e-6 and
+    refuses ranks one place off."""
+    pool, q, c = _pool()
+    g = torch.Generator().manual_seed(1)
+    q, c = q + torch.rand(q.shape, generator=g), c + torch.rand(c.shape, generator=g)
+    moved = q + 1e-7 * torch.randn(q.shape, generator=g)  # scores move by up to about 1e-6
+    run = tmp_path / "moved.jsonl"
+    result = evaluate(pool, DenseScorer(moved, c), run_file=run, progress=False, **eval_conf())
+    record = read_per_question(beside_run_file(run))
+    assert_ranks_fit_scores(record, pool, q @ c.T, atol=1e-5)
+    record.ranks = result.ranks.numpy() + 1
+    with pytest.raises(AssertionError, match="question 0: rank"):
+        assert_ranks_fit_scores(record, pool, q @ c.T, atol=1e-5)
+    record.ranks, record.doc_ranks = result.ranks.numpy(), result.doc_ranks.numpy() + 1
+    with pytest.raises(AssertionError, match="question 0: doc rank"):
+        assert_ranks_fit_scores(record, pool, q @ c.T, atol=1e-5)
+    record.doc_ranks = result.doc_ranks.numpy()
+    with pytest.raises(AssertionError, match="not fixed by the scores"):
+        assert_ranks_fit_scores(record, pool, torch.zeros(len(q), len(c)), atol=1e-5)
 
 
 def test_no_run_file_no_record(tmp_path):

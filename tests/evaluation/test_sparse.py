@@ -47,6 +47,7 @@ def test_sparse_ranks_equal_dense_rules(seed):
         mask[r, g] = True
     row_of = block.row_of()
     best = sparse.best_gold_scores(block, gold)
+    # exact: small integer scores, no rounding on either path
     assert np.array_equal(sparse.gold_ranks(block, best, row_of),
                           gold_ranks(dense, mask).numpy())
     doc_gold = [sorted({int(doc_of[c]) for c in g}) for g in gold]

@@ -68,5 +68,6 @@ def test_bm25_sparse_path_equals_full_rows_on_dev(shared_data):
     scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
     fast = evaluate(pool, scorer, progress=False, **eval_conf())
     full = evaluate(pool, scorer, sparse=False, progress=False, **eval_conf())
+    # exact: both paths make each score by the same float32 additions in the same order
     assert torch.equal(fast.ranks, full.ranks) and torch.equal(fast.doc_ranks, full.doc_ranks)
     assert fast.metrics == full.metrics

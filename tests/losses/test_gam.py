@@ -177,6 +177,7 @@ def test_neighbour_probabilities_orientation_and_exclude_self() -> None:
 
 def test_exclude_self_only_affects_self_relations() -> None:
     on, off = _terms(exclude_self=True), _terms(exclude_self=False)
+    # exact: the cross-side terms are the same computation either way
     assert on["a|q"].item() == off["a|q"].item()
     assert on["q|a"].item() == off["q|a"].item()
     assert on["q|q"].item() != off["q|q"].item()

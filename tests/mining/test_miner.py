@@ -146,4 +146,5 @@ def test_rqa_mine_command(mining_dirs, tmp_path):
     assert main(argv, stdout=out) == 0
     second = json.loads(out.getvalue().strip().splitlines()[-1])
     assert second["shards_scored"] == 1 and second["shards_resumed"] == first["shards"] - 1
+    # exact: the shard is scored again in the same batches by the same model
     assert second["mined_pairs"] == first["mined_pairs"]

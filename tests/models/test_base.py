@@ -44,5 +44,6 @@ def test_copies_encoded_in_different_batches_take_the_first_copys_embedding():
     assert not torch.equal(encoded[0], encoded[2])  # the batch term sets the copies apart
     candidates, documents = module._gather_candidates()
     assert documents.tolist() == [0, 1, 2, 3, 4]
+    # exact: a copy takes its first copy's row, nothing is recomputed
     assert torch.equal(candidates[2], candidates[0]) and torch.equal(candidates[4], candidates[0])
     assert torch.equal(candidates[1], encoded[1]) and torch.equal(candidates[3], encoded[3])

@@ -117,4 +117,4 @@ def test_the_same_seed_trains_the_same_model(env):
     b, _ = train_cross_classifier(env[1], tiny(env, training={"steps": 2, "batch_size": 4}),
                                   seed=5, log_every=0)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
-        assert torch.equal(x, y), name
+        assert torch.equal(x, y), name  # exact: the same computation twice in one process

@@ -99,7 +99,7 @@ def test_checkpoints_of_the_branch_under_its_old_name_load(tmp_path):
     fresh.on_load_checkpoint(checkpoint)
     fresh.load_state_dict(checkpoint["state_dict"])
     for name, value in fresh.state_dict().items():
-        assert torch.equal(value, saved[name]), name
+        assert torch.equal(value, saved[name]), name  # exact: copied, not computed
 
 
 def test_a_pretrained_cross_branch_trains_in_train_mode(tmp_path):

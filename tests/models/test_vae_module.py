@@ -162,8 +162,8 @@ def test_the_export_holds_the_encoders_only(tmp_path):
                           original.encode_questions(texts, progress=False))
 
 
+@pytest.mark.usefixtures("one_thread")  # restored after the test
 def test_a_tiny_fit_with_validation(tmp_path):
-    torch.set_num_threads(1)
     write_json_gz(tmp_path / "data" / "squad" / "train-v1.1.json.gz", synthetic_squad())
     write_json_gz(tmp_path / "data" / "squad" / "dev-v1.1.json.gz", TINY_SQUAD)
     tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB_WORDS)})
@@ -189,6 +189,7 @@ def test_a_tiny_fit_with_validation(tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_rqa_evaluate_of_a_vae_prints_the_sse_of_the_one_to_many_subset(tmp_path, capsys):
     """`rqa evaluate --checkpoint <VAE export> --min-questions-per-answer N`: the JSON holds the
     SSE of Cross-VAEs Table 3 over the subset's questions (the latent means, l2-normalised);
@@ -198,7 +199,6 @@ def test_rqa_evaluate_of_a_vae_prints_the_sse_of_the_one_to_many_subset(tmp_path
 
     from retrieval_qa.cli import main
 
-    torch.set_num_threads(1)
     module = make("cross").eval()
     module.tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(VOCAB_WORDS)})
     module.inference_meta = {"max_question_length": 16, "max_answer_length": 24}

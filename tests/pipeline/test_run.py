@@ -39,6 +39,7 @@ def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
     first = run_pipeline(cfg, pool, tmp_path / "a", evaluation=EVAL)
     again = run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a",
                          evaluation=EVAL)
+    # exact: run files keep each score's float, and the fusion is the same code on them
     assert first["metrics"] == again["metrics"]
     fused = "tiny-dev/fused.run.jsonl"
     assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
@@ -64,7 +65,7 @@ def test_one_retriever_over_the_whole_pool_keeps_the_full_ranking(tmp_path):
     cfg = parse_pipeline({"top_k": len(pool.candidates),
                           "retrievers": {"bm25": {"kind": "bm25"}}}, "one.yaml")
     full, listed = run_pipeline(cfg, pool, tmp_path, evaluation=EVAL)["stages"]
-    assert full["metrics"] == listed["metrics"]
+    assert full["metrics"] == listed["metrics"]  # exact: the same BM25 scores, ranked
 
 
 def test_a_run_file_of_another_pool_is_an_error_naming_the_record(tmp_path):
@@ -89,6 +90,7 @@ def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
     direct = run_pipeline(cfg, subset, tmp_path / "direct", evaluation=EVAL)
     from_files = run_pipeline(cfg, subset, tmp_path / "files", from_run_files=tmp_path / "all",
                               evaluation=EVAL)
+    # exact: a question's BM25 scores do not depend on the other questions
     assert [s["metrics"] for s in direct["stages"]] == \
         [s["metrics"] for s in from_files["stages"]]
 

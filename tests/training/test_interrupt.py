@@ -56,6 +56,7 @@ def test_signal_mid_epoch_saves_exits_nonzero_and_resumes_to_the_same_result(
     b = torch.load(f"{resumed['checkpoint']}/towers.pt")
     for k in a:
         torch.testing.assert_close(a[k], b[k], msg=k)
+    # exact: restart parity, the same computation (shapes, batches, threads) in one process
     assert resumed["best_val_score"] == straight["best_val_score"]
 
 
@@ -80,6 +81,7 @@ def test_endx_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run(
     b = torch.load(f"{resumed['checkpoint']}/towers.pt")
     for k in a:
         torch.testing.assert_close(a[k], b[k], msg=k)
+    # exact: restart parity, the same computation (shapes, batches, threads) in one process
     assert resumed["best_val_score"] == straight["best_val_score"]
 
 
@@ -158,7 +160,8 @@ def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
     after the restart, and the weights differ: checked too)."""
     extra = ("test_after_fit=false", "model.towers.encoder.dropout=0.3",
              "trainer.checkpoint_every_n_steps=4", "trainer.checkpoint_every_minutes=0",
-             "trainer.weights_every_minutes=0", "trainer.max_epochs=1")
+             "trainer.weights_every_minutes=0", "trainer.max_epochs=1",
+             "threads=1")  # the killed process too: the same computation in every run
     straight = train(tiny(setup_dirs, tmp_path / "a", *extra))
     assert straight["global_steps"] > 8
     killed = tiny_overrides(setup_dirs, tmp_path / "b", *extra)
@@ -231,6 +234,7 @@ def test_compile_falls_back_to_eager_where_compiling_fails(setup_dirs, tmp_path,
                           "trainer.compile=true"))
     torch._dynamo.reset()
     assert calls  # compiling was tried, failed, and the run went on in eager mode
+    # exact: the fallback runs the same eager kernels on the same shapes in this process
     assert compiled["test"]["metrics"] == plain["test"]["metrics"]
     a = torch.load(f"{plain['checkpoint']}/towers.pt")
     b = torch.load(f"{compiled['checkpoint']}/towers.pt")

@@ -7,11 +7,18 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-from helpers import tiny_overrides  # setup_dirs: tests/training/conftest.py
+from helpers import (  # setup_dirs: tests/training/conftest.py
+    assert_ranks_fit_scores,
+    pool_scores,
+    tiny_overrides,
+)
 
 from retrieval_qa.cli import main
+from retrieval_qa.data import load_pool
+from retrieval_qa.evaluation.per_question import RUN_DIR_NAME, beside_run_file, read_per_question
 
 TOY_MODULE = '''
 """A toy method: bag-of-embeddings towers (one shared table) and the in-batch softmax."""
@@ -111,11 +118,18 @@ def test_a_new_method_is_a_module_file_and_a_config_file(toy, setup_dirs, capsys
     model_json = json.loads((toy / "runs" / "toy" / "cpu-seed42" / "model" / "model.json")
                             .read_text())
     assert model_json["builder"] == "toy_method.build_bag_towers"
+    run_file = toy / "dev.jsonl"
     assert main(["evaluate", "--checkpoint", report["checkpoint"], "--dataset", "reqa_squad",
-                 "--pool", "dev", "--data-dir", str(root / "data"), "--quiet"]) == 0
-    evaluated = _last_json(capsys)
-    # the same evaluator settings and code: the post-training test equals rqa evaluate
-    assert evaluated["metrics"] == pytest.approx(report["test"]["metrics"], abs=1e-3)
+                 "--pool", "dev", "--data-dir", str(root / "data"), "--quiet",
+                 "--run-file", str(run_file)]) == 0
+    assert _last_json(capsys)["questions"] == 4
+    # the same evaluator settings and code, other encoding batches: the post-training test
+    # and rqa evaluate rank as the exported towers' scores do, up to near-ties
+    pool, _ = load_pool("reqa_squad", "dev", root / "data", use_cache=False)
+    scores = pool_scores(report["checkpoint"], pool)
+    for record in (read_per_question(Path(report["checkpoint"]).parent / RUN_DIR_NAME),
+                   read_per_question(beside_run_file(run_file))):
+        assert_ranks_fit_scores(record, pool, scores, atol=1e-4)
     texts = toy / "q.txt"
     texts.write_text("where is the city?\n")
     assert main(["encode", "--checkpoint", report["checkpoint"], "--input", str(texts),
