@@ -144,7 +144,9 @@ class ResumableCheckpoints(pl.Callback):
     run stops with :class:`RunInterrupted`. Between them, every ``weights_every_minutes``, a
     weights-only ``last-weights.ckpt`` (no optimiser or loop state: cheap at GPU rates; for
     export or inspection of a run that died, not for resuming). Checkpoints are written to a
-    temporary file and renamed, so a kill mid-write leaves the previous one.
+    temporary file and renamed, so a kill mid-write leaves the previous one. Never between a
+    step and the validation after it (Lightning would resume such a checkpoint past that
+    validation): one due there, and the stop on a signal, wait for the end of the next step.
 
     A run resumed from any checkpoint (``last.ckpt`` mid-epoch, at an epoch's end or after a
     validation; a best checkpoint) continues exactly as the uninterrupted run, also after a
@@ -268,10 +270,7 @@ class ResumableCheckpoints(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         resumable, weights = self._due(trainer)
-        if validation_follows(trainer):
-            # Lightning resumes a checkpoint written between a step and the validation after
-            # it past that validation, which then never runs (nor its best checkpoint): the
-            # checkpoint (and a stop on a signal) waits for the end of the next step.
+        if validation_follows(trainer):  # see the class docstring
             self._deferred = self._deferred or resumable
             resumable = False
         elif self.received is not None:

@@ -1,8 +1,9 @@
 """Exact resume from every checkpoint of `rqa train`: a two-epoch run with dropout and loader
 workers (persistent), killed with SIGKILL in a new process at a chosen point (mid-epoch 2,
 right after the epoch-end checkpoint, right after a checkpoint written after a mid-epoch
-validation, during a validation), then run again, ends with the weights, the best checkpoint
-and the validation scores of the uninterrupted run.
+validation, during a validation), or stopped by SIGTERM at an epoch's last step, then run
+again, ends with the weights, the best checkpoint and the validation scores of the
+uninterrupted run.
 
 Bitwise equality is the point here, not a tolerance: the runs are the same command on the same
 machine in the same thread setting (batches of the same shapes), so any difference is a
@@ -10,6 +11,7 @@ different random stream or a different data order after the restart."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import final_weights, tiny, tiny_overrides
+from helpers import final_weights, signal_at_step, tiny, tiny_overrides
 
+from retrieval_qa.cli import main
 from retrieval_qa.training import callbacks
 from retrieval_qa.training.callbacks import rng_states, set_rng_states
 from retrieval_qa.training.run import train
@@ -151,6 +154,23 @@ def test_killed_during_validation_resumes_and_validates_again(
     assert _step_of(last) == 8  # deferred from step 7 (none at 14, the last)
     _assert_same_run(uninterrupted(WORKERS),
                      _train(setup_dirs, tmp_path / "b", monkeypatch, WORKERS, every), last)
+
+
+def test_a_signal_at_an_epochs_last_step_stops_after_its_validation_and_the_next_step(
+        setup_dirs, tmp_path, capsys, monkeypatch, uninterrupted):
+    """SIGTERM at step 7, the last of epoch 1: the epoch's validation runs (its best
+    checkpoint is written), the run stops at the end of step 8 and resumes from there."""
+    out = tmp_path / "b"
+    with monkeypatch.context() as m:
+        signal_at_step(m, STEPS_PER_EPOCH, signal.SIGTERM)
+        assert main(["train", *tiny_overrides(setup_dirs, out, *RUN, WORKERS)]) \
+            == 128 + signal.SIGTERM
+    stopped = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stopped["global_step"] == STEPS_PER_EPOCH + 1
+    best = list((out / "dual_gru" / "cpu-seed42" / "checkpoints").glob("best-*.ckpt"))
+    assert [p.name for p in best] == [f"best-epoch=0-step={STEPS_PER_EPOCH}.ckpt"]
+    last = Path(stopped["checkpoint"])
+    _assert_same_run(uninterrupted(WORKERS), _train(setup_dirs, out, monkeypatch, WORKERS), last)
 
 
 def test_killed_right_after_a_checkpoint_of_a_mid_epoch_validation(
