@@ -154,11 +154,11 @@ class ResumableCheckpoints(pl.Callback):
     checkpoint), and the random-number states (torch, CUDA, numpy, python) are saved with it
     and restored before the first training step after the restart (dropout draws the same
     masks). For the saved states to be those the uninterrupted run has at its next training
-    step wherever the checkpoint was written, nothing between two training steps may draw
-    from the global generators: the data loaders have their own
-    (:mod:`retrieval_qa.data.seeded_loader`), and a validation leaves the states as it found
-    them (restored at its end, before the checkpoints written there). A checkpoint written in
-    a resumed run before its first training step holds the states still to be restored.
+    step wherever the checkpoint was written, nothing between a checkpoint and the next
+    training step may draw from the global generators: the data loaders have their own
+    (:mod:`retrieval_qa.data.seeded_loader`), and no checkpoint is written between a step and
+    the validation after it. A checkpoint written in a resumed run before its first training
+    step holds the states still to be restored.
 
     The clock is read on process 0 every ``check_every`` steps and its decision broadcast, so
     every process saves at the same step under DDP and no step waits on the host otherwise."""
@@ -177,7 +177,6 @@ class ResumableCheckpoints(pl.Callback):
         self._last_saved_step = -1
         self._clock = {"resumable": time.monotonic(), "weights": time.monotonic()}
         self._rng_to_restore: dict | None = None
-        self._rng_before_validation: dict | None = None
         self._deferred = False  # a checkpoint due at a step that a validation followed
 
     # signals -------------------------------------------------------------------------------
@@ -259,13 +258,6 @@ class ResumableCheckpoints(pl.Callback):
         if self._rng_to_restore is not None:  # the first step after a restart
             set_rng_states(self._rng_to_restore)
             self._rng_to_restore = None
-
-    def on_validation_start(self, trainer, pl_module) -> None:
-        self._rng_before_validation = rng_states()
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        # before ModelCheckpoint's on_validation_end (Lightning runs checkpoint callbacks last)
-        set_rng_states(self._rng_before_validation)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
