@@ -118,6 +118,38 @@ def tiny(setup_dirs, out, *extra):
     return compose(tiny_overrides(setup_dirs, out, *extra))
 
 
+def signal_at_step(monkeypatch, step: int, signum: int):
+    """`rqa train` in this process receives ``signum`` at the end of training step ``step``
+    (handled on the main thread before the step's checkpoint logic runs)."""
+    import os
+
+    from retrieval_qa.training.callbacks import ResumableCheckpoints
+
+    original = ResumableCheckpoints.on_train_batch_end
+
+    def hook(self, trainer, *args):
+        if trainer.global_step == step and self.received is None:
+            os.kill(os.getpid(), signum)
+        return original(self, trainer, *args)
+
+    monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_end", hook)
+
+
+def final_weights(monkeypatch) -> dict:
+    """A dict that the next `rqa train` runs in this process fill with the trained module's
+    weights when training ends (copies)."""
+    from retrieval_qa.training.callbacks import ResumableCheckpoints
+
+    weights: dict = {}
+
+    def on_train_end(self, trainer, pl_module):
+        weights.clear()
+        weights.update({k: v.detach().clone() for k, v in pl_module.state_dict().items()})
+
+    monkeypatch.setattr(ResumableCheckpoints, "on_train_end", on_train_end, raising=False)
+    return weights
+
+
 def load_experiment(name: str, monkeypatch=None):
     """``experiments/<name>.py`` as a module. With ``monkeypatch`` it is also registered in
     ``sys.modules`` for the test (dataclasses look their module up there)."""

@@ -23,6 +23,10 @@ Loaders:
   Items are ordered longest first (little padding); under DDP rank ``r`` of
   ``w`` takes every ``w``-th item of that order, and ``index`` lets the module reassemble the
   full matrices.
+
+Every loader has its own generator, seeded from ``sampler_seed``, the epoch and its role
+(:mod:`.seeded_loader`): none draws from the global torch generator, so a resumed run's
+dropout draws what the uninterrupted run's did.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from .pair_sources import PairSource
 from .pool_index import doc_index
 from .resumable import ResumableDataLoader
 from .sampler import NoDuplicatesBatchSampler
+from .seeded_loader import SeededDataLoader
 from .split import train_val_split
 from .tokenized import TokenizedTexts
 from .types import QAPair, RetrievalPool
@@ -295,11 +300,15 @@ class ReQADataModule(pl.LightningDataModule):
                                     self.max_answer_length, self.answer_with_context,
                                     self._pair_tokens(pairs) if self.pretokenized else None,
                                     self.pad_to_multiple_of),
-            **self._loader_options())
+            **self._loader_options("train"))
 
-    def _loader_options(self) -> dict:
+    def _loader_options(self, role: str) -> dict:
+        """Workers, pinning, and the loader's own generator (seeded from the sampler seed,
+        the epoch and ``role``: no loader draws from the global generator, which dropout
+        uses; :mod:`.seeded_loader`)."""
         return {"num_workers": self.num_workers, "persistent_workers": self.num_workers > 0,
-                "pin_memory": self.pin_memory}
+                "pin_memory": self.pin_memory, "seed": self.sampler_seed, "role": role,
+                "epoch_of": self}
 
     def _shard(self, lengths: list[int]) -> list[int]:
         """Indices longest first (stable), this rank's strided share."""
@@ -307,7 +316,7 @@ class ReQADataModule(pl.LightningDataModule):
         world, rank = self._world()
         return order[rank::world]
 
-    def _eval_loaders(self, pool: RetrievalPool) -> list[DataLoader]:
+    def _eval_loaders(self, pool: RetrievalPool, stage: str) -> list[DataLoader]:
         texts = [c.text for c in pool.candidates]
         contexts = [c.context for c in pool.candidates] if self.answer_with_context else None
         cand_tokens = q_tokens = None
@@ -317,28 +326,31 @@ class ReQADataModule(pl.LightningDataModule):
         else:
             cand_len = token_lengths(self.tokenizer, texts, self.max_answer_length, contexts)
             q_len = token_lengths(self.tokenizer, pool.questions, self.max_question_length)
-        common = {"batch_size": self.eval_batch_size, "shuffle": False,
-                  **self._loader_options(), "persistent_workers": False}
+        def loader(dataset, collate_fn, side: str) -> DataLoader:
+            return SeededDataLoader(dataset, collate_fn=collate_fn, batch_size=self.eval_batch_size,
+                                    shuffle=False, **{**self._loader_options(f"{stage}/{side}"),
+                                                      "persistent_workers": False})
+
         # a candidate's labels: its document, and the first candidate with its encoder input
         labels = list(zip(doc_index(pool)[0].tolist(), first_copies(texts, contexts),
                           strict=True))
-        candidates = DataLoader(
+        candidates = loader(
             IndexedDataset(pool.candidates, self._shard(cand_len), labels),
-            collate_fn=TextCollator(self.tokenizer, self.max_answer_length, "answer",
-                                    self.answer_with_context, cand_tokens,
-                                    self.pad_to_multiple_of), **common)
-        questions = DataLoader(
+            TextCollator(self.tokenizer, self.max_answer_length, "answer",
+                         self.answer_with_context, cand_tokens, self.pad_to_multiple_of),
+            "candidates")
+        questions = loader(
             IndexedDataset(pool.questions, self._shard(q_len), pool.gold),
-            collate_fn=TextCollator(self.tokenizer, self.max_question_length, "question",
-                                    tokens=q_tokens, pad_to_multiple_of=self.pad_to_multiple_of),
-            **common)
+            TextCollator(self.tokenizer, self.max_question_length, "question", tokens=q_tokens,
+                         pad_to_multiple_of=self.pad_to_multiple_of),
+            "questions")
         return [candidates, questions]
 
     def val_dataloader(self) -> list[DataLoader]:
-        return self._eval_loaders(self.val_pool)
+        return self._eval_loaders(self.val_pool, "val")
 
     def test_dataloader(self) -> list[DataLoader]:
-        return self._eval_loaders(self.test_pool)
+        return self._eval_loaders(self.test_pool, "test")
 
     # ---- report -------------------------------------------------------------------------
     def describe(self) -> dict:

@@ -101,7 +101,6 @@ class NoDuplicatesBatchSampler:
         self.rank = rank
         self.bucket_chunk_batches = bucket_chunk_batches
         self.epoch = 0
-        self._skip = 0
         # Texts as small integer ids: the set look-ups of the greedy fill stay cheap.
         q_ids: dict[str, int] = {}
         a_ids: dict[str, int] = {}
@@ -117,11 +116,6 @@ class NoDuplicatesBatchSampler:
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
-
-    def skip_next(self, batches: int) -> None:
-        """The next iteration leaves out this rank's first ``batches`` batches of the epoch
-        (a run resumed mid-epoch); later iterations are whole epochs again."""
-        self._skip = int(batches)
 
     # ---- construction ---------------------------------------------------------------------
     def _order(self, rng: np.random.Generator) -> list[int]:
@@ -191,14 +185,10 @@ class NoDuplicatesBatchSampler:
         return batch[self.rank * per:(self.rank + 1) * per]
 
     def __iter__(self) -> Iterator[list[int]]:
-        skip, self._skip = self._skip, 0
-        seen = 0
         for batch in self.global_batches():
             part = self._shard(batch)
             if part:
-                seen += 1
-                if seen > skip:
-                    yield part
+                yield part
 
     def __len__(self) -> int:
         return sum(1 for b in self.global_batches() if self._shard(b))

@@ -12,6 +12,9 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from .resumable import ResumableDataLoader
+from .seeded_loader import SeededDataLoader
+
 
 @dataclass
 class VectorSplit:
@@ -49,20 +52,25 @@ class ParagraphVectorDataModule(pl.LightningDataModule):
         return self.test_split.paragraphs
 
     def train_dataloader(self) -> DataLoader:
+        """Shuffled by ``(seed, epoch)`` and resumable mid-epoch (:class:`ResumableDataLoader`);
+        the loaders draw nothing from the global generator (:mod:`.seeded_loader`)."""
         s, i = self.train_split, self.train_index
         g = s.gold[i]
         ds = TensorDataset(s.questions[i], s.paragraphs[g], g)
-        return DataLoader(ds, batch_size=self.batch_size, shuffle=True, drop_last=True,
-                          generator=torch.Generator().manual_seed(self.seed))
+        return ResumableDataLoader(ds, batch_size=self.batch_size, shuffle=True, drop_last=True,
+                                   seed=self.seed, role="train", epoch_of=self)
 
     def val_dataloader(self) -> DataLoader:
         s, i = self.train_split, self.val_index
-        return DataLoader(TensorDataset(s.questions[i], s.gold[i]),
-                          batch_size=self.eval_batch_size)
+        return SeededDataLoader(TensorDataset(s.questions[i], s.gold[i]),
+                                batch_size=self.eval_batch_size, seed=self.seed, role="val",
+                                epoch_of=self)
 
     def test_dataloader(self) -> DataLoader:
         s = self.test_split
-        return DataLoader(TensorDataset(s.questions, s.gold), batch_size=self.eval_batch_size)
+        return SeededDataLoader(TensorDataset(s.questions, s.gold),
+                                batch_size=self.eval_batch_size, seed=self.seed, role="test",
+                                epoch_of=self)
 
     def describe(self) -> dict:
         return {"train_pairs": int(self.train_index.numel()),

@@ -34,6 +34,8 @@ from ..data.classifier_examples import (
     write_examples,
 )
 from ..data.loading import load_pool
+from ..data.resumable import ResumableDataLoader
+from ..data.seeded_loader import SeededDataLoader
 from ..data.subsets import document_subset
 from ..data.types import RetrievalPool
 from .negatives import NEGATIVE_SOURCES, dev_questions, sample_examples
@@ -203,15 +205,18 @@ class MiningClassifierData(pl.LightningDataModule):
 
     # ---- loaders ----------------------------------------------------------------------
     def train_dataloader(self) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.seed + (self.trainer.current_epoch
-                                                         if self.trainer else 0))
-        return DataLoader(ExampleDataset(self.examples["train"]), batch_size=self.batch_size,
-                          shuffle=True, generator=gen, collate_fn=self.collator,
-                          num_workers=self.num_workers)
+        """Shuffled by ``(seed, epoch)`` and resumable mid-epoch (:class:`ResumableDataLoader`);
+        the loaders draw nothing from the global generator (:mod:`..data.seeded_loader`)."""
+        return ResumableDataLoader(ExampleDataset(self.examples["train"]),
+                                   batch_size=self.batch_size, shuffle=True,
+                                   collate_fn=self.collator, num_workers=self.num_workers,
+                                   seed=self.seed, role="train", epoch_of=self)
 
     def _eval_loader(self, split: str) -> DataLoader:
-        return DataLoader(ExampleDataset(self.examples[split]), batch_size=self.eval_batch_size,
-                          shuffle=False, collate_fn=self.collator, num_workers=self.num_workers)
+        return SeededDataLoader(ExampleDataset(self.examples[split]),
+                                batch_size=self.eval_batch_size, shuffle=False,
+                                collate_fn=self.collator, num_workers=self.num_workers,
+                                seed=self.seed, role=split, epoch_of=self)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("dev")

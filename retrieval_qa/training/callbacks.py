@@ -42,14 +42,29 @@ def rng_states() -> dict:
 
 
 def set_rng_states(states: dict) -> None:
-    """Restore what :func:`rng_states` returned (CUDA states only where CUDA is present)."""
+    """Restore what :func:`rng_states` returned. CUDA states: those of the devices that are
+    visible (a checkpoint written with more GPUs than this process sees, or on a GPU and
+    resumed on a CPU, restores what it can and says so in a log line)."""
     torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    cuda = states["cuda"]
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for device, state in enumerate(cuda[:visible]):
+        torch.cuda.set_rng_state(state, device)
+    if cuda and len(cuda) != visible:
+        log.warning("the checkpoint holds the CUDA random-number states of %d device(s) and "
+                    "%d are visible: restored those of the first %d only", len(cuda), visible,
+                    min(len(cuda), visible))
     kind, keys, pos, has_gauss, gauss = states["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, state, py_gauss = states["python"]
     random.setstate((version, tuple(state), py_gauss))
+
+
+def validation_follows(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates right after the training batch that just ended (the
+    epoch's last batch, a ``val_check_interval`` batch, ...): its own test."""
+    loop = trainer.fit_loop
+    return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
 def on_gpu(accelerator: str) -> bool:
@@ -129,12 +144,21 @@ class ResumableCheckpoints(pl.Callback):
     run stops with :class:`RunInterrupted`. Between them, every ``weights_every_minutes``, a
     weights-only ``last-weights.ckpt`` (no optimiser or loop state: cheap at GPU rates; for
     export or inspection of a run that died, not for resuming). Checkpoints are written to a
-    temporary file and renamed, so a kill mid-write leaves the previous one.
+    temporary file and renamed, so a kill mid-write leaves the previous one. Never between a
+    step and the validation after it (Lightning would resume such a checkpoint past that
+    validation): one due there, and the stop on a signal, wait for the end of the next step.
 
-    A run resumed from ``last.ckpt`` continues exactly as the uninterrupted run, also after a
+    A run resumed from any checkpoint (``last.ckpt`` mid-epoch, at an epoch's end or after a
+    validation; a best checkpoint) continues exactly as the uninterrupted run, also after a
     hard kill in a new process: the training data loader is resumable (its position is in the
     checkpoint), and the random-number states (torch, CUDA, numpy, python) are saved with it
-    and restored before the first step after the restart (dropout draws the same masks).
+    and restored before the first training step after the restart (dropout draws the same
+    masks). For the saved states to be those the uninterrupted run has at its next training
+    step wherever the checkpoint was written, nothing between a checkpoint and the next
+    training step may draw from the global generators: the data loaders have their own
+    (:mod:`retrieval_qa.data.seeded_loader`), and no checkpoint is written between a step and
+    the validation after it. A checkpoint written in a resumed run before its first training
+    step holds the states still to be restored.
 
     The clock is read on process 0 every ``check_every`` steps and its decision broadcast, so
     every process saves at the same step under DDP and no step waits on the host otherwise."""
@@ -153,13 +177,14 @@ class ResumableCheckpoints(pl.Callback):
         self._last_saved_step = -1
         self._clock = {"resumable": time.monotonic(), "weights": time.monotonic()}
         self._rng_to_restore: dict | None = None
+        self._deferred = False  # a checkpoint due at a step that a validation followed
 
     # signals -------------------------------------------------------------------------------
     def _handler(self, signum, _frame) -> None:
         if self.received is None:
             print(f"\nreceived {signal.Signals(signum).name}: saving a checkpoint after the "
-                  f"current step, then stopping (send it again to stop at once)",
-                  file=sys.stderr, flush=True)
+                  f"current step (after the next one when a validation follows it), then "
+                  f"stopping (send it again to stop at once)", file=sys.stderr, flush=True)
             self.received = signum
         else:  # a second signal: the default behaviour
             self.restore_handlers()
@@ -205,6 +230,7 @@ class ResumableCheckpoints(pl.Callback):
         if trainer.is_global_zero:
             os.replace(tmp, self.last_path)
         self._last_saved_step = trainer.global_step
+        self._deferred = False
         return str(self.last_path)
 
     def save_weights(self, trainer) -> None:
@@ -235,10 +261,14 @@ class ResumableCheckpoints(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
-        if self.received is not None:
-            path = self.save(trainer)
-            raise RunInterrupted(self.received, path, step)
         resumable, weights = self._due(trainer)
+        if validation_follows(trainer):  # see the class docstring
+            self._deferred = self._deferred or resumable
+            resumable = False
+        elif self.received is not None:
+            raise RunInterrupted(self.received, self.save(trainer), step)
+        else:
+            resumable = resumable or self._deferred
         if resumable and step != self._last_saved_step:
             self.save(trainer)
             self._clock["resumable"] = self._clock["weights"] = time.monotonic()
@@ -249,7 +279,7 @@ class ResumableCheckpoints(pl.Callback):
 
     # random-number states travel with the checkpoint (Lightning keeps a callback's state)
     def state_dict(self) -> dict:
-        return {"rng": rng_states()}
+        return {"rng": self._rng_to_restore or rng_states()}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._rng_to_restore = state_dict.get("rng")

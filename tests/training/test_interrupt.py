@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny, tiny_overrides
+from helpers import signal_at_step, tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training.callbacks import ResumableCheckpoints
@@ -24,22 +24,11 @@ from retrieval_qa.training.run import train
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _signal_at_step(monkeypatch, step: int, signum=signal.SIGTERM):
-    original = ResumableCheckpoints.on_train_batch_end
-
-    def hook(self, trainer, *args):
-        if trainer.global_step == step and self.received is None:
-            os.kill(os.getpid(), signum)  # handled on this (main) thread before the next line
-        return original(self, trainer, *args)
-
-    monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_end", hook)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_epoch_saves_exits_nonzero_and_resumes_to_the_same_result(
         setup_dirs, tmp_path, capsys, monkeypatch, signum):
     straight = train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false"))
-    _signal_at_step(monkeypatch, 5, signum)
+    signal_at_step(monkeypatch, 5, signum)
     code = main(["train", *tiny_overrides(setup_dirs, tmp_path / "b", "test_after_fit=false")])
     out = capsys.readouterr().out.strip().splitlines()
     stopped = json.loads(out[-1])
@@ -71,7 +60,7 @@ def test_endx_killed_mid_epoch_resumes_to_the_weights_of_an_uninterrupted_run(
                            if o != "experiment=dual_gru")]
 
     straight = train(compose(overrides(tmp_path / "a")))
-    _signal_at_step(monkeypatch, 5, signal.SIGTERM)
+    signal_at_step(monkeypatch, 5, signal.SIGTERM)
     assert main(["train", *overrides(tmp_path / "b")]) == 128 + signal.SIGTERM
     capsys.readouterr()
     monkeypatch.undo()

@@ -4,11 +4,20 @@ to end on a synthetic SQuAD-format data dir and tiny random word vectors."""
 from __future__ import annotations
 
 import json
+import signal
 
 import numpy as np
 import pytest
 import torch
-from helpers import TINY_SQUAD, WORDS, from_conf, synthetic_squad, write_json_gz
+from helpers import (
+    TINY_SQUAD,
+    WORDS,
+    final_weights,
+    from_conf,
+    signal_at_step,
+    synthetic_squad,
+    write_json_gz,
+)
 
 from retrieval_qa.cli import main
 from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit
@@ -180,3 +189,27 @@ def test_datamodule_holds_out_validation_questions():
     with pytest.raises(ValueError, match="val_questions"):
         ParagraphVectorDataModule(split, None, val_questions=30, batch_size=4,
                                   eval_batch_size=8, max_train_pairs=None, seed=0)
+
+
+def test_stopped_mid_epoch_2_resumes_to_the_weights_of_an_uninterrupted_run(
+        data_dir, tmp_path, capsys, monkeypatch):
+    """SIGTERM at step 6 (of 4 steps an epoch), then the same command: the shuffled vector
+    loader resumes at its position in epoch 2's order and dropout draws the same masks, so
+    the weights are those of the uninterrupted run, bitwise (the same command on the same
+    machine)."""
+    with monkeypatch.context() as m:
+        straight = final_weights(m)
+        assert main(["train", *_overrides(data_dir, tmp_path / "a", "fcrr")]) == 0
+    over = _overrides(data_dir, tmp_path / "b", "fcrr")
+    with monkeypatch.context() as m:
+        signal_at_step(m, 6, signal.SIGTERM)
+        assert main(["train", *over]) == 128 + signal.SIGTERM
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["global_step"] == 6
+    with monkeypatch.context() as m:
+        resumed = final_weights(m)
+        assert main(["train", *over]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["resumed_from"] and report["global_steps"] == 8
+    assert straight.keys() == resumed.keys()
+    for k in straight:
+        assert torch.equal(straight[k], resumed[k]), k
