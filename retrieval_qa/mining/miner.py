@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..atomic_files import write_text_atomic
 from ..data.types import RetrievalPool
 from .neighbours import dense_neighbours, known_positives
 from .scorer import PairScorer
@@ -81,17 +82,11 @@ def pool_digest(pool: RetrievalPool) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _check_manifest(folder: Path, manifest: dict) -> bool:
     """Write the manifest, or check it against the one there; True when resuming."""
     path = folder / "manifest.json"
     if not path.is_file():
-        _write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
+        write_text_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
         return False
     old = json.loads(path.read_text())
     if old != manifest:
@@ -155,7 +150,7 @@ class Miner:
             "shards_resumed": self.num_shards - len(todo), "shards_scored": len(todo),
             "pairs_scored_this_run": scored, "seconds": round(seconds, 2),
             "pairs_per_second_this_run": round(scored / seconds, 2) if scored else None})
-        _write_atomic(self.output / "summary.json", json.dumps(summary, indent=2))
+        write_text_atomic(self.output / "summary.json", json.dumps(summary, indent=2))
         return summary
 
     # ---- scoring ------------------------------------------------------------------------
@@ -193,7 +188,7 @@ class Miner:
                     bar.update(len(chunk))
                 for r, p in zip(records, probabilities, strict=True):
                     r["probability"] = p
-                _write_atomic(self.shard_path(s),
+                write_text_atomic(self.shard_path(s),
                               "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
                 scored += len(records)
         return scored

@@ -13,6 +13,7 @@ from helpers import load_experiment, tiny  # setup_dirs: tests/training/conftest
 from retrieval_qa.cli import main
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
+from retrieval_qa.training.callbacks import ResumableCheckpoints
 from retrieval_qa.training.run import export_untrained, train
 
 
@@ -40,9 +41,20 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     assert code == 0 and enc["texts"] == 2 and torch.load(tmp_path / "q.pt").shape == (2, enc["dim"])
 
 
-def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path):
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path,
+                                                               monkeypatch):
     straight = train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false"))
-    train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false", "trainer.max_epochs=1"))
+    original = ResumableCheckpoints.on_train_batch_start
+
+    def crash_in_epoch_2(self, trainer, *args):
+        if trainer.current_epoch == 1:  # after the first epoch's checkpoint
+            raise RuntimeError("crash")
+        return original(self, trainer, *args)
+
+    monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_start", crash_in_epoch_2)
+    with pytest.raises(RuntimeError, match="crash"):
+        train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
+    monkeypatch.undo()
     resumed = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
     assert resumed["resumed_from"].endswith("last.ckpt")
     a = torch.load(f"{straight['checkpoint']}/towers.pt")
