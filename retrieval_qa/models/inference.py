@@ -20,6 +20,7 @@ from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
+from ..torch_files import REEXPORT, load_torch
 from .graphed_encoding import GraphedEncoder
 
 DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
@@ -91,7 +92,8 @@ class DualEncoderInference:
         meta = json.loads((folder / "model.json").read_text())
         meta.pop("_target_", None)
         towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
-        towers.load_state_dict(torch.load(folder / "towers.pt", map_location=map_location))
+        towers.load_state_dict(load_torch(folder / "towers.pt", "exported weights", REEXPORT,
+                                           map_location=map_location))
         towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)

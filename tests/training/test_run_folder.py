@@ -181,3 +181,20 @@ def test_a_damaged_best_checkpoint_after_fit_is_named(setup_dirs, tmp_path, caps
 def test_compose_of_the_same_overrides_finds_the_same_folder(setup_dirs, tmp_path):
     cfg = compose(tiny_overrides(setup_dirs, tmp_path, "seed=5"))
     assert run_folder.run_dir(cfg) == tmp_path / "dual_gru" / "cpu-seed5"
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "tokenizer"])
+def test_a_damaged_export_is_named_by_rqa_evaluate(setup_dirs, tmp_path, capsys, damage):
+    from retrieval_qa.training.run import export_untrained
+
+    folder = Path(export_untrained(tiny(setup_dirs, tmp_path), tmp_path / "model")["checkpoint"])
+    weights = folder / "towers.pt"
+    damaged = {"empty": (weights, b""), "truncated": (weights, weights.read_bytes()[:200]),
+               "garbage": (weights, b"\x80\x02garbage" * 50),
+               "tokenizer": (folder / "tokenizer" / "tokenizer.json", b"{not json")}[damage]
+    damaged[0].write_bytes(damaged[1])
+    code = main(["evaluate", "--checkpoint", str(folder), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and err.startswith("rqa: error:")
+    assert str(damaged[0] if damage != "tokenizer" else folder) in err
+    assert "export the model again" in err
