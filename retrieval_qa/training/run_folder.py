@@ -80,6 +80,10 @@ DERIVED_KEYS: dict[str, str] = {
 #: (a sweep's ``sweep.json``) are kept
 RUN_OUTPUTS = (CONFIG, RESULT, "checkpoints", "model", "logs", "wandb", PER_QUESTION)
 
+#: how to get past a run of other settings (rqa train)
+FIX = ("output_dir=DIR to give this run a folder of its own, or resume=never to start that "
+       "folder over (the earlier run's checkpoints, result and logs are removed)")
+
 _ABSENT = object()
 
 
@@ -159,6 +163,18 @@ def holds_run(folder: Path) -> bool:
     return (folder / RESULT).is_file() or any((folder / "checkpoints").glob("*.ckpt"))
 
 
+def finished(cfg: DictConfig, folder: Path | None = None, fix: str = "") -> bool:
+    """Whether ``cfg``'s run folder holds a finished run of these settings (True: reuse it)
+    or no run or an unfinished one of them (False: run, resuming); a run of other settings is
+    a :class:`SettingsMismatchError` with ``fix`` (default: ``rqa train``'s). Reads only
+    ``result.json``'s presence and ``config.yaml`` (no checkpoint is opened)."""
+    folder = run_dir(cfg) if folder is None else Path(folder)
+    if not holds_run(folder):
+        return False
+    require_same(cfg, folder, fix or FIX)
+    return (folder / RESULT).is_file()
+
+
 def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
     """Refuse (:class:`SettingsMismatchError`) when the run in ``folder`` was started with
     other settings than ``cfg``, or when its ``config.yaml`` is missing or unreadable."""
@@ -172,9 +188,6 @@ def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
                                     f"settings ({describe(diffs)}); it was not resumed and "
                                     f"nothing was written (fix: {fix})")
 
-
-FIX = ("output_dir=DIR to give this run a folder of its own, or resume=never to start that "
-       "folder over (the earlier run's checkpoints, result and logs are removed)")
 
 
 @dataclass
@@ -238,10 +251,9 @@ def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
         if holds_run(folder):
             require_same(cfg, folder, FIX)
         return RunFolder(folder, "resume", path)
+    if finished(cfg, folder):
+        return RunFolder(folder, "finished")
     if not holds_run(folder):
         return RunFolder(folder, "new")
-    require_same(cfg, folder, FIX)
-    if (folder / RESULT).is_file():
-        return RunFolder(folder, "finished")
     checkpoint, notes = resumable_checkpoint(folder / "checkpoints", FIX)
     return RunFolder(folder, "resume" if checkpoint else "new", checkpoint, notes)
