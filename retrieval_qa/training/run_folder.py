@@ -14,8 +14,9 @@ file is what a new command is compared with (:func:`inspect`):
 - other settings: refused before anything is written (:class:`~retrieval_qa.errors.
   SettingsMismatchError`), naming the keys that differ (old -> new) and the fix:
   ``output_dir=...`` for a folder of its own, or ``resume=never``, which starts the folder over
-  (:func:`start_over`: the earlier run's checkpoints, export, result and logs are removed, so
-  nothing of it can be mixed into the new one).
+  (:meth:`RunFolder.start_over`: the earlier run's checkpoints, export, result, logs and
+  whatever else was computed from it are removed, so nothing of it can be mixed into the new
+  one).
 
 "Equal" leaves out the settings of :data:`NEUTRAL_KEYS`, which cannot change what a run
 computes; each is listed with the reason. The comparison is of the resolved values
@@ -33,7 +34,6 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, SettingsMismatchError
-from ..evaluation.per_question import RUN_DIR_NAME as PER_QUESTION
 from .checkpoints import check_checkpoint, resumable_checkpoint
 
 CONFIG = "config.yaml"
@@ -76,13 +76,14 @@ DERIVED_KEYS: dict[str, str] = {
                           "(retrieval_qa/models/method.py, set_vocab_size)",
 }
 
-#: what ``rqa train`` writes into its run folder (removed by ``resume=never``); other files
-#: (a sweep's ``sweep.json``) are kept
-RUN_OUTPUTS = (CONFIG, RESULT, "checkpoints", "model", "logs", "wandb", PER_QUESTION)
+#: what ``resume=never`` keeps of a run folder: the request a sweep writes before the run (its
+#: parameters); everything else there is the earlier run's or was computed from its model
+#: (checkpoints, export, result, logs, a study's evaluations of it) and is removed
+KEEP = ("sweep.json",)
 
 #: how to get past a run of other settings (rqa train)
 FIX = ("output_dir=DIR to give this run a folder of its own, or resume=never to start that "
-       "folder over (the earlier run's checkpoints, result and logs are removed)")
+       "folder over (the earlier run's checkpoints, result, logs and the rest are removed)")
 
 _ABSENT = object()
 
@@ -216,18 +217,19 @@ class RunFolder:
         return {**report, "reused": True}
 
     def start_over(self) -> list[str]:
-        """Remove what an earlier run wrote here (:data:`RUN_OUTPUTS`); returns their names."""
+        """Remove what an earlier run left here (all but :data:`KEEP`); returns the names."""
         removed = []
-        for name in RUN_OUTPUTS:
-            target = self.path / name
+        for target in _leftovers(self.path):
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            elif target.exists() or target.is_symlink():
-                target.unlink()
             else:
-                continue
-            removed.append(name)
+                target.unlink()
+            removed.append(target.name)
         return removed
+
+
+def _leftovers(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name not in KEEP) if folder.is_dir() else []
 
 
 def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
@@ -238,8 +240,7 @@ def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
     folder = run_dir(cfg) if folder is None else Path(folder)
     resume = str(cfg.resume)
     if resume == "never":
-        return RunFolder(folder, "start over" if any(
-            (folder / n).exists() for n in RUN_OUTPUTS) else "new")
+        return RunFolder(folder, "start over" if _leftovers(folder) else "new")
     if resume != "auto":
         path = check_checkpoint(resume, "resume=", "give a whole checkpoint of the run, or "
                                 "resume=auto (the run folder's newest whole checkpoint), or "

@@ -72,14 +72,15 @@ def test_resume_never_starts_the_folder_over(setup_dirs, short_run, capsys):
     out, first = short_run
     run = Path(first["checkpoint"]).parent
     old_best = Path(first["best_training_checkpoint"]).name
-    (run / "sweep.json").write_text("{}")  # not rqa train's: kept
+    (run / "sweep.json").write_text("{}")  # the sweep's request: kept
+    (run / "dev.json").write_text("{}")  # a study's evaluation of the old model: removed
     code, report, err = _rqa(capsys, *tiny_overrides(setup_dirs, out, "trainer.max_steps=5",
                                                      "resume=never"))
     assert code == 0 and "removed the earlier run's" in err
     assert report["global_steps"] == 5 and report["resumed_from"] is None
     assert not (run / "checkpoints" / old_best).exists()
     assert OmegaConf.load(run / "config.yaml").trainer.max_steps == 5
-    assert (run / "sweep.json").is_file()
+    assert (run / "sweep.json").is_file() and not (run / "dev.json").exists()
     # and that run is now the folder's: the same command reuses it
     code, again, err = _rqa(capsys, *tiny_overrides(setup_dirs, out, "trainer.max_steps=5"))
     assert code == 0 and again["reused"] is True and "reused" in err
