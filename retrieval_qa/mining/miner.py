@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 
 from ..atomic_files import write_text_atomic
 from ..data.types import RetrievalPool
+from ..errors import InputFileError, SettingsMismatchError
 from .neighbours import dense_neighbours, known_positives
 from .scorer import PairScorer
 
@@ -83,16 +84,31 @@ def pool_digest(pool: RetrievalPool) -> str:
 
 
 def _check_manifest(folder: Path, manifest: dict) -> bool:
-    """Write the manifest, or check it against the one there; True when resuming."""
+    """Write the manifest, or check it against the one there; True when resuming. Shards of
+    another job (other settings, pool, retriever or scorer), or of a job whose manifest is
+    gone, are never mixed into this one: an error naming the folder, what differs and the
+    fix."""
+    from ..training.run_folder import describe, flat_differences
+
     path = folder / "manifest.json"
+    fix = "give this job its own --output folder, or delete that one to start over"
     if not path.is_file():
+        shards = sorted((folder / "shards").glob("shard-*.jsonl"))
+        if shards:
+            raise InputFileError("--output", folder, f"holds {len(shards)} scored shard(s) "
+                                 "but no manifest.json: the job they were scored for cannot "
+                                 "be checked, so they are not mixed into this one", fix)
         write_text_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
         return False
-    old = json.loads(path.read_text())
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputFileError("mining manifest", path, f"unreadable ({e})", fix) from e
     if old != manifest:
-        keys = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        raise ValueError(f"{folder} holds another mining job (differs in {keys}); give this "
-                         "job its own --output folder, or delete that one to start over")
+        diffs = flat_differences(old if isinstance(old, dict) else {}, manifest)
+        raise SettingsMismatchError(folder, diffs, f"{folder} holds another mining job "
+                                    f"({describe(diffs)}); its shards are not mixed into this "
+                                    f"one (fix: {fix})")
     return True
 
 

@@ -34,8 +34,9 @@ class DualEncoderInference:
     """``work_dir`` (optional): a folder where long encoding jobs keep finished shards
     (``SHARD_BATCHES`` batches each, in the longest-first order), so a job that crashed
     resumes without encoding them again. Shards are named by a digest of the side's whole
-    text list and of the model's settings, and each records the digest of its own texts,
-    checked when read back: a shard of other texts is never silently reused.
+    text list and of the model (its settings and its weights), and each records the digest of
+    its own texts, checked when read back: a shard of other texts, or of another model (a
+    retrained one of the same settings too), is never silently reused.
 
     ``cuda_graphs`` (opt-in, ``rqa evaluate --cuda-graphs``; not yet measured on a GPU): on a
     GPU, pad every batch to ``batch_size`` rows and a width of a multiple of 16 tokens and
@@ -98,8 +99,21 @@ class DualEncoderInference:
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
 
+    def weights_digest(self) -> str:
+        """A digest of the towers' weights (computed once; the towers are not trained here)."""
+        if getattr(self, "_weights_digest", None) is None:
+            h = hashlib.sha256()
+            for name, tensor in self.towers.state_dict().items():
+                h.update(name.encode() + b"\0" + str(tensor.dtype).encode()
+                         + str(tuple(tensor.shape)).encode())
+                h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+                         .numpy().tobytes())
+            self._weights_digest = h.hexdigest()
+        return self._weights_digest
+
     def _digest(self, side: str, idx: list[int], texts, contexts) -> str:
-        h = hashlib.sha256(json.dumps([side, self.meta], sort_keys=True, default=str).encode())
+        h = hashlib.sha256(json.dumps([side, self.meta, self.weights_digest()],
+                                      sort_keys=True, default=str).encode())
         for i in idx:
             h.update(texts[i].encode() + b"\0")
             if contexts is not None:

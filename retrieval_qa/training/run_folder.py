@@ -120,19 +120,21 @@ def _containers(old: DictConfig, new: DictConfig) -> tuple[dict, dict]:
         return OmegaConf.to_container(old), OmegaConf.to_container(new)
 
 
+def flat_differences(old: dict, new: dict) -> dict[str, tuple]:
+    """``{dotted key: (old value, new value)}`` of every leaf of two nested dicts that differs
+    (a side without the key has :data:`_ABSENT`, shown as "(not set)" by :func:`describe`)."""
+    a, b = _flat(old), _flat(new)
+    return {key: (a.get(key, _ABSENT), b.get(key, _ABSENT))
+            for key in [*b, *(k for k in a if k not in b)]
+            if a.get(key, _ABSENT) != b.get(key, _ABSENT)}
+
+
 def differences(old: DictConfig, new: DictConfig) -> dict[str, tuple]:
-    """``{key: (old value, new value)}`` of every setting that differs, the keys of
-    :data:`NEUTRAL_KEYS` left out, and those of :data:`DERIVED_KEYS` that ``new`` leaves null;
-    a side without the key has :data:`_ABSENT`."""
-    a, b = (_flat(c) for c in _containers(old, new))
-    out = {}
-    for key in [*b, *(k for k in a if k not in b)]:
-        if is_neutral(key):
-            continue
-        va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
-        if va != vb and not (vb is None and _is_derived(key)):
-            out[key] = (va, vb)
-    return out
+    """:func:`flat_differences` of two run configs (resolved), the keys of
+    :data:`NEUTRAL_KEYS` left out, and those of :data:`DERIVED_KEYS` that ``new`` leaves
+    null."""
+    return {key: (va, vb) for key, (va, vb) in flat_differences(*_containers(old, new)).items()
+            if not is_neutral(key) and not (vb is None and _is_derived(key))}
 
 
 def _show(value) -> str:

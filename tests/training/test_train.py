@@ -183,6 +183,15 @@ def test_a_long_encoding_resumes_without_redoing_finished_shards(setup_dirs, tmp
     subset = model.encode_questions(texts[:5], batch_size=4, progress=False)
     assert len(calls) == 2 and len(list((tmp_path / "work").glob("question-*.pt"))) == 8
     torch.testing.assert_close(subset, expected[:5])
+    calls.clear()  # a model of the same settings but other weights (retrained): its own shards
+    other = load_artifact(report["checkpoint"])
+    other.work_dir = tmp_path / "work"
+    with torch.no_grad():
+        next(other.towers.parameters()).add_(1.0)
+    monkeypatch.setattr(other.towers, "encode_question", lambda **i: calls.append(1) or
+                        type(other.towers).encode_question(other.towers, **i))
+    other.encode_questions(texts, batch_size=4, progress=False)
+    assert len(calls) == 6 and len(list((tmp_path / "work").glob("question-*.pt"))) == 14
 
 
 def test_the_gpu_input_path_trains_to_the_same_result_on_cpu(setup_dirs, tmp_path):
