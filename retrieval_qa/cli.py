@@ -450,8 +450,11 @@ experiments (conf/experiment/) and their profiles:
 
 Settings are key=value over the composed config (conf/train.yaml and its groups): a key
 that does not exist, or a value of another type than the key's default, is an error before
-anything runs. A run writes runs/<experiment>/<profile>-seed<seed>/ and resumes from its
-last checkpoint when run again."""
+anything runs. A run writes runs/<experiment>/<profile>-seed<seed>/ (the folder does not
+depend on the other settings) and, run again with the same settings, resumes from its last
+checkpoint, or reuses its result when finished ("reused" on stderr). A folder holding a run
+of other settings is refused before anything is written, naming the settings that differ:
+output_dir=DIR gives the run a folder of its own, resume=never starts that folder over."""
 
 
 def _nonnegative_int(text: str) -> int:
