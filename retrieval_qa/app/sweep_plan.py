@@ -29,8 +29,8 @@ A run whose folder holds a finished run of its settings (``result.json``, and ``
 equal to the run's composed config: ``rqa train``'s own check,
 :mod:`retrieval_qa.training.run_folder`) is reused, not run again; an interrupted run resumes
 from its last checkpoint (``rqa train``'s own resume); a folder holding a run of other
-settings (the sweep file changed since) stops the sweep before anything runs. Each run is ``rqa train`` in a subprocess, or with
-``--in-process`` in the runner's process.
+settings (the sweep file changed since) stops the sweep before anything runs. Each run is
+``rqa train`` in a subprocess, or with ``--in-process`` in the runner's process.
 """
 
 from __future__ import annotations

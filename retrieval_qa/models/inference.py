@@ -52,6 +52,7 @@ class DualEncoderInference:
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.cuda_graphs = cuda_graphs
         self._graphed: dict[tuple, GraphedEncoder] = {}
+        self._weights_digest: str | None = None
 
     @property
     def device(self) -> torch.device:
@@ -101,7 +102,7 @@ class DualEncoderInference:
 
     def weights_digest(self) -> str:
         """A digest of the towers' weights (computed once; the towers are not trained here)."""
-        if getattr(self, "_weights_digest", None) is None:
+        if self._weights_digest is None:
             h = hashlib.sha256()
             for name, tensor in self.towers.state_dict().items():
                 h.update(name.encode() + b"\0" + str(tensor.dtype).encode()

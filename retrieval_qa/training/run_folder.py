@@ -4,7 +4,7 @@ when the config the run was started with equals this one.
 The folder, ``<output_dir>/<experiment>/<profile>-seed<seed>`` (:func:`run_dir`), does not
 depend on the other settings, so it may hold a run of other settings: a smoke run with
 ``trainer.max_steps=20`` before the full run, say. Every run writes its composed config to
-``config.yaml`` before it trains (also the folders of earlier versions of the suite), and that
+``config.yaml`` before it trains (runs of earlier versions of the suite did too), and that
 file is what a new command is compared with (:func:`inspect`):
 
 - a folder without a run (no ``result.json``, no checkpoint): a new run;
@@ -186,11 +186,14 @@ def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
         raise InputFileError("run folder", folder, f"holds a run but no {CONFIG}: its "
                              "settings cannot be compared with this command's", fix)
     diffs = differences(read_config(path, fix), cfg)
-    if diffs:
-        raise SettingsMismatchError(folder, diffs, f"{folder} holds a run started with other "
-                                    f"settings ({describe(diffs)}); it was not resumed and "
-                                    f"nothing was written (fix: {fix})")
-
+    if not diffs:
+        return
+    older = any(old is _ABSENT for old, _ in diffs.values())
+    note = ("; '(not set)': absent from its config.yaml (a run of an earlier version, or of "
+            "another experiment)") if older else ""
+    raise SettingsMismatchError(folder, diffs, f"{folder} holds a run started with other "
+                                f"settings ({describe(diffs)}){note}; it was not resumed and "
+                                f"nothing was written (fix: {fix})")
 
 
 @dataclass
