@@ -66,7 +66,7 @@ STATUS_TEXT = {
               "recomputes)",
     "not selected": "not selected (ROWS=all runs it)",
     "other settings": "not shown: its saved result was computed with other settings or "
-                      "records none (ROWS=<row> recomputes it)",
+                      "records none (ROWS=<row> FORCE=1 recomputes it)",
     "no profile": "not run: its experiment has no profile of this name",
 }
 

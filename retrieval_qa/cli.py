@@ -442,7 +442,8 @@ def _train_epilog() -> str:
     return f"""\
 examples:
   rqa train experiment=dual_gru profile=cpu          # minutes on a laptop CPU
-  rqa train experiment=endx_gru profile=cpu seed=2 trainer.max_steps=200
+  rqa train experiment=endx_gru profile=cpu trainer.max_steps=200 output_dir=runs/smoke
+                                                     # a short run, in a folder of its own
   rqa train experiment=dual_bert                     # the paper's settings (profile=paper)
 
 experiments (conf/experiment/) and their profiles:
