@@ -5,8 +5,10 @@ published ones are in results/endx/, written with ``--results-dir results/endx``
 Plan (each step is skipped when it is finished, so an interrupted run resumes):
 
 1. ``rqa train experiment=E profile=cpu seed=S`` for the dual and ENDX experiments of every
-   family (default: gru and bert) and seed (finished when ``<runs>/E/cpu-seedS/result.json``
-   exists; an unfinished run resumes from its last.ckpt);
+   family (default: gru and bert) and seed (finished when ``<runs>/E/cpu-seedS/`` holds a
+   finished run of the step's settings: ``result.json`` and a ``config.yaml`` equal to the
+   composed config, retrieval_qa/training/run_folder.py; an unfinished run resumes from its
+   last.ckpt; a run of other settings there stops the script before anything runs);
 2. the GAM ablation runs (default endx_gru without q|q, a|a, q|a, a|q, same seeds), each in
    its own output folder ``<runs>/endx_gru_ablation/wo_<term>``;
 3. ``rqa analyze one-to-many`` (all families and seeds; Table 4, Figure 2), ``side-by-side``
@@ -40,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
 from retrieval_qa.config import load_yaml, model_defaults  # noqa: E402
+from retrieval_qa.errors import UsageError  # noqa: E402
 
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
@@ -206,11 +209,23 @@ def _write_log(res: Path, records: dict) -> None:
     (res / "commands.md").write_text("\n".join(lines) + "\n")
 
 
+def train_finished(step: Step) -> bool:
+    """Whether the run folder of a train step holds a finished run of the step's settings;
+    a run of other settings there is a SettingsMismatchError."""
+    from retrieval_qa.training import run_folder
+    from retrieval_qa.training.compose import compose
+
+    cfg = compose(step.args[1:])
+    return run_folder.finished(cfg, ROOT / run_folder.run_dir(cfg),
+                               "delete that run folder to train it with the step's settings, "
+                               "or give --runs-dir another folder")
+
+
 def is_done(step: Step, log: dict, force: bool) -> bool:
+    if step.kind == "train":
+        return train_finished(step)
     if not (ROOT / step.output).is_file():
         return False
-    if step.kind == "train":
-        return True
     rec = log.get(step.key)
     return not force and rec is not None and rec.get("command") == step.command() \
         and rec.get("status") == "ok"
@@ -267,17 +282,28 @@ def main(argv=None) -> int:
     log = _load_log(res / "commands.json")
     only = [p for p in (args.only or "").split(",") if p]
     selected = [s for s in steps if not only or any(s.key.startswith(p) for p in only)]
-    status = {s.key: ("done" if is_done(s, log, args.force) else "todo") for s in steps}
+    status, clashes = {}, []
+    for s in steps:
+        try:
+            status[s.key] = "done" if is_done(s, log, args.force) else "todo"
+        except UsageError as e:  # a run of other settings, or an unreadable config.yaml
+            status[s.key] = "other settings"
+            clashes += [str(e)] if s in selected else []
     if args.dry_run:
         for s in selected:
             print(f"[{status[s.key]}] {s.key}: {s.command()}")
         todo = [s for s in selected if status[s.key] == "todo"]
         print(json.dumps({"dry_run": True, "steps": len(selected), "todo": len(todo),
-                          "done": len(selected) - len(todo), "results_dir": str(res),
+                          "done": sum(status[s.key] == "done" for s in selected),
+                          "other_settings": len(clashes), "results_dir": str(res),
                           "plan": [{"key": s.key, "status": status[s.key],
                                     "command": s.command(), "output": str(s.output)}
                                    for s in selected]}))
         return 0
+    if clashes:
+        print("endx_analyses: error: " + "; ".join(clashes) + "; nothing was run",
+              file=sys.stderr)
+        return 2
     found = {}
     for s in steps:  # runs finished before this script (or by an earlier call): their times
         if s.kind == "train" and status[s.key] == "done" and s.key not in log:
@@ -289,7 +315,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     ran, failed, blocked = [], [], []
     for s in selected:
-        if s.kind == "train" and (ROOT / s.output).is_file():
+        if s.kind == "train" and train_finished(s):
             status[s.key] = "done"  # also when a queue beside this one finished it meanwhile
         if status[s.key] == "done":
             continue

@@ -9,11 +9,19 @@ not written, so the table shows whether you reproduced our numbers.
 
 Rows: ``quick`` (the default: BM25 on both pools and Dual-GRUs, about 10 minutes on a 2-core
 laptop), ``all``, or a comma-separated list of row names. Every row of the table says whether
-it was computed now, resumed (training continued from an interrupted run's checkpoint, or an
-earlier run's trained model was evaluated), reused (an earlier run's result in the run folder,
-not recomputed) or not run. ``--force`` recomputes the selected rows only; the other rows'
-saved results are kept and shown. Quoted rows and rows whose method does not exist yet are
-listed as such, never faked.
+it was computed now, resumed (training continued from an interrupted run's checkpoint), model
+reused (an earlier finished training of the same settings evaluated now), reused (an earlier
+result in the run folder, not recomputed) or not run. ``--force`` recomputes the selected rows
+only; the other rows' saved results are kept and shown. Quoted rows and rows whose method does
+not exist yet are listed as such, never faked.
+
+A saved result is reused only under the settings it was computed with: each ``<row>-<pool>.json``
+records them (the ``rqa`` arguments, the BM25 settings of conf/model/bm25.yaml), and a trained
+row's run folder must hold a run of the config its arguments compose to now (``rqa train``'s
+own check, retrieval_qa/training/run_folder.py). A selected row saved under other settings
+stops the script before anything runs (exit status 2; ``--force`` recomputes it, ``--out``
+gives another folder); an unselected one is not shown. A result saved by an earlier version,
+without its settings, is recomputed when selected and not shown otherwise.
 
     python experiments/reproduce_table2.py [--rows quick|all|NAMES] [--force] [--out DIR]
         [--profile cpu|gpu|paper] [--pools dev,train] [--jobs N]
@@ -39,7 +47,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval_qa.config import conf_dir, load_yaml
+from retrieval_qa.config import conf_dir, load_yaml, plain
+from retrieval_qa.errors import SettingsMismatchError
 from retrieval_qa.portable_paths import portable
 from retrieval_qa.runtime import run_rqa
 
@@ -51,8 +60,13 @@ QUICK = ("BM25", "Dual-GRUs")
 STATUS_TEXT = {
     "computed": "computed now",
     "resumed": "resumed",
-    "reused": "reused (earlier result in the run folder; --force / FORCE=1 recomputes)",
+    "model reused": "evaluated now; model reused (a finished training of the same settings "
+                    "in the run folder)",
+    "reused": "reused (earlier result in the run folder, same settings; --force / FORCE=1 "
+              "recomputes)",
     "not selected": "not selected (ROWS=all runs it)",
+    "other settings": "not shown: its saved result was computed with other settings or "
+                      "records none (ROWS=<row> FORCE=1 recomputes it)",
     "no profile": "not run: its experiment has no profile of this name",
 }
 
@@ -75,28 +89,58 @@ def slug(name: str) -> str:
     return name.replace(" ", "_")
 
 
-def train_row(row, profile: str, out: Path, force: bool, extra: list[str], rqa) -> tuple[dict, str]:
-    """The trained model of a row: an earlier run's (resumed) or trained now."""
+def train_overrides(row, profile: str, out: Path, extra: list[str]) -> list[str]:
+    """The `rqa train` overrides of a trained row (its model: out/runs/<experiment>/...)."""
+    return [f"experiment={row.experiment}", f"profile={profile}", f"output_dir={out / 'runs'}",
+            "test_after_fit=false", *extra]
+
+
+def row_settings(row, pool: str, profile: str, extra: list[str]) -> dict:
+    """What determines a row's result on ``pool``: the `rqa` arguments that compute it (the
+    run folder's path aside) and, for BM25, the settings of conf/model/bm25.yaml. Recorded in
+    the row's JSON and compared before it is reused."""
+    evaluate = ["--dataset", "reqa_squad", "--pool", pool]
+    if row.kind == "bm25":
+        return {"evaluate": ["--model", "bm25", *evaluate],
+                "bm25": plain(load_yaml("model/bm25.yaml"))}
+    return {"train": [o for o in train_overrides(row, profile, Path(), extra)
+                      if not o.startswith("output_dir=")], "evaluate": evaluate}
+
+
+def model_finished(row, profile: str, out: Path, extra: list[str]) -> bool:
+    """Whether the row's run folder holds a finished training of the config its overrides
+    compose to now; a run of other settings there is a SettingsMismatchError."""
+    from retrieval_qa.training import run_folder
+    from retrieval_qa.training.compose import compose
+
+    return run_folder.finished(compose(train_overrides(row, profile, out, extra)),
+                               fix=f"--force (FORCE=1) to train {row.name} again, or --out DIR "
+                                   "(OUT=DIR) for another folder")
+
+
+def train_row(row, profile: str, out: Path, force: bool, extra: list[str], rqa
+              ) -> tuple[dict, str]:
+    """The trained model of a row: an earlier finished training of the same settings
+    (reused), or trained now (resumed from an interrupted run's checkpoint by `rqa train`)."""
     saved = out / f"{slug(row.name)}-train.json"
-    if saved.is_file() and not force:
-        report = json.loads(saved.read_text())
-        if Path(ROOT / report["checkpoint"]).is_dir() or Path(report["checkpoint"]).is_dir():
-            return report, "resumed"
-    report = rqa("train", f"experiment={row.experiment}", f"profile={profile}",
-                 f"output_dir={out / 'runs'}", "test_after_fit=false",
-                 *(["resume=never"] if force else []), *extra)
+    if not force and saved.is_file() and model_finished(row, profile, out, extra):
+        return json.loads(saved.read_text()), "model reused"
+    report = rqa("train", *train_overrides(row, profile, out, extra),
+                 *(["resume=never"] if force else []))
     report = portable(report)
     saved.write_text(json.dumps(report, indent=2))
-    return report, "resumed" if report.get("resumed_from") else "computed"
+    status = "model reused" if report.get("reused") else \
+        "resumed" if report.get("resumed_from") else "computed"
+    return report, status
 
 
 def run_row(row, pool: str, profile: str, out: Path, force: bool, extra: list[str],
             trained: dict, rqa) -> tuple[dict, str]:
     """Compute one (row, pool); returns the result and its status."""
     run_file = str(out / f"{slug(row.name)}-{pool}.run.jsonl")
+    settings = row_settings(row, pool, profile, extra)
     if row.kind == "bm25":
-        result = rqa("evaluate", "--model", "bm25", "--dataset", "reqa_squad", "--pool", pool,
-                     "--run-file", run_file, "--quiet")
+        result = rqa("evaluate", *settings["evaluate"], "--run-file", run_file, "--quiet")
         return result, "computed"
     if row.kind == "train":
         if not (conf_dir() / "experiment" / f"{row.experiment}.yaml").is_file():
@@ -107,10 +151,30 @@ def run_row(row, pool: str, profile: str, out: Path, force: bool, extra: list[st
         ckpt = report["checkpoint"]
         if not Path(ckpt).is_absolute() and not Path(ckpt).exists():
             ckpt = str(ROOT / ckpt)
-        result = rqa("evaluate", "--checkpoint", ckpt, "--dataset", "reqa_squad", "--pool", pool,
+        result = rqa("evaluate", "--checkpoint", ckpt, *settings["evaluate"],
                      "--run-file", run_file, "--quiet")
         return {**result, "training": report}, status
     return {"not_run": "quoted from the paper; the model is not available offline"}, "quoted"
+
+
+def saved_state(row, pool: str, saved: dict, profile: str, out: Path, extra: list[str]) -> str:
+    """A saved row result: "reused" when it records this command's settings (and a trained
+    row's run folder, when there, holds a run of them), "unrecorded" when it records none (an
+    earlier version's); other settings raise a SettingsMismatchError naming them."""
+    from retrieval_qa.training.run_folder import describe
+
+    recorded = (saved.get("reproduced") or {}).get("settings")
+    if recorded is None:
+        return "unrecorded"
+    wanted = row_settings(row, pool, profile, extra)
+    diffs = {k: (recorded.get(k), wanted.get(k)) for k in {*recorded, *wanted}
+             if recorded.get(k) != wanted.get(k)}
+    if diffs:
+        raise SettingsMismatchError(out, diffs, f"{row.name} on {pool}: its result in {out} "
+                                    f"was computed with other settings ({describe(diffs)})")
+    if row.kind == "train":
+        model_finished(row, profile, out, extra)  # raises when the folder's run differs
+    return "reused"
 
 
 def references(table) -> dict:
@@ -284,6 +348,7 @@ def main(argv=None) -> int:
     rqa = runner()
     entries: list[dict] = []
     todo: dict[str, list[dict]] = {}  # row name -> its entries to compute, in table order
+    clashes: list[str] = []  # selected rows saved under other settings
     start = time.time()
     for row in table.rows:
         pools = {"quoted": ["–"], "train": [p for p in table.pools if p in table.trained_pools]}
@@ -298,14 +363,33 @@ def main(argv=None) -> int:
             path = out / f"{slug(row.name)}-{pool}.json"
             selected = row.name in wanted
             if path.is_file() and not (args.force and selected):
-                entry.update(status="reused", result=json.loads(path.read_text()))
-                print(f"[{row.name} {pool}] reused {portable(str(path))}", file=sys.stderr)
-                continue
+                saved = json.loads(path.read_text())
+                try:
+                    state = saved_state(row, pool, saved, args.profile, out, extra)
+                except SettingsMismatchError as e:
+                    if selected:
+                        clashes.append(str(e))
+                        continue
+                    state = "other settings"
+                if state == "reused":
+                    entry.update(status="reused", result=saved)
+                    print(f"[{row.name} {pool}] reused {portable(str(path))}", file=sys.stderr)
+                    continue
+                if not selected:
+                    entry["status"] = "other settings"
+                    continue
+                print(f"[{row.name} {pool}] {portable(str(path))} records no settings (an "
+                      "earlier version's): recomputed", file=sys.stderr)
             if not selected:
                 entry["status"] = "no profile" if row.kind == "train" and profile_block(
                     row.experiment, args.profile) is None else "not selected"
                 continue
             todo.setdefault(row.name, []).append(entry)
+    if clashes:
+        print("reproduce_table2: error: " + "; ".join(clashes) + "; nothing was run (fix: "
+              "--force (FORCE=1) recomputes the selected rows, or --out DIR (OUT=DIR) gives "
+              "another folder)", file=sys.stderr)
+        return 2
     rows = {row.name: row for row in table.rows}
 
     def compute(name: str) -> None:
@@ -320,7 +404,8 @@ def main(argv=None) -> int:
             if "not_run" not in result:
                 entry["result"]["reproduced"] = {
                     "status": status, "seconds": entry["seconds"],
-                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+                    "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    "settings": row_settings(rows[name], entry["pool"], args.profile, extra)}
                 (out / f"{slug(name)}-{entry['pool']}.json").write_text(
                     json.dumps(entry["result"], indent=2))
             print(f"[{name} {entry['pool']}] {status} in {entry['seconds']:.0f} s",
@@ -344,7 +429,7 @@ def main(argv=None) -> int:
     print(json.dumps({
         "table": portable(str(out / "table2.md")), "rows": selection, "status": counts,
         "entries": {f"{e['row']}/{e['pool']}": e["status"] for e in entries
-                    if e["status"] in ("computed", "resumed", "reused")},
+                    if e["status"] in ("computed", "resumed", "model reused", "reused")},
         "seconds": round(time.time() - start, 1)}))
     return 0
 

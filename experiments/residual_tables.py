@@ -229,14 +229,20 @@ def trained_rows(rows: Path, names, seeds, profile, runs_dir) -> dict:
         _, experiment, extra = TRAINED[name]
         for seed in seeds:
             path = rows / f"{name}_{profile}_seed{seed}.json"
-            if not path.is_file():
-                log(f"train {name} seed {seed} ({profile})")
-                report = train(compose_traced([
-                    f"experiment={experiment}", f"profile={profile}", f"seed={seed}",
-                    f"output_dir={runs_dir / name}", "resume=never", *extra]))
-                report["command"] = "rqa train " + " ".join(
-                    [f"experiment={experiment}", f"profile={profile}", f"seed={seed}", *extra])
-                _write(path, report)
+            command = "rqa train " + " ".join(
+                [f"experiment={experiment}", f"profile={profile}", f"seed={seed}", *extra])
+            if path.is_file():  # kept only when trained with the row's settings of now
+                old = json.loads(path.read_text()).get("command")
+                if old != command:
+                    raise SystemExit(f"{path}: trained as `{old}`, but the row is now "
+                                     f"`{command}`; delete the file to train the row again")
+                continue
+            log(f"train {name} seed {seed} ({profile})")
+            report = train(compose_traced([
+                f"experiment={experiment}", f"profile={profile}", f"seed={seed}",
+                f"output_dir={runs_dir / name}", "resume=never", *extra]))
+            report["command"] = command
+            _write(path, report)
     out: dict = {}
     for name in TRAINED:
         for kind in PROFILES:

@@ -3,11 +3,14 @@
 Each line of the queue file is one run (``#`` starts a comment), in one of two forms:
 
 - ``FOLDER experiment=NAME [key=value ...]``: ``rqa train`` with these overrides into
-  ``OUTPUT_ROOT/FOLDER``; done when its ``result.json`` exists; a run with a checkpoint
-  resumes (``rqa train`` does that itself).
+  ``OUTPUT_ROOT/FOLDER``; reused when its run folder holds a finished run of these settings
+  (``result.json``, and ``config.yaml`` equal to the composed config: ``rqa train``'s own
+  check, retrieval_qa/training/run_folder.py); a run with a checkpoint resumes (``rqa train``
+  does that itself); a run folder of other settings is refused (reported, not run).
 - ``FOLDER rqa SUBCOMMAND [args ...]``: any other ``rqa`` command (``export``, ``mine``, ...);
-  done when ``OUTPUT_ROOT/FOLDER.done`` exists, which is written when the command exits 0;
-  its log is ``OUTPUT_ROOT/FOLDER.log``.
+  reused when ``OUTPUT_ROOT/FOLDER.done`` exists and records this command (it is written
+  when the command exits 0); a marker of another command is refused. Its log is
+  ``OUTPUT_ROOT/FOLDER.log``.
 
 In the words after FOLDER, ``{root}`` stands for OUTPUT_ROOT and ``{out}`` for
 OUTPUT_ROOT/FOLDER (e.g. ``--output {out}``, ``data.dense_retriever={root}/mining/retriever``).
@@ -28,6 +31,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from retrieval_qa.errors import InputFileError, UsageError
+from retrieval_qa.training import run_folder
+from retrieval_qa.training.compose import compose
 
 
 @dataclass(frozen=True)
@@ -60,28 +67,44 @@ def expand(words: list[str], root: Path, folder: str) -> list[str]:
     return [w.replace("{out}", str(root / folder)).replace("{root}", str(root)) for w in words]
 
 
-def run_dir(root: Path, folder: str, overrides: list[str]) -> Path:
-    picks = dict(w.split("=", 1) for w in overrides if "=" in w)
-    return root / folder / picks["experiment"] / f"{picks.get('profile', 'paper')}-seed{picks.get('seed', 42)}"
-
-
-def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None]:
+def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None, object]:
     """(command, what it is called in the output, its log, the marker written on success
-    or None when the command leaves its own: result.json)."""
+    or None when the command leaves its own: result.json, and the composed config of a
+    training line, None for a command line)."""
     words = expand(run.words, root, run.folder)
     if run.is_command:
         where = root / run.folder
         marker = where.parent / f"{where.name}.done"
         return ([sys.executable, "-m", "retrieval_qa.cli", *words[1:]], where,
-                where.parent / f"{where.name}.log", marker)
-    where = run_dir(root, run.folder, words)
-    return ([sys.executable, "-m", "retrieval_qa.cli", "train", *words,
-             f"output_dir={root / run.folder}"], where,
-            where.parent / f"{where.name}.log", None)
+                where.parent / f"{where.name}.log", marker, None)
+    overrides = [*words, f"output_dir={root / run.folder}"]
+    cfg = compose(overrides)
+    where = run_folder.run_dir(cfg)
+    return ([sys.executable, "-m", "retrieval_qa.cli", "train", *overrides], where,
+            where.parent / f"{where.name}.log", None, cfg)
 
 
-def is_done(where: Path, marker: Path | None) -> bool:
-    return marker.is_file() if marker is not None else (where / "result.json").is_file()
+def reusable(run: Run, where: Path, marker: Path | None, cfg, command: list[str]) -> bool:
+    """Whether the run is finished under this line's settings (the marker of this command,
+    or a finished run of the composed config); another command's marker or a run of other
+    settings raises a UsageError naming it and the fix."""
+    if marker is None:
+        return run_folder.finished(cfg, where, "delete that run folder to train it under this "
+                                               "line's settings, or give the line another FOLDER")
+    if not marker.is_file():
+        return False
+    fix = f"delete {marker} to run this line's command, or give the line another FOLDER"
+    try:
+        done = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputFileError("queue marker", marker, f"unreadable ({e})", fix) from e
+    # the line as written ({root}, {out} unexpanded), else (older markers) the command run
+    old, new = (done.get("words"), run.words) if "words" in done else \
+        (done.get("command"), command[3:])
+    if old != new:
+        raise UsageError(f"{marker} records another command ({' '.join(map(str, old or []))}) "
+                         f"than this line's ({' '.join(new)}) (fix: {fix})")
+    return True
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -95,12 +118,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     start = time.monotonic()
     summary = []
     for i, run in enumerate(runs):
-        cmd, where, log_path, marker = plan(run, args.output_root)
         elapsed = time.monotonic() - start
         state = f"[{i + 1}/{len(runs)} {elapsed:6.0f}s]"
-        if is_done(where, marker):
-            print(f"{state} done     {where}", file=sys.stderr, flush=True)
-            summary.append({"run": str(where), "state": "done"})
+        try:
+            cmd, where, log_path, marker, cfg = plan(run, args.output_root)
+            done = reusable(run, where, marker, cfg, cmd)
+        except (UsageError, ValueError, KeyError, FileNotFoundError) as e:
+            print(f"{state} refused  {run.folder}: {e}", file=sys.stderr, flush=True)
+            summary.append({"run": run.folder, "state": "refused", "error": str(e)})
+            continue
+        if done:
+            print(f"{state} reused   {where}", file=sys.stderr, flush=True)
+            summary.append({"run": str(where), "state": "reused"})
             continue
         if elapsed > args.deadline_s:
             print(f"{state} left     {where} (deadline)", file=sys.stderr, flush=True)
@@ -115,7 +144,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 log.write(code.stdout)      # rqa commands print their JSON summary last
         seconds = round(time.monotonic() - t0, 1)
         if code.returncode == 0 and marker is not None:
-            marker.write_text(json.dumps({"command": cmd[3:], "seconds": seconds}) + "\n")
+            marker.write_text(json.dumps({"command": cmd[3:], "words": run.words,
+                                          "seconds": seconds}) + "\n")
         summary.append({"run": str(where), "state": "finished" if code.returncode == 0 else
                         f"failed ({code.returncode})", "seconds": seconds})
         print(f"{state} {summary[-1]['state']} {where} in {seconds}s",

@@ -21,8 +21,9 @@ command):
    sample standard deviation over seeds per row, the paper's numbers beside them, every command
    with its wall time, the machine, and the profile's description (its reductions).
 
-A finished run whose settings differ from the ones asked for (another ``trainer.max_steps``,
-say) is an error, never silently reused: delete its folder or pass another ``--runs``.
+A finished run whose settings differ from the ones asked for (its ``config.yaml`` against the
+composed config, as ``rqa train`` compares them: another ``trainer.max_steps``, say) is an
+error, never silently reused: delete its folder or pass another ``--runs``.
 
     python experiments/vae_study.py [--seeds 1,2,3] [--profile cpu] [--threads 1]
         [--overrides "trainer.max_steps=120"] [--runs runs/vaes] [--results-dir results/vaes]
@@ -43,7 +44,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from retrieval_qa.errors import UsageError  # noqa: E402
 from retrieval_qa.runtime import machine_info, run_rqa  # noqa: E402
+from retrieval_qa.training import run_folder  # noqa: E402
+from retrieval_qa.training.compose import compose  # noqa: E402
 
 ROWS = (  # (display name, experiment)
     ("Dual-GRUs", "dual_gru"),
@@ -83,24 +87,6 @@ def stats(values: list[float]) -> dict:
             "min": round(min(vals), 4), "max": round(max(vals), 4), "n": len(vals)}
 
 
-def _override_value(overrides: list[str], key: str):
-    for o in overrides:
-        k, _, v = o.partition("=")
-        if k == key:
-            return v
-    return None
-
-
-def check_matches(result: dict, overrides: list[str], path: Path) -> None:
-    """A finished run must have the settings asked for (the ones result.json records)."""
-    steps = _override_value(overrides, "trainer.max_steps")
-    want = int(steps) if steps is not None else -1
-    have = int((result.get("trainer") or {}).get("max_steps", -1))
-    if have != want:
-        raise SystemExit(f"{path} is a finished run with trainer.max_steps={have}, but "
-                         f"{want} was asked for; delete its folder or use another --runs")
-
-
 class Study:
     def __init__(self, args, rqa: Runner) -> None:
         self.args, self.rqa = args, rqa
@@ -117,6 +103,17 @@ class Study:
         return ["train", f"experiment={experiment}", f"profile={self.args.profile}",
                 f"seed={seed}", f"output_dir={self.runs}", f"threads={self.args.threads}",
                 "test_after_fit=true", *self.overrides]
+
+    def finished(self, experiment: str, seed: int) -> bool:
+        """Whether the run folder holds a finished run of this study's settings (``rqa
+        train``'s own check: its config.yaml equals the composed config); a run of other
+        settings stops the study."""
+        cfg = compose(self.train_args(experiment, seed)[1:])
+        try:
+            return run_folder.finished(cfg, self.run_dir(experiment, seed),
+                                       "delete its folder or use another --runs")
+        except UsageError as e:
+            raise SystemExit(str(e)) from e
 
     @staticmethod
     def subset_args(checkpoint: str) -> list[str]:
@@ -139,9 +136,8 @@ class Study:
         folder = self.run_dir(experiment, seed)
         result_path, subset_path = folder / "result.json", folder / "subset.json"
         key = f"{experiment}/seed{seed}"
-        if result_path.is_file():
+        if self.finished(experiment, seed):
             result = json.loads(result_path.read_text())
-            check_matches(result, self.overrides, result_path)
             self.commands.append({"key": key, "command": "rqa " + " ".join(
                 shlex.quote(a) for a in self.train_args(experiment, seed)),
                 "seconds": result.get("seconds"), "status": "finished earlier"})
@@ -177,7 +173,7 @@ class Study:
     def dry_run(self) -> None:
         for name, exp, seed in self.plan():
             folder = self.run_dir(exp, seed)
-            state = ("finished" if (folder / "result.json").is_file() else "to run")
+            state = "finished" if self.finished(exp, seed) else "to run"
             sub = "finished" if (folder / "subset.json").is_file() else "to run"
             print(f"{name:<11} seed {seed}: train {state:<8} subset {sub:<8} $ rqa "
                   + " ".join(self.train_args(exp, seed)))

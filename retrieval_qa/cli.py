@@ -444,7 +444,8 @@ def _train_epilog() -> str:
     return f"""\
 examples:
   rqa train experiment=dual_gru profile=cpu          # minutes on a laptop CPU
-  rqa train experiment=endx_gru profile=cpu seed=2 trainer.max_steps=200
+  rqa train experiment=endx_gru profile=cpu trainer.max_steps=200 output_dir=runs/smoke
+                                                     # a short run, in a folder of its own
   rqa train experiment=dual_bert                     # the paper's settings (profile=paper)
 
 experiments (conf/experiment/) and their profiles:
@@ -452,8 +453,11 @@ experiments (conf/experiment/) and their profiles:
 
 Settings are key=value over the composed config (conf/train.yaml and its groups): a key
 that does not exist, or a value of another type than the key's default, is an error before
-anything runs. A run writes runs/<experiment>/<profile>-seed<seed>/ and resumes from its
-last checkpoint when run again."""
+anything runs. A run writes runs/<experiment>/<profile>-seed<seed>/ (the folder does not
+depend on the other settings) and, run again with the same settings, resumes from its last
+checkpoint, or reuses its result when finished ("reused" on stderr). A folder holding a run
+of other settings is refused before anything is written, naming the settings that differ:
+output_dir=DIR gives the run a folder of its own, resume=never starts that folder over."""
 
 
 def _nonnegative_int(text: str) -> int:

@@ -53,6 +53,16 @@ class InputFileError(UsageError):
         super().__init__(f"{what} {self.path}: {problem} (fix: {fix})")
 
 
+class SettingsMismatchError(UsageError):
+    """An output folder (a run, a mining job, a pipeline's run files) written under other
+    settings than the command's: it is neither resumed nor reused. ``differences``:
+    ``{key: (old, new)}``; the message names them and the fix."""
+
+    def __init__(self, folder, differences: dict, message: str) -> None:
+        self.folder, self.differences = str(folder), differences
+        super().__init__(message)
+
+
 class RunInterrupted(Exception):
     """The run was stopped by a signal after saving a resumable checkpoint."""
 

@@ -11,12 +11,20 @@ from pathlib import Path
 def fake_rqa(*args: str) -> dict:
     with open(os.environ["RQA_FAKE_LOG"], "a") as f:
         f.write(json.dumps(list(args)) + "\n")
-    if args[0] == "train":
-        out = Path(next(a.split("=", 1)[1] for a in args if a.startswith("output_dir=")))
-        model = out / "dual_gru" / "cpu-seed42" / "model"
+    if args[0] == "train":  # what rqa train leaves: its config, its export and its result
+        from omegaconf import OmegaConf
+
+        from retrieval_qa.training.compose import compose
+        from retrieval_qa.training.run_folder import run_dir
+
+        cfg = compose(args[1:])
+        model = run_dir(cfg) / "model"
         model.mkdir(parents=True, exist_ok=True)
-        return {"checkpoint": str(model), "experiment": "dual_gru", "profile": "cpu",
-                "pretrained": "tiny", "resumed_from": None, "global_steps": 3}
+        (model.parent / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+        report = {"checkpoint": str(model), "experiment": cfg.experiment, "profile": cfg.profile,
+                  "pretrained": "tiny", "resumed_from": None, "global_steps": 3}
+        (model.parent / "result.json").write_text(json.dumps(report))
+        return report
     pool = args[args.index("--pool") + 1]
     if args[0] == "evaluate" and args[-1] != "--quiet":
         raise AssertionError(args)

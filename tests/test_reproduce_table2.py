@@ -39,14 +39,16 @@ def copy(tmp_path):
     return root
 
 
-def _make(root: Path, log: Path, *variables: str) -> tuple[dict, str]:
+def _make(root: Path, log: Path, *variables: str, code: int = 0) -> tuple[dict, str]:
     venv = Path(sys.prefix)
     env = {**os.environ, "RQA_TABLE2_RUNNER": "table2_fake_runner:fake_rqa",
            "RQA_FAKE_LOG": str(log), "PYTHONPATH": str(REPO / "tests")}
     proc = subprocess.run(["make", "-s", "-o", str(venv / ".installed-stamp"),
                            f"VENV={venv}", "reproduce-table2", *variables],
                           cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == code, proc.stderr[-3000:]
+    if code:
+        return {}, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
 
 
@@ -79,6 +81,23 @@ def test_make_reproduce_table2_quick_reuse_and_force_one_row(copy, tmp_path):
     assert set(out["entries"].values()) == {"reused"} and len(out["entries"]) == 3
     assert _calls(log) == []
     assert "reused (earlier result in the run folder" in text
+
+    # other training settings: the saved Dual-GRUs row is not passed off as theirs
+    files = {p: p.stat().st_mtime_ns for p in (copy / "runs").rglob("*") if p.is_file()}
+    _, err = _make(copy, log, "TRAIN_OVERRIDES=trainer.max_steps=50", code=2)
+    assert "Dual-GRUs on dev" in err and '"trainer.max_steps=50"' in err and "FORCE=1" in err
+    assert _calls(log) == []
+    assert {p: p.stat().st_mtime_ns for p in (copy / "runs").rglob("*") if p.is_file()} == files
+    out, text = _make(copy, log, "ROWS=BM25", "TRAIN_OVERRIDES=trainer.max_steps=50")
+    assert out["entries"] == {"BM25/dev": "reused", "BM25/train": "reused"} and not _calls(log)
+    gru = next(line for line in text.splitlines() if line.startswith("| Dual-GRUs | dev"))
+    assert "not shown" in gru and "63.53" not in gru
+
+    # the row's result lost, its model kept: evaluated again, the training reused
+    (copy / "runs" / "table2" / "Dual-GRUs-dev.json").unlink()
+    out, _ = _make(copy, log)
+    assert out["entries"]["Dual-GRUs/dev"] == "model reused"
+    assert [c[0] for c in _calls(log)] == ["evaluate"]
 
     out, _ = _make(copy, log, "ROWS=Dual-GRUs", "FORCE=1")
     assert out["entries"] == {"BM25/dev": "reused", "BM25/train": "reused",

@@ -7,10 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from experiments import run_queue as Q
 from retrieval_qa.cli import build_parser
 from retrieval_qa.training.compose import compose
+from retrieval_qa.training.run_folder import run_dir
 
 QUEUES = Path(Q.__file__).parent / "queues"
 
@@ -21,11 +23,11 @@ def _fake_rqa(calls, fail=()):
         calls.append(words)
         if words[0] in fail:
             return subprocess.CompletedProcess(cmd, 1, stdout="")
-        if words[0] == "train":
-            picks = dict(w.split("=", 1) for w in words[1:])
-            where = Path(picks["output_dir"]) / picks["experiment"] / \
-                f"{picks.get('profile', 'paper')}-seed{picks.get('seed', 42)}"
+        if words[0] == "train":  # what rqa train leaves: its config and its result
+            cfg = compose(words[1:])
+            where = run_dir(cfg)
             where.mkdir(parents=True)
+            (where / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
             (where / "result.json").write_text("{}")
         return subprocess.CompletedProcess(cmd, 0, stdout='{"ok": true}\n')
     return run
@@ -54,7 +56,17 @@ def test_train_and_command_lines_run_once_with_placeholders(tmp_path, monkeypatc
     monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
     summary = Q.main([str(queue), "--output-root", str(root)])
     assert [c[0] for c in calls] == ["mine"]
-    assert [s["state"] for s in summary] == ["done", "done", "finished"]
+    assert [s["state"] for s in summary] == ["reused", "reused", "finished"]
+
+    # the lines changed: a finished run or a done command of other settings is not reused
+    calls.clear()
+    queue.write_text("m/retriever  rqa export experiment=mining_dual seed=3 --output {out}\n"
+                     "m   experiment=mining_classifier data.dense_retriever={root}/m/retriever "
+                     "data.batch_size=4\n")
+    summary = Q.main([str(queue), "--output-root", str(root)])
+    assert calls == [] and [s["state"] for s in summary] == ["refused", "refused"]
+    assert "records another command" in summary[0]["error"]
+    assert "data.batch_size: " in summary[1]["error"] and "-> 4" in summary[1]["error"]
 
 
 def test_deadline_leaves_the_rest(tmp_path, monkeypatch):

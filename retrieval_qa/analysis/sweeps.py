@@ -129,6 +129,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
     rows = []
     for members in groups.values():
         done = [m for m in members if m["report"] is not None]
+        _same_settings(done)
         reports = [m["report"] for m in done]
         lasts = [_last_logged(m, logged) for m in done] if logged else []
         rows.append({
@@ -212,6 +213,28 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "best": best and best["label"],
             "rows": {r["label"]: {m: (r[m] or {}).get("mean") for m in metrics} for r in rows},
             "files": files, "run_files": run_files}
+
+
+def _same_settings(runs: Sequence[dict]) -> None:
+    """The finished runs of one row (one setting, its seeds) must have been trained with the
+    same settings but the seed: their ``config.yaml`` files are compared (runs copied beside a
+    table have none: they were checked when that table was made). Runs of other settings in
+    one row (a sweep file changed between calls into the same folder) are an error naming
+    them, never averaged."""
+    from ..errors import SettingsMismatchError
+    from ..training.run_folder import CONFIG, describe, differences, read_config
+
+    fix = "rerun those runs into their own sweep folder (rqa sweep --output-dir), or remove them"
+    configs = [(r["run_dir"], Path(r["run_dir"]) / CONFIG) for r in runs]
+    configs = [(d, read_config(p, fix)) for d, p in configs if p.is_file()]
+    for where, cfg in configs[1:]:
+        first_dir, first = configs[0]
+        cfg.seed = first.seed  # the seeds differ by design (and what is derived from them)
+        diffs = differences(first, cfg)
+        if diffs:
+            raise SettingsMismatchError(where, diffs, f"runs {first_dir} and {where} are of "
+                                        f"one row of the sweep table but were trained with "
+                                        f"other settings ({describe(diffs)}) (fix: {fix})")
 
 
 def _best(rows: list[dict], goal: str | None) -> dict | None:

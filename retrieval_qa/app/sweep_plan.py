@@ -25,13 +25,17 @@ online. Here the same file is run by a local controller built from wandb's own p
   ``<output-dir>/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/``, with ``sweep.json``
   (its parameters and commands) beside ``result.json`` and the offline wandb files.
 
-A run whose ``result.json`` exists is not run again; an interrupted run resumes from its last
-checkpoint (``rqa train``'s own resume). Each run is ``rqa train`` in a subprocess, or with
-``--in-process`` in the runner's process.
+A run whose folder holds a finished run of its settings (``result.json``, and ``config.yaml``
+equal to the run's composed config: ``rqa train``'s own check,
+:mod:`retrieval_qa.training.run_folder`) is reused, not run again; an interrupted run resumes
+from its last checkpoint (``rqa train``'s own resume); a folder holding a run of other
+settings (the sweep file changed since) stops the sweep before anything runs. Each run is
+``rqa train`` in a subprocess, or with ``--in-process`` in the runner's process.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import random
@@ -47,6 +51,7 @@ from omegaconf import OmegaConf
 from ..config import conf_dirs, yaml_error_line
 from ..errors import InputFileError
 from ..training.compose import compose
+from ..training.run_folder import run_dir
 
 DEFAULT_OUTPUT_DIR = "runs/sweeps"
 ARGS_MACRO = "${args_no_hyphens}"
@@ -283,11 +288,11 @@ class PlannedRun:
     command: list[str]            # what `wandb agent` runs
     overrides: list[str]          # what this runner gives `rqa train`
     run_dir: str
-    status: str = "planned"       # planned | existing | finished | failed | interrupted | not run
+    status: str = "planned"       # planned | reused | finished | failed | interrupted | not run
     metric: float | None = None
     seconds: float | None = None
     returncode: int | None = None
-    config: Any = field(default=None, repr=False)  # the composed config (its seed aside)
+    config: Any = field(default=None, repr=False)  # the composed config (rqa train's)
 
 
 def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | None = None,
@@ -321,9 +326,11 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
                 raise ValueError(f"sweep {name}, run {i + 1} ({params}): {e}") from e
         cfg = composed[key]
         seed_value = OmegaConf.from_dotlist(seeds[-1:]).get("seed", cfg.seed)
-        run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{seed_value}"
+        if seed_value != cfg.seed:
+            cfg = copy.deepcopy(cfg)
+            cfg.seed = seed_value
         planned.append(PlannedRun(i + 1, params, setting, label, command, overrides,
-                                  str(run_dir), config=cfg))
+                                  str(run_dir(cfg)), config=cfg))
     return planned
 
 

@@ -40,7 +40,7 @@ def _elapsed(seconds: float) -> str:
 
 
 def _progress(name: str, runs: list[PlannedRun], start: float, message: str) -> None:
-    done = sum(r.status in ("existing", "finished") for r in runs)
+    done = sum(r.status in ("reused", "finished") for r in runs)
     running = sum(r.status == "running" for r in runs)
     failed = sum(r.status == "failed" for r in runs)
     left = sum(r.status == "planned" for r in runs)
@@ -118,6 +118,34 @@ def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
     return rc, (rc - 128 if rc in (130, 143) else None)
 
 
+def _reusable(runs: list[PlannedRun], name: str, output_dir) -> list[PlannedRun]:
+    """The runs whose folder holds a finished run of their settings (the same check as
+    ``rqa train``'s: :func:`~retrieval_qa.training.run_folder.finished`). A folder holding a
+    run of other settings (the sweep file changed since, say) stops the sweep before anything
+    runs or is written, naming the runs and the settings that differ."""
+    from ..errors import SettingsMismatchError
+    from ..training.run_folder import describe, finished
+
+    fix = (f"--output-dir DIR for a new sweep folder, or delete those run folders under "
+           f"{Path(output_dir) / name} to run them again")
+    done, clashes = [], []
+    for r in runs:
+        try:
+            if finished(r.config, Path(r.run_dir), fix):
+                done.append(r)
+        except SettingsMismatchError as e:
+            clashes.append((r, e.differences))
+    if clashes:
+        listed = "; ".join(f"run {r.index} ({r.run_dir}): {describe(d, 4)}"
+                           for r, d in clashes[:5])
+        more = f"; and {len(clashes) - 5} more runs" if len(clashes) > 5 else ""
+        raise SettingsMismatchError(
+            Path(output_dir) / name, dict(clashes[0][1]),
+            f"sweep {name}: {len(clashes)} run folder(s) hold runs of other settings than the "
+            f"sweep's: {listed}{more}; nothing was run (fix: {fix})")
+    return done
+
+
 def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = False,
               output_dir: str | Path = DEFAULT_OUTPUT_DIR, method: str | None = None,
               seed: int = 0, threads: str | None = None, in_process: bool = False,
@@ -135,11 +163,10 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
     metric = (sweep.get("metric") or {}).get("name")
     runs = plan_runs(sweep, name, output_dir, method=method, count=count, seed=seed,
                      threads=threads)
-    for r in runs:
-        result = Path(r.run_dir) / "result.json"
-        if result.is_file():
-            r.status = "existing"
-            r.metric = metric_value(json.loads(result.read_text(encoding="utf-8")), metric)
+    for r in _reusable(runs, name, output_dir):
+        r.status = "reused"
+        r.metric = metric_value(json.loads((Path(r.run_dir) / "result.json").read_text(
+            encoding="utf-8")), metric)
     method = method or sweep["method"]
     todo = [r for r in runs if r.status == "planned"]
     if only:
@@ -199,7 +226,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
                   + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items())
                   + f" -> {r.run_dir}", file=sys.stderr, flush=True)
     summary = _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
-    if not dry_run and any(r.status in ("existing", "finished") for r in runs):
+    if not dry_run and any(r.status in ("reused", "finished") for r in runs):
         from ..analysis.sweeps import sweep_table
 
         summary["table"] = sweep_table(sweep_dir, output_dir=sweep_dir)["files"]

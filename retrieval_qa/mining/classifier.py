@@ -35,6 +35,7 @@ from ..data.classifier_pairs import MODEL_KEYS
 from ..models.cross_classifier import CrossAttentionClassifier
 from ..models.method import Built
 from ..registry import instantiate
+from ..torch_files import REEXPORT, load_torch
 
 __all__ = ["MiningClassifier", "load_classifier"]
 
@@ -131,7 +132,8 @@ class MiningClassifier(CrossAttentionClassifier):
         settings = dict(meta["settings"])
         settings.update(pretrained=str(folder / "encoder"), fallback=None)
         model = cls(**settings)
-        model.head.load_state_dict(torch.load(folder / "head.pt", map_location=map_location))
+        model.head.load_state_dict(load_torch(folder / "head.pt", "exported weights", REEXPORT,
+                                              map_location=map_location))
         return model.eval()
 
     # ---- evaluation --------------------------------------------------------------------------

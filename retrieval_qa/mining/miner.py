@@ -47,7 +47,9 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..atomic_files import write_text_atomic
 from ..data.types import RetrievalPool
+from ..errors import InputFileError, SettingsMismatchError
 from .neighbours import dense_neighbours, known_positives
 from .scorer import PairScorer
 
@@ -81,23 +83,32 @@ def pool_digest(pool: RetrievalPool) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _check_manifest(folder: Path, manifest: dict) -> bool:
-    """Write the manifest, or check it against the one there; True when resuming."""
+    """Write the manifest, or check it against the one there; True when resuming. Shards of
+    another job (other settings, pool, retriever or scorer), or of a job whose manifest is
+    gone, are never mixed into this one: an error naming the folder, what differs and the
+    fix."""
+    from ..training.run_folder import describe, flat_differences
+
     path = folder / "manifest.json"
+    fix = "give this job its own --output folder, or delete that one to start over"
     if not path.is_file():
-        _write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
+        shards = sorted((folder / "shards").glob("shard-*.jsonl"))
+        if shards:
+            raise InputFileError("--output", folder, f"holds {len(shards)} scored shard(s) "
+                                 "but no manifest.json: the job they were scored for cannot "
+                                 "be checked, so they are not mixed into this one", fix)
+        write_text_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
         return False
-    old = json.loads(path.read_text())
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputFileError("mining manifest", path, f"unreadable ({e})", fix) from e
     if old != manifest:
-        keys = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        raise ValueError(f"{folder} holds another mining job (differs in {keys}); give this "
-                         "job its own --output folder, or delete that one to start over")
+        diffs = flat_differences(old if isinstance(old, dict) else {}, manifest)
+        raise SettingsMismatchError(folder, diffs, f"{folder} holds another mining job "
+                                    f"({describe(diffs)}); its shards are not mixed into this "
+                                    f"one (fix: {fix})")
     return True
 
 
@@ -155,7 +166,7 @@ class Miner:
             "shards_resumed": self.num_shards - len(todo), "shards_scored": len(todo),
             "pairs_scored_this_run": scored, "seconds": round(seconds, 2),
             "pairs_per_second_this_run": round(scored / seconds, 2) if scored else None})
-        _write_atomic(self.output / "summary.json", json.dumps(summary, indent=2))
+        write_text_atomic(self.output / "summary.json", json.dumps(summary, indent=2))
         return summary
 
     # ---- scoring ------------------------------------------------------------------------
@@ -193,7 +204,7 @@ class Miner:
                     bar.update(len(chunk))
                 for r, p in zip(records, probabilities, strict=True):
                     r["probability"] = p
-                _write_atomic(self.shard_path(s),
+                write_text_atomic(self.shard_path(s),
                               "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
                 scored += len(records)
         return scored

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import InputFileError
 from ..registry import locate
+from ..torch_files import REEXPORT, error_summary
 
 LEGACY_LOADER = "retrieval_qa.models.inference.DualEncoderInference"  # exports without _target_
 
@@ -42,8 +44,12 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
     loader = locate(meta.get("_target_", LEGACY_LOADER))
     try:
         return loader.load(folder, map_location=map_location)
+    except InputFileError:  # a damaged weights file, named by the loader
+        raise
     except (FileNotFoundError, OSError) as e:
         present = sorted(p.name for p in folder.iterdir())
         raise FileNotFoundError(f"{folder}: incomplete export ({e}); it holds {present}. "
-                                "Copy the whole folder that `rqa train` / `rqa export` wrote, "
-                                "or export the model again") from e
+                                f"Fix: {REEXPORT}") from e
+    except Exception as e:  # noqa: BLE001 - a damaged tokenizer or settings file, say
+        raise InputFileError("exported model", folder, f"cannot be loaded "
+                             f"({error_summary(e)})", REEXPORT) from e

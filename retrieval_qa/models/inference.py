@@ -20,6 +20,7 @@ from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
+from ..torch_files import REEXPORT, load_torch
 from .graphed_encoding import GraphedEncoder
 
 DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
@@ -33,8 +34,9 @@ class DualEncoderInference:
     """``work_dir`` (optional): a folder where long encoding jobs keep finished shards
     (``SHARD_BATCHES`` batches each, in the longest-first order), so a job that crashed
     resumes without encoding them again. Shards are named by a digest of the side's whole
-    text list and of the model's settings, and each records the digest of its own texts,
-    checked when read back: a shard of other texts is never silently reused.
+    text list and of the model (its settings and its weights), and each records the digest of
+    its own texts, checked when read back: a shard of other texts, or of another model (a
+    retrained one of the same settings too), is never silently reused.
 
     ``cuda_graphs`` (opt-in, ``rqa evaluate --cuda-graphs``; not yet measured on a GPU): on a
     GPU, pad every batch to ``batch_size`` rows and a width of a multiple of 16 tokens and
@@ -50,6 +52,7 @@ class DualEncoderInference:
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.cuda_graphs = cuda_graphs
         self._graphed: dict[tuple, GraphedEncoder] = {}
+        self._weights_digest: str | None = None
 
     @property
     def device(self) -> torch.device:
@@ -91,13 +94,27 @@ class DualEncoderInference:
         meta = json.loads((folder / "model.json").read_text())
         meta.pop("_target_", None)
         towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
-        towers.load_state_dict(torch.load(folder / "towers.pt", map_location=map_location))
+        towers.load_state_dict(load_torch(folder / "towers.pt", "exported weights", REEXPORT,
+                                           map_location=map_location))
         towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
 
+    def weights_digest(self) -> str:
+        """A digest of the towers' weights (computed once; the towers are not trained here)."""
+        if self._weights_digest is None:
+            h = hashlib.sha256()
+            for name, tensor in self.towers.state_dict().items():
+                h.update(name.encode() + b"\0" + str(tensor.dtype).encode()
+                         + str(tuple(tensor.shape)).encode())
+                h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+                         .numpy().tobytes())
+            self._weights_digest = h.hexdigest()
+        return self._weights_digest
+
     def _digest(self, side: str, idx: list[int], texts, contexts) -> str:
-        h = hashlib.sha256(json.dumps([side, self.meta], sort_keys=True, default=str).encode())
+        h = hashlib.sha256(json.dumps([side, self.meta, self.weights_digest()],
+                                      sort_keys=True, default=str).encode())
         for i in idx:
             h.update(texts[i].encode() + b"\0")
             if contexts is not None:

@@ -34,6 +34,7 @@ from ..evaluation.ranking import rank_of_score
 from ..losses.quadratic_conditional import quadratic_conditional_loss
 from ..losses.triplet import batch_hard_triplet_loss
 from ..registry import instantiate
+from ..torch_files import REEXPORT, load_torch
 from .method import Built
 
 SIDES = ("question", "paragraph", "both")
@@ -203,7 +204,8 @@ class RefinerArtifact:
         folder = Path(folder)
         meta = json.loads((folder / "model.json").read_text())
         module = ResidualRefinementModule(**meta["hparams"])
-        module.load_state_dict(torch.load(folder / "refiners.pt", map_location=map_location))
+        module.load_state_dict(load_torch(folder / "refiners.pt", "exported weights", REEXPORT,
+                                           map_location=map_location))
         return cls(module, meta)
 
     @torch.inference_mode()

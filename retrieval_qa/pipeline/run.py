@@ -11,6 +11,7 @@ first-stage retriever (the same for the validation lists, whose pool is named
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from ..evaluation.runfile import RunFileWriter
 from .config import PipelineConfig
 from .fusion import convex, normalise, rrf
 from .ranking import ordered, rank_lists
-from .stages import RUN_SUFFIX, StageRun, run_retriever
+from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever, stage_settings
 from .tuning import tune
 
 
@@ -40,8 +41,11 @@ def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
     for spec in cfg.retrievers:
         name = f"{spec.name}{RUN_SUFFIX}"
         if from_run_files is not None:
-            runs.append(StageRun.from_file(spec.name, pool,
-                                           from_run_files / pool_folder(pool) / name, ks))
+            path = from_run_files / pool_folder(pool) / name
+            note = check_stage_file(path, stage_settings(spec, cfg.top_k))
+            if note:
+                print(f"rqa evaluate --pipeline: {note}", file=sys.stderr, flush=True)
+            runs.append(StageRun.from_file(spec.name, pool, path, ks))
         else:
             runs.append(run_retriever(spec, pool, cfg.top_k, progress=progress, ks=ks,
                                       doc_level=bool(evaluation["doc_level"]),

@@ -5,10 +5,17 @@ the full ranking's) and keeps its top-k per question, written as a run file
 (``<name>.run.jsonl``, :mod:`retrieval_qa.evaluation.runfile`: ``top_ids`` / ``top_scores``
 per question, in the pool's question order). Fusion and reranking read those lists back, in
 memory or from the files (``--from-run-files``), through the same :meth:`StageRun.from_records`.
+
+Beside each run file, ``<name>.run.settings.json`` records the settings its lists were
+computed with (:func:`stage_settings`); ``--from-run-files`` refuses a run file whose
+recorded settings differ from the stage's of the pipeline given (another model under the same
+name, another ``top_k``...), naming the file and the keys. Run files written before the
+settings were recorded are read with a warning that they cannot be checked.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic_files import write_text_atomic
 from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _records, doc_index, rank_questions
@@ -91,6 +99,55 @@ class StageRun:
             if run.doc_ranks:
                 run.metrics.update(metrics_from_ranks(run.doc_ranks, ks, prefix="doc_"))
         return run
+
+
+def stage_settings(spec: RetrieverSpec, top_k: int) -> dict:
+    """What determines a first-stage retriever's lists: its kind and ``top_k``, BM25's
+    settings (conf/model/bm25.yaml under the stage's), or the exported model (a digest of its
+    files, wherever the folder is) and its ``paragraph_weight``. Not the encoding
+    ``batch_size``, which changes the order of float additions only."""
+    out: dict = {"kind": spec.kind, "top_k": top_k}
+    if spec.kind == "bm25":
+        from ..config import load_yaml, plain
+
+        out["bm25"] = {**plain(load_yaml("model/bm25.yaml")), **spec.settings}
+    else:
+        from ..mining.classifier_data import artifact_digest
+
+        out.update(model=artifact_digest(spec.checkpoint),
+                   paragraph_weight=spec.paragraph_weight)
+    return out
+
+
+def settings_file(run_file: str | Path) -> Path:
+    """``X.run.jsonl`` -> ``X.run.settings.json``."""
+    path = Path(run_file)
+    return path.with_name(path.name.removesuffix(".jsonl") + ".settings.json")
+
+
+def check_stage_file(run_file: Path, wanted: dict) -> str | None:
+    """Refuse a stage's run file recorded under other settings than ``wanted``
+    (:class:`~retrieval_qa.errors.SettingsMismatchError`); returns a note when it records
+    none (written by an earlier version: not checked), else None."""
+    from ..errors import InputFileError, SettingsMismatchError
+    from ..training.run_folder import describe, flat_differences
+
+    path = settings_file(run_file)
+    fix = ("run the pipeline without --from-run-files (it writes run files of these "
+           "settings), or give the --pipeline-dir of a run of these retrievers")
+    if not path.is_file():
+        return (f"{path.name} missing (run files of an earlier version): the settings of "
+                f"{Path(run_file).name} are not checked")
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputFileError("--from-run-files", path, f"unreadable ({e})", fix) from e
+    diffs = flat_differences(recorded if isinstance(recorded, dict) else {}, wanted)
+    if diffs:
+        raise SettingsMismatchError(run_file, diffs, f"--from-run-files {run_file}: its lists "
+                                    f"were computed with other settings than the stage's "
+                                    f"({describe(diffs)}) (fix: {fix})")
+    return None
 
 
 def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
@@ -179,5 +236,9 @@ def run_retriever(spec: RetrieverSpec, pool: RetrievalPool, top_k: int, *,
                   **kwargs) -> StageRun:
     start = time.perf_counter()
     scorer = build_scorer(spec, pool, progress)
-    return retrieve(spec.name, pool, scorer, top_k, run_file=run_file,
-                    seconds=time.perf_counter() - start, **kwargs)
+    run = retrieve(spec.name, pool, scorer, top_k, run_file=run_file,
+                   seconds=time.perf_counter() - start, **kwargs)
+    if run_file is not None:
+        write_text_atomic(settings_file(run_file), json.dumps(stage_settings(spec, top_k),
+                                                              indent=2, sort_keys=True))
+    return run

@@ -12,11 +12,15 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from pytorch_lightning.utilities import rank_zero_only
 
+from ..atomic_files import write_text_atomic
 from ..portable_paths import portable
 from ..registry import instantiate, target_of
 from ..runtime import apply_threads
+from . import run_folder
 from .callbacks import ResumableCheckpoints, on_gpu
+from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
 
@@ -80,16 +84,6 @@ def export_untrained(cfg: DictConfig, folder: str | Path) -> dict:
     path = built.module.export(folder)
     return {"checkpoint": str(path), "experiment": cfg.experiment, "profile": cfg.profile,
             **built.notes, "trained": False}
-
-
-def _resume_path(cfg: DictConfig, run_dir: Path) -> str | None:
-    if cfg.resume == "never":
-        return None
-    if cfg.resume == "auto":  # Lightning's "last": the newest last*.ckpt of the run
-        return "last" if (run_dir / "checkpoints" / "last.ckpt").is_file() else None
-    if not Path(cfg.resume).is_file():
-        raise FileNotFoundError(f"resume={cfg.resume}: no such checkpoint")
-    return str(cfg.resume)
 
 
 def _number(value) -> float | None:
@@ -174,25 +168,42 @@ def train(composed: Composed | DictConfig) -> dict:
     checkpoint), load the best checkpoint, export its inference artefact, test it with the
     Trainer (the shared evaluator, ``conf/eval``) and write one report. ``composed``: what
     :func:`~.compose.compose_traced` gives (the report lists the profile's settings); a bare
-    config (built by hand) reports none."""
+    config (built by hand) reports none.
+
+    The run folder is checked first, before anything is built or written
+    (:mod:`.run_folder`): a run of other settings there is refused, a finished run of the
+    same settings is reused (its report, ``"reused": true``), an unfinished one resumed from
+    its newest whole checkpoint; ``resume=never`` starts the folder over."""
     start = time.perf_counter()
     cfg, block = (composed.cfg, composed.profile_block) if isinstance(composed, Composed) \
         else (composed, None)
+    folder = run_folder.inspect(cfg)
+    run_dir = folder.path
+    if folder.state == "finished":
+        print(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}): reused "
+              f"the finished run in {run_dir} (the same settings): nothing trained or tested; "
+              f"its {run_folder.RESULT} follows (resume=never trains it again)",
+              file=sys.stderr, flush=True)
+        return folder.reuse()
     threads = apply_threads(cfg.threads)
     if cfg.trainer.compile:
         compile_mode(cfg.trainer.compile)
     pl.seed_everything(cfg.seed, workers=True)
-    run_dir = Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
     built = method_class(cfg).build(cfg)  # a bad setting fails here, before any folder
     description, reduced = _describe(cfg, block, threads)
+    for note in folder.notes:
+        print(f"  {note}", file=sys.stderr, flush=True)
+    if folder.state == "start over" and rank_zero_only.rank == 0:
+        removed = folder.start_over()
+        print(f"  resume=never: removed the earlier run's {', '.join(removed)} from {run_dir}",
+              file=sys.stderr, flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    write_text_atomic(run_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg))
     module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
     if cfg.trainer.compile:
         compile_encoders(module, cfg.trainer.compile)
-    resume = _resume_path(cfg, run_dir)
-    resumed_from = str(run_dir / "checkpoints" / "last.ckpt") if resume == "last" else resume
+    resumed_from = str(folder.checkpoint) if folder.checkpoint else None
     stopper = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)), None)
     if stopper is None:
         raise ValueError("trainer.callbacks has no ResumableCheckpoints block: rqa train stops "
@@ -200,12 +211,14 @@ def train(composed: Composed | DictConfig) -> dict:
                          "trainer.callbacks.resumable_checkpoints of conf/trainer/default.yaml)")
     stopper.install_handlers()  # a signal before the first step stops at that step
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=resume)
+        trainer.fit(module, datamodule=data, ckpt_path=resumed_from)
         stopper.check(trainer)
         last_val = {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
                     if k.startswith("val/")}  # before the test loop replaces them
         best = trainer.checkpoint_callback.best_model_path or None
         if best:
+            check_checkpoint(best, "best checkpoint", "resume=never to train the run again",
+                             keys=("state_dict",))
             module.load_state_dict(torch.load(best, map_location="cpu",
                                               weights_only=False)["state_dict"])
         if cfg.test_after_fit:
@@ -235,6 +248,5 @@ def train(composed: Composed | DictConfig) -> dict:
         report["test"].update(_per_question(module, data, run_dir))
     report["seconds"] = round(time.perf_counter() - start, 1)
     report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
-    (run_dir / "result.json").write_text(json.dumps(report, indent=2))
+    write_text_atomic(run_dir / run_folder.RESULT, json.dumps(report, indent=2))
     return report
-

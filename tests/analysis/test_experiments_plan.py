@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import load_experiment
+from omegaconf import OmegaConf
 
 from retrieval_qa.cli import build_parser
 from retrieval_qa.training.compose import compose
@@ -33,7 +34,9 @@ def test_dry_run_plan(script, capsys, tmp_path):
     runs, res = tmp_path / "runs", tmp_path / "res"
     done = runs / "dual_gru" / "cpu-seed1" / "result.json"
     done.parent.mkdir(parents=True)
-    done.write_text(json.dumps({"seconds": 12.0}))
+    done.write_text(json.dumps({"seconds": 12.0}))  # a finished run of the step's settings
+    (done.parent / "config.yaml").write_text(OmegaConf.to_yaml(compose(
+        ["experiment=dual_gru", "profile=cpu", "seed=1", f"output_dir={runs}"])))
     lines, out = dry_run(script, capsys, "--seeds", "1,2", "--runs-dir", str(runs),
                          "--results-dir", str(res))
     assert out["dry_run"] and out["steps"] == 24 and out["done"] == 1 and out["todo"] == 23
@@ -64,6 +67,22 @@ def test_dry_run_plan(script, capsys, tmp_path):
             assert cfg.seed in (1, 2) and cfg.profile == "cpu"
         else:
             assert parser.parse_args(step.args).command == "analyze"
+
+
+def test_a_run_of_other_settings_is_not_taken_for_the_steps(script, capsys, tmp_path):
+    runs = tmp_path / "runs"
+    argv = ["--seeds", "1", "--families", "gru", "--ablation-experiment", "", "--runs-dir",
+            str(runs), "--results-dir", str(tmp_path / "res"), "--only", "train/dual_gru"]
+    folder = runs / "dual_gru" / "cpu-seed1"
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text("{}")
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(compose(
+        ["experiment=dual_gru", "profile=cpu", "seed=1", f"output_dir={runs}",
+         "trainer.max_steps=20"])))
+    lines, out = dry_run(script, capsys, *argv)
+    assert lines == [f"[other settings] {out['plan'][0]['key']}: {out['plan'][0]['command']}"]
+    assert script.main(argv) == 2  # nothing runs (subprocess.run refuses)
+    assert "trainer.max_steps: 20 -> -1" in capsys.readouterr().err
 
 
 def test_finished_analysis_is_skipped_unless_forced(script, capsys, tmp_path):

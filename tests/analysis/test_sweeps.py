@@ -10,6 +10,7 @@ from retrieval_qa.analysis.common import pool_spreads, spread
 from retrieval_qa.analysis.sweep_runs import load_sweep_runs
 from retrieval_qa.analysis.sweeps import sweep_table
 from retrieval_qa.cli import main
+from retrieval_qa.errors import SettingsMismatchError
 
 
 def _run(root, index, setting, seed, mrr=None, label=None):
@@ -61,6 +62,21 @@ def test_side_by_side_sweep_command_writes_into_the_sweep_folder(sweep_dir, caps
     assert set(next(iter(result["rows"].values()))) == {"p@1", "mrr"}
     md = (sweep_dir / "sweep_table.md").read_text()
     assert "| P@1 | MRR |" in md and "test/mrr |" not in md  # the sweep's metric is a column
+
+
+def test_a_row_never_averages_runs_of_other_settings(sweep_dir, tmp_path):
+    """Runs of one setting (its seeds) trained with other settings besides the seed (the
+    sweep file changed between calls into one folder) are named, not averaged."""
+    runs = sorted((sweep_dir).glob("detach_cross=True*/endx_gru/cpu-seed*"))
+    config = "seed: {seed}\ndata:\n  sampler_seed: ${{seed}}\n  batch_size: {batch}\n" \
+             "output_dir: runs/{seed}\n"
+    for run, batch in zip(runs, (32, 32, 16), strict=True):
+        run.joinpath("config.yaml").write_text(config.format(seed=run.name[-1], batch=batch))
+    with pytest.raises(SettingsMismatchError, match="data.batch_size: 32 -> 16") as e:
+        sweep_table(sweep_dir, output_dir=tmp_path / "tables")
+    assert str(runs[2]) in str(e.value) and not (tmp_path / "tables").exists()
+    runs[2].joinpath("config.yaml").write_text(config.format(seed=3, batch=32))
+    assert sweep_table(sweep_dir, output_dir=tmp_path / "tables")["rows"]
 
 
 def test_side_by_side_needs_reports_or_a_sweep(tmp_path, capsys):

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 from helpers import load_experiment
+from omegaconf import OmegaConf
+
+from retrieval_qa.training.compose import compose
 
 BASE_MRR = {"dual_gru": 20.0, "dual_vae": 10.0, "cross_vae": 12.0}
 
@@ -46,6 +49,7 @@ class FakeRqa:
                       "test": {"metrics": {"mrr": mrr, "r@1": mrr / 2, "r@5": mrr * 1.5},
                                "questions": 10539}}
             folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.yaml").write_text(OmegaConf.to_yaml(compose(args[1:])))
             (folder / "result.json").write_text(json.dumps(report))
             return report
         assert args[0] == "evaluate" and "--min-questions-per-answer" in args
@@ -99,7 +103,7 @@ def test_study_table_resume_and_settings_check(script, tmp_path, capsys):
     assert {c["status"] for c in table2["commands"]} == {"finished earlier"}
 
     other = FakeRqa()  # a finished run of other settings is never reused silently
-    with pytest.raises(SystemExit, match="max_steps=7"):
+    with pytest.raises(SystemExit, match="trainer.max_steps: 7 -> 9"):
         script.main(["--runs", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "r2"),
                      "--overrides", "trainer.max_steps=9"], rqa=other)
     assert other.calls == []

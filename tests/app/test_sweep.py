@@ -194,8 +194,19 @@ def test_rqa_sweep_runs_a_grid_end_to_end_and_resumes(setup_dirs, tmp_path, monk
     for runner in ("_train", "_train_in_process"):
         monkeypatch.setattr(sweep_mod, runner, lambda run: pytest.fail("a finished run ran again"))
     again = run_sweep(path, output_dir=out)
-    assert again["counts"] == {"existing": 2}
+    assert again["counts"] == {"reused": 2}
     assert [r["metric"] for r in again["runs"]] == [r["metric"] for r in summary["runs"]]
+
+    # the sweep file changed (a fixed setting): its runs are not passed off as the new ones
+    changed = yaml.safe_load(path.read_text())
+    changed["command"].insert(-1, "data.batch_size=4")
+    path.write_text(yaml.safe_dump(changed))
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file())
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "2 run folder(s) hold runs of other settings" in err
+    assert "data.batch_size: 8 -> 4" in err and "--output-dir" in err
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()) == before
 
     assert main(["analyze", "side-by-side", "--sweep", str(out / "tiny"), "--metrics",
                  "p@1,mrr", "--last-logged", "train/loss", "--output-dir",

@@ -12,6 +12,7 @@ import pytest
 from mining_helpers import BagOfWordsRetriever, HashScorer
 
 from retrieval_qa.data.pair_sources import PairSource
+from retrieval_qa.errors import InputFileError, SettingsMismatchError
 from retrieval_qa.mining.miner import Miner, MiningSettings
 from retrieval_qa.mining.neighbours import known_positives
 
@@ -115,6 +116,24 @@ def test_another_job_in_the_same_folder_is_an_error(train_pool, tmp_path):
     other = MiningSettings(top_k=10, threshold=0.6, shard_questions=8, chunk_pairs=40)
     with pytest.raises(ValueError, match=r"another mining job.*settings"):
         mine(train_pool, tmp_path / "out", settings=other)
+
+
+def test_shards_of_another_or_an_unknown_job_are_never_mixed_in(train_pool, tmp_path):
+    crashing = HashScorer(fail_after=5)  # 2 shards written, then a crash
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        mine(train_pool, tmp_path / "out", crashing)
+    other = MiningSettings(top_k=10, threshold=0.6, shard_questions=8, chunk_pairs=40)
+    with pytest.raises(SettingsMismatchError, match=r"settings.threshold: 0.5 -> 0.6") as e:
+        mine(train_pool, tmp_path / "out", settings=other)
+    assert "--output" in str(e.value)
+    manifest = tmp_path / "out" / "manifest.json"
+    manifest.write_text("{half a manif")
+    with pytest.raises(InputFileError, match="manifest.json: unreadable"):
+        mine(train_pool, tmp_path / "out")
+    manifest.unlink()  # shards whose job cannot be checked any more
+    with pytest.raises(InputFileError, match=r"2 scored shard\(s\) but no manifest.json"):
+        mine(train_pool, tmp_path / "out")
+    assert not manifest.exists()
 
 
 def test_rqa_mine_command(mining_dirs, tmp_path):

@@ -7,6 +7,7 @@ import pytest
 from helpers import eval_conf
 
 from retrieval_qa.data.errors import DataFormatError
+from retrieval_qa.errors import SettingsMismatchError
 from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
 from retrieval_qa.pipeline.config import parse_pipeline
 from retrieval_qa.pipeline.run import run_pipeline
@@ -45,6 +46,29 @@ def test_from_run_files_equals_in_memory(tmp_path, method, fusion):
     assert _lines(tmp_path / "a" / fused) == _lines(tmp_path / "b" / fused)
     stage = _lines(tmp_path / "a" / "tiny-dev/bm25.run.jsonl")
     assert len(stage) == len(pool.questions) and all(len(r["top_ids"]) == 3 for r in stage)
+
+
+def test_run_files_of_other_settings_are_refused_and_older_ones_named(tmp_path, capsys):
+    """A run file is read back only under the stage settings it records (beside it); one of
+    an earlier version, recording none, is read with a note that it cannot be checked."""
+    pool = tiny_pool()
+    run_pipeline(_cfg("rrf", 3, rrf_k=5), pool, tmp_path / "a", evaluation=EVAL)
+    recorded = json.loads((tmp_path / "a" / "tiny-dev/ctx.run.settings.json").read_text())
+    assert recorded["top_k"] == 3 and recorded["bm25"]["with_context"] is True
+    with pytest.raises(SettingsMismatchError, match=r"bm25.run.jsonl.*top_k: 3 -> 2") as e:
+        run_pipeline(_cfg("rrf", 2, rrf_k=5), pool, tmp_path / "b",
+                     from_run_files=tmp_path / "a", evaluation=EVAL)
+    assert "without --from-run-files" in str(e.value)
+    other = parse_pipeline({"name": "x", "top_k": 3, "fusion": {"method": "rrf", "rrf_k": 5},
+                            "retrievers": {"bm25": {"kind": "bm25"},
+                                           "ctx": {"kind": "bm25", "settings": {"k1": 2.0}}}},
+                           "other.yaml")
+    with pytest.raises(SettingsMismatchError, match="bm25.k1: 1.2 -> 2.0"):
+        run_pipeline(other, pool, tmp_path / "b", from_run_files=tmp_path / "a", evaluation=EVAL)
+    (tmp_path / "a" / "tiny-dev/ctx.run.settings.json").unlink()  # an earlier version's files
+    run_pipeline(_cfg("rrf", 3, rrf_k=5), pool, tmp_path / "b", from_run_files=tmp_path / "a",
+                 evaluation=EVAL)
+    assert "ctx.run.jsonl are not checked" in capsys.readouterr().err
 
 
 def test_every_run_file_has_its_per_question_records_beside_it(tmp_path):

@@ -172,6 +172,8 @@ def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
     # the same resume without the saved random-number states ends elsewhere
     (tmp_path / "c" / "dual_gru" / "cpu-seed42" / "checkpoints").mkdir(parents=True)
     (tmp_path / "c" / "dual_gru" / "cpu-seed42" / "checkpoints" / "last.ckpt").write_bytes(backup)
+    (tmp_path / "c" / "dual_gru" / "cpu-seed42" / "config.yaml").write_bytes(
+        (last.parents[1] / "config.yaml").read_bytes())  # the run's settings: resumable
     monkeypatch.setattr(ResumableCheckpoints, "load_state_dict", lambda self, state: None)
     other = train(tiny(setup_dirs, tmp_path / "c", *extra))
     c = torch.load(f"{other['checkpoint']}/towers.pt")

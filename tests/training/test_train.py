@@ -20,6 +20,7 @@ from retrieval_qa.data import load_pool
 from retrieval_qa.evaluation.per_question import RUN_DIR_NAME, beside_run_file, read_per_question
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
+from retrieval_qa.training.callbacks import ResumableCheckpoints
 from retrieval_qa.training.run import export_untrained, train
 
 
@@ -56,9 +57,20 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     assert code == 0 and enc["texts"] == 2 and torch.load(tmp_path / "q.pt").shape == (2, enc["dim"])
 
 
-def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path):
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(setup_dirs, tmp_path,
+                                                               monkeypatch):
     straight = train(tiny(setup_dirs, tmp_path / "a", "test_after_fit=false"))
-    train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false", "trainer.max_epochs=1"))
+    original = ResumableCheckpoints.on_train_batch_start
+
+    def crash_in_epoch_2(self, trainer, *args):
+        if trainer.current_epoch == 1:  # after the first epoch's checkpoint
+            raise RuntimeError("crash")
+        return original(self, trainer, *args)
+
+    monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_start", crash_in_epoch_2)
+    with pytest.raises(RuntimeError, match="crash"):
+        train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
+    monkeypatch.undo()
     resumed = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false"))
     assert resumed["resumed_from"].endswith("last.ckpt")
     a = torch.load(f"{straight['checkpoint']}/towers.pt")
@@ -188,6 +200,15 @@ def test_a_long_encoding_resumes_without_redoing_finished_shards(setup_dirs, tmp
     subset = model.encode_questions(texts[:5], batch_size=4, progress=False)
     assert len(calls) == 2 and len(list((tmp_path / "work").glob("question-*.pt"))) == 8
     torch.testing.assert_close(subset, expected[:5])
+    calls.clear()  # a model of the same settings but other weights (retrained): its own shards
+    other = load_artifact(report["checkpoint"])
+    other.work_dir = tmp_path / "work"
+    with torch.no_grad():
+        next(other.towers.parameters()).add_(1.0)
+    monkeypatch.setattr(other.towers, "encode_question", lambda **i: calls.append(1) or
+                        type(other.towers).encode_question(other.towers, **i))
+    other.encode_questions(texts, batch_size=4, progress=False)
+    assert len(calls) == 6 and len(list((tmp_path / "work").glob("question-*.pt"))) == 14
 
 
 def test_the_gpu_input_path_trains_to_the_same_result_on_cpu(setup_dirs, tmp_path, monkeypatch):
