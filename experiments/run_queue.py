@@ -13,7 +13,9 @@ In the words after FOLDER, ``{root}`` stands for OUTPUT_ROOT and ``{out}`` for
 OUTPUT_ROOT/FOLDER (e.g. ``--output {out}``, ``data.dense_retriever={root}/mining/retriever``).
 No run is started once the deadline has passed, so a queue longer than one sitting goes on at
 the next call; a run that fails is reported and the queue goes on. One progress line per run
-on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
+on stderr (done / running / left, elapsed), a JSON summary as the last stdout line. A
+``.done`` marker or ``result.json`` that is damaged (empty, truncated, not JSON) stops the
+queue with exit status 2, naming the file and the fix.
 
     python experiments/run_queue.py QUEUE --output-root runs/gpu [--deadline-s 540]
 """
@@ -28,6 +30,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from retrieval_qa.errors import UsageError  # noqa: E402
+from retrieval_qa.written import read_json_or_refuse, read_report, write_text  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,17 @@ def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None]:
 
 
 def is_done(where: Path, marker: Path | None) -> bool:
-    return marker.is_file() if marker is not None else (where / "result.json").is_file()
+    """The run finished: its marker (or ``result.json``) is there and reads back."""
+    if marker is None:
+        if not (where / "result.json").is_file():
+            return False
+        read_report(where / "result.json")
+    elif not marker.is_file():
+        return False
+    else:
+        read_json_or_refuse(marker, "queue marker", "delete it: the queue runs that command "
+                            "again", required=("command",))
+    return True
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 log.write(code.stdout)      # rqa commands print their JSON summary last
         seconds = round(time.monotonic() - t0, 1)
         if code.returncode == 0 and marker is not None:
-            marker.write_text(json.dumps({"command": cmd[3:], "seconds": seconds}) + "\n")
+            write_text(marker, json.dumps({"command": cmd[3:], "seconds": seconds}) + "\n")
         summary.append({"run": str(where), "state": "finished" if code.returncode == 0 else
                         f"failed ({code.returncode})", "seconds": seconds})
         print(f"{state} {summary[-1]['state']} {where} in {seconds}s",
@@ -125,4 +141,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UsageError as e:
+        print(f"run_queue: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

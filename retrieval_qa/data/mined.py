@@ -18,9 +18,9 @@ only, no weights).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..written import Damaged, check, read_back, read_json, refuse
 from .datamodule import ReQADataModule
 from .types import QAPair
 
@@ -36,12 +36,23 @@ def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
         raise FileNotFoundError(f"data.mined={folder}: not a finished `rqa mine` output (no "
                                 "pairs/ or summary.json); run the same `rqa mine` command again "
                                 "to finish it")
-    table = datasets.load_from_disk(str(folder / "pairs")).filter(
-        lambda source: source == "mined", input_columns="source")
+    fix = ("run the same `rqa mine` command again: it writes pairs/ and summary.json again "
+           "from its finished shards")
+    try:
+        summary = read_json(folder / "summary.json", ("gold_pairs", "mined_pairs"))
+        table = read_back(folder / "pairs", lambda p: datasets.load_from_disk(str(p)),
+                          "a datasets table (save_to_disk)")
+        sources = read_back(folder / "pairs", lambda p: table["source"], "a table of pairs")
+        counts = {s: sources.count(s) for s in ("gold", "mined")}
+        check(counts == {"gold": summary["gold_pairs"], "mined": summary["mined_pairs"]},
+              folder / "pairs", f"{counts['gold']} gold and {counts['mined']} mined pairs, "
+              f"summary.json says {summary['gold_pairs']} and {summary['mined_pairs']}")
+    except Damaged as damage:
+        raise refuse(damage, "data.mined", fix) from None
+    table = table.filter(lambda source: source == "mined", input_columns="source")
     pairs = [QAPair(r["question"], r["answer"], r["context"], r["question_id"], r["answer_id"])
              for r in table]
-    return pairs, [float(w) for w in table["weight"]], json.loads(
-        (folder / "summary.json").read_text())
+    return pairs, [float(w) for w in table["weight"]], summary
 
 
 class MinedPairsDataModule(ReQADataModule):

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..written import atomic_path
+
 FORMAT = "rqa-per-question/1"
 RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
 SUFFIX = ".questions.jsonl.gz"  # beside a run file: X.jsonl -> X.questions.jsonl.gz
@@ -99,14 +101,11 @@ def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
 def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
     """gzip with no time stamp, so the same evaluation writes the same bytes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
                    for r in [header, *rows])
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                   filename="") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
         f.write(text.encode("utf-8"))
-    partial.replace(path)
     return path
 
 
@@ -144,7 +143,8 @@ def _error(path, where: str, problem: str):
 
     return DataFormatError(path, where, problem,
                            "give a per-question record written by `rqa evaluate --run-file` "
-                           f"(*{SUFFIX}) or `rqa train` ({RUN_DIR_NAME})")
+                           f"(*{SUFFIX}) or `rqa train` ({RUN_DIR_NAME}); if this one was, "
+                           "it is damaged: write it again with the command that wrote it")
 
 
 def _rank(value, path, where: str, key: str) -> float:
@@ -155,6 +155,8 @@ def _rank(value, path, where: str, key: str) -> float:
 
 def read_per_question(path: str | Path) -> PerQuestion:
     """A record file; a malformed one is a DataFormatError naming the file and line."""
+    if Path(path).is_file() and not Path(path).stat().st_size:
+        raise _error(path, "whole file", "empty file")
     try:
         with gzip.open(path, "rb") as f:
             text = io.TextIOWrapper(f, encoding="utf-8").read()
@@ -169,8 +171,11 @@ def read_per_question(path: str | Path) -> PerQuestion:
             raise _error(path, f"line {number}", f"not JSON ({e.msg})") from None
         if not isinstance(rows[-1], dict):
             raise _error(path, f"line {number}", "not a JSON object")
-    if not rows or rows[0].get("format") != FORMAT:
+    if not rows or "format" not in rows[0]:
         raise _error(path, "line 1", f"no header with format {FORMAT!r}")
+    if rows[0]["format"] != FORMAT:
+        raise _error(path, "line 1", f"format {rows[0]['format']!r}; this version reads "
+                                     f"{FORMAT!r}")
     header, rows = rows[0], rows[1:]
     if len(rows) != header.get("questions"):
         raise _error(path, "whole file", f"{len(rows)} rows, the header says "

@@ -32,9 +32,11 @@ from torch import nn
 
 from ..data.classifier_examples import ExampleCollator, encode_triples
 from ..data.classifier_pairs import MODEL_KEYS
+from ..models.artifact import load_weights
 from ..models.cross_classifier import CrossAttentionClassifier
 from ..models.method import Built
 from ..registry import instantiate
+from ..written import atomic_path, read_json, write_text
 
 __all__ = ["MiningClassifier", "load_classifier"]
 
@@ -111,7 +113,8 @@ class MiningClassifier(CrossAttentionClassifier):
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder.save_pretrained(folder / "encoder")
         self.tokenizer.save_pretrained(folder / "encoder")
-        torch.save(self.head.state_dict(), folder / "head.pt")
+        with atomic_path(folder / "head.pt") as tmp:
+            torch.save(self.head.state_dict(), tmp)
         import inspect
 
         allowed = set(inspect.signature(type(self).__init__).parameters) - {"self"}
@@ -120,18 +123,18 @@ class MiningClassifier(CrossAttentionClassifier):
         meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
                 "kind": "cross-attention classifier (not a retriever: no encode_questions)",
                 "settings": settings}
-        (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        write_text(folder / "model.json", json.dumps(meta, indent=2, default=str))  # last
         return folder
 
     @classmethod
     def load(cls, folder: str | Path, map_location: str = "cpu") -> MiningClassifier:
         """The classifier that :meth:`export` wrote to ``folder``, in eval mode."""
         folder = Path(folder)
-        meta = json.loads((folder / "model.json").read_text())
+        meta = read_json(folder / "model.json", ("settings",))
         settings = dict(meta["settings"])
         settings.update(pretrained=str(folder / "encoder"), fallback=None)
         model = cls(**settings)
-        model.head.load_state_dict(torch.load(folder / "head.pt", map_location=map_location))
+        model.head.load_state_dict(load_weights(folder / "head.pt", map_location))
         return model.eval()
 
     # ---- evaluation --------------------------------------------------------------------------

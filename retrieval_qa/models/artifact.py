@@ -5,12 +5,23 @@ whose ``model.json`` names its loader class in ``_target_`` (a class with
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..registry import locate
+from ..written import Damaged, read_back, read_json, refuse
 
 LEGACY_LOADER = "retrieval_qa.models.inference.DualEncoderInference"  # exports without _target_
+REEXPORT = ("export the model again (`rqa export` from the run's checkpoint, or the same "
+            "`rqa train` command), or copy the whole folder again")
+
+
+def load_weights(path: str | Path, map_location):
+    """``torch.load`` of an export's weights file; :class:`~retrieval_qa.written.Damaged`
+    naming it when it is empty, truncated or not a saved state."""
+    import torch
+
+    return read_back(path, lambda p: torch.load(p, map_location=map_location),
+                     "saved weights (torch.save)")
 
 
 def load_artifact(folder: str | Path, map_location: str = "auto"):
@@ -33,15 +44,11 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
         raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
                                 "`checkpoint` folder printed by `rqa train`")
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{meta_file}: not valid JSON ({e}); re-export the model") from e
-    if not isinstance(meta, dict):
-        raise ValueError(f"{meta_file}: not an export's model.json (a JSON object with "
-                         f"_target_); re-export the model")
-    loader = locate(meta.get("_target_", LEGACY_LOADER))
-    try:
+        meta = read_json(meta_file)
+        loader = locate(meta.get("_target_", LEGACY_LOADER))
         return loader.load(folder, map_location=map_location)
+    except Damaged as damage:
+        raise refuse(damage, "exported model file", REEXPORT) from None
     except (FileNotFoundError, OSError) as e:
         present = sorted(p.name for p in folder.iterdir())
         raise FileNotFoundError(f"{folder}: incomplete export ({e}); it holds {present}. "
