@@ -101,11 +101,12 @@ def _load(folder: Path) -> tuple[RetrievalPool, dict]:
     context_of = {cand.id: cand.context for cand in candidates}
     q = _read(folder / "questions.arrow", ("question", "question_id", "gold"))
     bad = [g for g in q["gold"] if not all(0 <= i < len(candidates) for i in g)]
-    check(not bad, folder / "questions.arrow", f"gold list {bad[:1]} is not a list of "
-                                               f"candidate rows (< {len(candidates)})")
+    check(not bad, folder / "questions.arrow", f"gold list {bad[0] if bad else ''} points past "
+                                               f"the {len(candidates)} rows of candidates.arrow")
     p = _read(folder / "pairs.arrow", ("question", "answer", "question_id", "answer_id"))
     unknown = sorted(set(p["answer_id"]) - set(context_of))
-    check(not unknown, folder / "pairs.arrow", f"answer {unknown[:1]} is not a candidate")
+    check(not unknown, folder / "pairs.arrow", f"answer {unknown[:1]} is not in "
+                                               "candidates.arrow")
     pairs = [QAPair(qq, a, context_of[aid], qid, aid) for qq, a, qid, aid in
              zip(p["question"], p["answer"], p["question_id"], p["answer_id"], strict=True)]
     unit = meta["question_unit"]

@@ -152,9 +152,9 @@ def test_damaged_mined_output_is_refused_naming_it(mined, tmp_path, target, how)
 
 
 def test_mined_tables_and_summary_that_disagree_are_refused(mined, tmp_path):
-    from retrieval_qa.errors import InputFileError
-
     import shutil
+
+    from retrieval_qa.errors import InputFileError
 
     folder = tmp_path / "mined"
     shutil.copytree(mined, folder)
