@@ -201,11 +201,9 @@ def from_run_file(path: str | Path, ks) -> PerQuestion:
     records carry them, else the row (the pool's order, as the evaluator writes them); no
     pool fingerprint (the question texts are compared instead). A run file keeps no ``ks``:
     the caller gives them (the eval group's)."""
-    from .runfile import _ranks, read_run_file
+    from .runfile import _ranks, read_records
 
-    records = read_run_file(path)
-    if not records:
-        raise _error(path, "whole file", "no records")
+    records = read_records(path)
     ids = [str(r["question_id"]) if "question_id" in r else str(i)
            for i, r in enumerate(records)]
     ranks = np.array(_ranks(records, "gold_rank", path), dtype=np.float64)

@@ -92,6 +92,18 @@ def read_run_file(path: str | Path) -> list[dict]:
     return records
 
 
+def read_records(path: str | Path) -> list[dict]:
+    """:func:`read_run_file`, and a file with no record is an error too."""
+    from ..data.errors import DataFormatError
+
+    records = read_run_file(path)
+    if not records:
+        raise DataFormatError(path, "whole file", "no records (an empty file)",
+                              "give a run file written by `rqa evaluate --run-file`; if this "
+                              f"one was, {REWRITE}")
+    return records
+
+
 def _ranks(records: list[dict], key: str, path) -> list[float]:
     """The ``key`` of every record, each a number >= 1 (a rank)."""
     from ..data.errors import DataFormatError
@@ -112,13 +124,7 @@ def _ranks(records: list[dict], key: str, path) -> list[float]:
 def metrics_from_run_file(path: str | Path, ks) -> dict[str, float]:
     """Recompute the metrics from the gold ranks a run file records (and the document ranks
     when it has them)."""
-    from ..data.errors import DataFormatError
-
-    records = read_run_file(path)
-    if not records:
-        raise DataFormatError(path, "whole file", "no records (an empty file)",
-                              "give a run file written by `rqa evaluate --run-file`; if this "
-                              f"one was, {REWRITE}")
+    records = read_records(path)
     out = metrics_from_ranks(_ranks(records, "gold_rank", path), ks)
     if "doc_rank" in records[0]:
         out.update(metrics_from_ranks(_ranks(records, "doc_rank", path), ks, prefix="doc_"))
