@@ -21,7 +21,7 @@ from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _records, doc_index, rank_questions
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
-from ..evaluation.runfile import RunFileWriter, read_run_file
+from ..evaluation.runfile import RunFileWriter, read_records
 from .config import RetrieverSpec
 
 RUN_SUFFIX = ".run.jsonl"
@@ -84,7 +84,7 @@ class StageRun:
         if not path.is_file():
             raise FileNotFoundError(f"--from-run-files: {path} does not exist; run the "
                                     "pipeline once without --from-run-files to write it")
-        run = cls.from_records(name, pool, read_run_file(path), str(path))
+        run = cls.from_records(name, pool, read_records(path), str(path))
         run.run_file = str(path)
         if None not in run.gold_ranks:  # the full ranking's metrics on these questions
             run.metrics = metrics_from_ranks(run.gold_ranks, ks)
