@@ -40,8 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from retrieval_qa.config import conf_dir, load_yaml
+from retrieval_qa.errors import UsageError
 from retrieval_qa.portable_paths import portable
 from retrieval_qa.runtime import run_rqa
+from retrieval_qa.written import read_json_or_refuse, write_text
+
+FORCE_FIX = "delete it, or give --force with that row, to compute it again"
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "table2"
@@ -79,14 +83,15 @@ def train_row(row, profile: str, out: Path, force: bool, extra: list[str], rqa) 
     """The trained model of a row: an earlier run's (resumed) or trained now."""
     saved = out / f"{slug(row.name)}-train.json"
     if saved.is_file() and not force:
-        report = json.loads(saved.read_text())
+        report = read_json_or_refuse(saved, "saved training report", FORCE_FIX,
+                                     required=("checkpoint",))
         if Path(ROOT / report["checkpoint"]).is_dir() or Path(report["checkpoint"]).is_dir():
             return report, "resumed"
     report = rqa("train", f"experiment={row.experiment}", f"profile={profile}",
                  f"output_dir={out / 'runs'}", "test_after_fit=false",
                  *(["resume=never"] if force else []), *extra)
     report = portable(report)
-    saved.write_text(json.dumps(report, indent=2))
+    write_text(saved, json.dumps(report, indent=2))
     return report, "resumed" if report.get("resumed_from") else "computed"
 
 
@@ -292,7 +297,8 @@ def main(argv=None) -> int:
             path = out / f"{slug(row.name)}-{pool}.json"
             selected = row.name in wanted
             if path.is_file() and not (args.force and selected):
-                entry.update(status="reused", result=json.loads(path.read_text()))
+                entry.update(status="reused",
+                             result=read_json_or_refuse(path, "saved result", FORCE_FIX))
                 print(f"[{row.name} {pool}] reused {portable(str(path))}", file=sys.stderr)
                 continue
             if not selected:
@@ -315,8 +321,8 @@ def main(argv=None) -> int:
                 entry["result"]["reproduced"] = {
                     "status": status, "seconds": entry["seconds"],
                     "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-                (out / f"{slug(name)}-{entry['pool']}.json").write_text(
-                    json.dumps(entry["result"], indent=2))
+                write_text(out / f"{slug(name)}-{entry['pool']}.json",
+                           json.dumps(entry["result"], indent=2))
             print(f"[{name} {entry['pool']}] {status} in {entry['seconds']:.0f} s",
                   file=sys.stderr, flush=True)
 
@@ -344,4 +350,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except UsageError as e:  # a damaged saved file: named, with the fix
+        print(f"reproduce_table2: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
