@@ -57,6 +57,7 @@ except ImportError:  # sentence-transformers 5.x layout
 
 from ..data.collate import MODEL_KEYS, encode_texts
 from ..losses.similarity import check_similarity, retrieval_space
+from ..written import write_text
 from . import ST_MODULES
 from .native_modules import NotNative, native_modules
 
@@ -348,7 +349,7 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
     provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
                   "similarity_fn_name": similarity,
                   "sentence_transformers": sentence_transformers.__version__, "load": load}
-    (output / "rqa_export.json").write_text(json.dumps(provenance, indent=2))
+    write_text(output / "rqa_export.json", json.dumps(provenance, indent=2))
     return {"format": "sentence-transformers", "output": str(output),
             "checkpoint": str(checkpoint), **built, "similarity_fn_name": similarity,
             "sharing": getattr(inference.towers, "sharing", None),
