@@ -49,7 +49,9 @@ def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
               f"summary.json says {summary['gold_pairs']} and {summary['mined_pairs']}")
     except Damaged as damage:
         raise refuse(damage, "data.mined", fix) from None
-    table = table.filter(lambda source: source == "mined", input_columns="source")
+    # in memory: no processed-table cache file written into (or read from) the miner's folder
+    table = table.filter(lambda source: source == "mined", input_columns="source",
+                         keep_in_memory=True)
     pairs = [QAPair(r["question"], r["answer"], r["context"], r["question_id"], r["answer_id"])
              for r in table]
     return pairs, [float(w) for w in table["weight"]], summary

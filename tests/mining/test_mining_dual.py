@@ -128,7 +128,7 @@ def _damaged_copy(mined, tmp_path, target: str, how: str):
 
     folder = tmp_path / "mined"
     shutil.copytree(mined, folder)
-    path = next((folder / "pairs").glob("*.arrow")) if target == "pairs data" \
+    path = next((folder / "pairs").glob("data-*.arrow")) if target == "pairs data" \
         else folder / target
     data = path.read_bytes()
     path.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
