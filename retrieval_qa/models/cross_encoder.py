@@ -81,7 +81,7 @@ class CrossEncoderReranker(CrossAttentionClassifier):
         settings["pretrained_label"] = self.pretrained_checkpoint.label
         write_text(folder / META_FILE, json.dumps(
             {"kind": "cross-encoder reranker (sentence-transformers CrossEncoder folder)",
-             "settings": settings}, indent=2, default=str), encoding="utf-8")
+             "settings": settings}, indent=2, default=str))
         return folder
 
     @classmethod
