@@ -14,7 +14,7 @@ def read_run_plan(path: str | Path) -> dict:
     return read_json_or_refuse(
         path, "sweep run file", "delete the result.json beside it and run the same `rqa sweep` "
         "command again: the run resumes from its last checkpoint and both files are written "
-        "again", required=("sweep", "index", "params"))
+        "again")
 
 
 def load_sweep_runs(sweep_dir: str | Path) -> list[dict]:
