@@ -38,10 +38,11 @@ DAMAGE = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, Runtim
           pickle.UnpicklingError, zipfile.BadZipFile)
 
 
-class Damaged(Exception):
+class Damaged(ValueError):
     """A file the suite wrote that cannot be read back as written: ``path`` and ``problem``
     (e.g. "empty file", "not an Arrow table (Not an Arrow file)", "format 0; this version
-    reads 1")."""
+    reads 1"). Its readers rebuild or refuse (:func:`refuse`); a ValueError, so one that
+    reached ``rqa`` unhandled would still be one line naming the file, exit status 2."""
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path, self.problem = str(path), problem

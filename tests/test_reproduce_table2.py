@@ -107,24 +107,6 @@ def test_committed_table2_results_hold_no_absolute_paths():
         assert '"/' not in text, f"{path} holds an absolute path"
 
 
-def test_rows_run_at_once_give_the_table_of_one_row_at_a_time(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("RQA_TABLE2_RUNNER", "table2_fake_runner:fake_rqa")
-    monkeypatch.setenv("RQA_FAKE_LOG", str(tmp_path / "calls.jsonl"))
-    script = _script()
-    tables = {}
-    for jobs in (1, 3):
-        out = tmp_path / f"jobs{jobs}"
-        assert script.main(["--rows", "BM25,Dual-GRUs,Dual-BERTs", "--out", str(out),
-                            "--jobs", str(jobs)]) == 0
-        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert set(summary["entries"].values()) == {"computed"}
-        tables[jobs] = [line.split("|")[1:4] for line in
-                        (out / "table2.md").read_text().splitlines() if line.startswith("| ")]
-    assert tables[1] == tables[3] and len(tables[1]) > 5
-    calls = _calls(tmp_path / "calls.jsonl")
-    assert sorted(c[0] for c in calls) == ["evaluate"] * 8 + ["train"] * 4  # 2 runs
-
-
 @pytest.mark.parametrize("name", ["BM25-dev.json", "Dual-GRUs-train.json"])
 @pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
 def test_a_damaged_saved_result_is_refused_naming_it(tmp_path, monkeypatch, capsys, name, how):
@@ -147,3 +129,21 @@ def test_a_damaged_saved_result_is_refused_naming_it(tmp_path, monkeypatch, caps
     assert str(path) in str(e.value) and "damaged" in str(e.value)
     assert "give --force with that row" in str(e.value)
     assert path.read_bytes() == damaged  # left as found
+
+
+def test_rows_run_at_once_give_the_table_of_one_row_at_a_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RQA_TABLE2_RUNNER", "table2_fake_runner:fake_rqa")
+    monkeypatch.setenv("RQA_FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    script = _script()
+    tables = {}
+    for jobs in (1, 3):
+        out = tmp_path / f"jobs{jobs}"
+        assert script.main(["--rows", "BM25,Dual-GRUs,Dual-BERTs", "--out", str(out),
+                            "--jobs", str(jobs)]) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert set(summary["entries"].values()) == {"computed"}
+        tables[jobs] = [line.split("|")[1:4] for line in
+                        (out / "table2.md").read_text().splitlines() if line.startswith("| ")]
+    assert tables[1] == tables[3] and len(tables[1]) > 5
+    calls = _calls(tmp_path / "calls.jsonl")
+    assert sorted(c[0] for c in calls) == ["evaluate"] * 8 + ["train"] * 4  # 2 runs

@@ -142,7 +142,8 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
         if result.is_file():
             r.status = "existing"
             r.metric = metric_value(read_report(result), metric)
-            read_run_plan(Path(r.run_dir) / "sweep.json")
+            if (plan := Path(r.run_dir) / "sweep.json").exists():  # read by the table
+                read_run_plan(plan)
     method = method or sweep["method"]
     todo = [r for r in runs if r.status == "planned"]
     if only:

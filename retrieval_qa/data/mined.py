@@ -29,7 +29,6 @@ WEIGHTINGS = ("weighted", "unweighted", "unused")
 
 def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
     """(mined pairs, their weights, the miner's summary) of a finished ``rqa mine`` folder."""
-    import datasets
 
     folder = Path(folder)
     if not (folder / "pairs").is_dir() or not (folder / "summary.json").is_file():
@@ -40,9 +39,8 @@ def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
            "from its finished shards")
     try:
         summary = read_json(folder / "summary.json", ("gold_pairs", "mined_pairs"))
-        table = read_back(folder / "pairs", lambda p: datasets.load_from_disk(str(p)),
-                          "a datasets table (save_to_disk)")
-        sources = read_back(folder / "pairs", lambda p: table["source"], "a table of pairs")
+        table, sources = read_back(folder / "pairs", _read_pairs,
+                                   "a datasets table of pairs (save_to_disk)")
         counts = {s: sources.count(s) for s in ("gold", "mined")}
         check(counts == {"gold": summary["gold_pairs"], "mined": summary["mined_pairs"]},
               folder / "pairs", f"{counts['gold']} gold and {counts['mined']} mined pairs, "
@@ -55,6 +53,13 @@ def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
     pairs = [QAPair(r["question"], r["answer"], r["context"], r["question_id"], r["answer_id"])
              for r in table]
     return pairs, [float(w) for w in table["weight"]], summary
+
+
+def _read_pairs(folder: Path):
+    import datasets
+
+    table = datasets.load_from_disk(str(folder))
+    return table, table["source"]
 
 
 class MinedPairsDataModule(ReQADataModule):

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..data.classifier_examples import ExampleCollator, encode_triples
 from ..data.classifier_pairs import MODEL_KEYS
-from ..models.artifact import load_weights
+from ..models.artifact import load_weights, refusing_damage
 from ..models.cross_classifier import CrossAttentionClassifier
 from ..models.method import Built
 from ..registry import instantiate
@@ -216,7 +216,8 @@ def load_classifier(path: str | Path, map_location: str = "cpu") -> MiningClassi
             raise FileNotFoundError(f"{path} holds no model.json: pass the `checkpoint` folder "
                                     "that `rqa train experiment=mining_classifier` printed, or "
                                     "a .ckpt file of that run")
-        return MiningClassifier.load(path, map_location)
+        with refusing_damage():
+            return MiningClassifier.load(path, map_location)
     if path.suffix == ".ckpt" and path.is_file():
         return MiningClassifier.load_from_checkpoint(path, map_location=map_location).eval()
     raise FileNotFoundError(f"--classifier {path}: neither an export folder nor a .ckpt file")

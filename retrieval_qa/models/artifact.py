@@ -5,6 +5,8 @@ whose ``model.json`` names its loader class in ``_target_`` (a class with
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..registry import locate
@@ -22,6 +24,15 @@ def load_weights(path: str | Path, map_location):
 
     return read_back(path, lambda p: torch.load(p, map_location=map_location),
                      "saved weights (torch.save)")
+
+
+@contextlib.contextmanager
+def refusing_damage() -> Iterator[None]:
+    """Loading an export: a damaged file of it is refused, naming it, with the fix."""
+    try:
+        yield
+    except Damaged as damage:
+        raise refuse(damage, "exported model file", REEXPORT) from None
 
 
 def load_artifact(folder: str | Path, map_location: str = "auto"):
@@ -44,11 +55,10 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
         raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
                                 "`checkpoint` folder printed by `rqa train`")
     try:
-        meta = read_json(meta_file)
-        loader = locate(meta.get("_target_", LEGACY_LOADER))
-        return loader.load(folder, map_location=map_location)
-    except Damaged as damage:
-        raise refuse(damage, "exported model file", REEXPORT) from None
+        with refusing_damage():
+            meta = read_json(meta_file)
+            loader = locate(meta.get("_target_", LEGACY_LOADER))
+            return loader.load(folder, map_location=map_location)
     except (FileNotFoundError, OSError) as e:
         present = sorted(p.name for p in folder.iterdir())
         raise FileNotFoundError(f"{folder}: incomplete export ({e}); it holds {present}. "

@@ -251,30 +251,6 @@ def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
         run_sweep(path, output_dir=out, only=[3])
 
 
-def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
-    monkeypatch.setenv("RQA_THREADS", "1")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_DIR", raising=False)
-    out = tmp_path / "sweeps"
-    summary = run_sweep(_tiny_sweep(setup_dirs, tmp_path), output_dir=out, count=1)
-    assert summary["counts"] == {"finished": 1, "not run": 1}
-    run_dir = Path(summary["runs"][0]["run_dir"])
-    assert (run_dir / "result.json").is_file() and list((run_dir / "wandb").glob("offline-run-*"))
-
-
-def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
-    from retrieval_qa.training.run import build_logger
-
-    overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
-    cfg = compose([*overrides, "logger=wandb", "logger.group=my_sweep"])
-    wandb, csv_copy = build_logger(cfg, tmp_path)  # the wandb run starts only when first used
-    assert wandb._wandb_init["group"] == "my_sweep"
-    assert Path(csv_copy.log_dir).parent == tmp_path / "logs"  # logger.csv_copy: the CSV too
-    alone = build_logger(compose([*overrides, "logger=wandb", "logger.csv_copy=false"]), tmp_path)
-    assert alone._wandb_init["project"] == "retrieval-qa"
-    assert compose(overrides).logger.group is None  # csv logger: the key exists, unused
-
-
 def _finished(run):
     """A stand-in for `rqa train`: the run's report, as a finished run leaves it."""
     Path(run.run_dir).mkdir(parents=True, exist_ok=True)
@@ -309,3 +285,27 @@ def test_damaged_state_of_a_finished_run_is_refused(setup_dirs, tmp_path, monkey
     code = main(["analyze", "side-by-side", "--sweep", str(out / "tiny"), "--output-dir",
                  str(tmp_path / "tables")])
     assert code == 2 and str(damaged) in capsys.readouterr().err
+
+
+def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
+    monkeypatch.setenv("RQA_THREADS", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    out = tmp_path / "sweeps"
+    summary = run_sweep(_tiny_sweep(setup_dirs, tmp_path), output_dir=out, count=1)
+    assert summary["counts"] == {"finished": 1, "not run": 1}
+    run_dir = Path(summary["runs"][0]["run_dir"])
+    assert (run_dir / "result.json").is_file() and list((run_dir / "wandb").glob("offline-run-*"))
+
+
+def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
+    from retrieval_qa.training.run import build_logger
+
+    overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
+    cfg = compose([*overrides, "logger=wandb", "logger.group=my_sweep"])
+    wandb, csv_copy = build_logger(cfg, tmp_path)  # the wandb run starts only when first used
+    assert wandb._wandb_init["group"] == "my_sweep"
+    assert Path(csv_copy.log_dir).parent == tmp_path / "logs"  # logger.csv_copy: the CSV too
+    alone = build_logger(compose([*overrides, "logger=wandb", "logger.csv_copy=false"]), tmp_path)
+    assert alone._wandb_init["project"] == "retrieval-qa"
+    assert compose(overrides).logger.group is None  # csv logger: the key exists, unused

@@ -195,3 +195,22 @@ def test_a_damaged_manifest_is_refused_naming_it(train_pool, tmp_path, content):
     assert str(manifest) in message and "damaged" in message
     assert f"delete {tmp_path / 'out'}" in message and "another --output" in message
     assert manifest.read_bytes() == content  # nothing else touched
+
+
+@pytest.mark.parametrize("name", ["head.pt", "model.json"])
+def test_a_damaged_classifier_export_is_refused_naming_it(mining_dirs, tmp_path, name):
+    from retrieval_qa.errors import InputFileError
+    from retrieval_qa.mining.classifier import MiningClassifier, load_classifier
+
+    classifier = MiningClassifier(
+        pretrained=str(mining_dirs["bert"]), fallback=None, dropout=0.1, max_length=48,
+        max_question_length=12, with_context=True, context_segment=2, score_batch_size=16,
+        optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant"},
+        pretrained_label=None)
+    export = classifier.export(tmp_path / "classifier")
+    data = (export / name).read_bytes()
+    (export / name).write_bytes(data[:len(data) // 2])
+    with pytest.raises(InputFileError) as e:
+        load_classifier(export)
+    assert str(e.value).startswith(f"exported model file {export / name}: damaged: ")
+    assert "export the model again" in str(e.value)

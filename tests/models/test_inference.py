@@ -28,22 +28,6 @@ class PaddingDependentTowers(torch.nn.Module):
     encode_question = encode_answer
 
 
-def test_copies_are_encoded_once_and_share_the_embedding():
-    tokenizer = word_tokenizer(["paris", "berlin", "rome"])
-    towers = PaddingDependentTowers()
-    model = DualEncoderInference(towers, tokenizer, {"max_question_length": 8,
-                                                     "max_answer_length": 8, "similarity": "dot"})
-    # longest first, 2 a batch: [1, 0] padded to 5 tokens, then [2, 3] to 3, had "paris" been
-    # encoded twice
-    texts = ["paris", "rome berlin paris", "paris", "berlin"]
-    cands = [Candidate(f"c{i}", t, "", f"d{i}") for i, t in enumerate(texts)]
-    emb = model.encode_answers(cands, batch_size=2, progress=False)
-    assert towers.rows == 3
-    assert torch.equal(emb[0], emb[2]) and not torch.equal(emb[0], emb[3])
-    q = model.encode_questions(texts, batch_size=2, progress=False)
-    assert torch.equal(q, emb)
-
-
 def _model(work_dir=None):
     tokenizer = word_tokenizer(["paris", "berlin", "rome"])
     return DualEncoderInference(PaddingDependentTowers(), tokenizer,
@@ -134,3 +118,19 @@ def test_a_damaged_export_is_refused_naming_the_file(export, tmp_path, name, how
     err = capsys.readouterr().err
     assert code == 2 and str(folder / name) in err and "Traceback" not in err
     assert not (tmp_path / "q.pt").exists()
+
+
+def test_copies_are_encoded_once_and_share_the_embedding():
+    tokenizer = word_tokenizer(["paris", "berlin", "rome"])
+    towers = PaddingDependentTowers()
+    model = DualEncoderInference(towers, tokenizer, {"max_question_length": 8,
+                                                     "max_answer_length": 8, "similarity": "dot"})
+    # longest first, 2 a batch: [1, 0] padded to 5 tokens, then [2, 3] to 3, had "paris" been
+    # encoded twice
+    texts = ["paris", "rome berlin paris", "paris", "berlin"]
+    cands = [Candidate(f"c{i}", t, "", f"d{i}") for i, t in enumerate(texts)]
+    emb = model.encode_answers(cands, batch_size=2, progress=False)
+    assert towers.rows == 3
+    assert torch.equal(emb[0], emb[2]) and not torch.equal(emb[0], emb[3])
+    q = model.encode_questions(texts, batch_size=2, progress=False)
+    assert torch.equal(q, emb)
