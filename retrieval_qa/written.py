@@ -64,8 +64,9 @@ def read_back(path: str | Path, read: Callable[[Path], T], expected: str) -> T:
         return read(path)
     except Damaged:
         raise
-    except FileNotFoundError:
-        raise Damaged(path, "missing") from None
+    except FileNotFoundError as e:
+        raise Damaged(path, "missing" if not path.exists()
+                      else f"not {expected} ({_first_line(e)})") from None
     except DAMAGE as e:
         raise Damaged(path, f"not {expected} ({_first_line(e)})") from None
 
@@ -122,14 +123,11 @@ def read_json_or_refuse(path: str | Path, what: str, fix: str,
         raise refuse(damage, what, fix) from None
 
 
-#: how a damaged ``result.json`` of ``rqa train`` is written again
-REPORT_FIX = ("delete it and run the same `rqa train` command again: the run resumes from its "
-              "last checkpoint and writes its report again")
-
-
 def read_report(path: str | Path) -> dict:
     """A run's ``result.json`` (the report of ``rqa train``), refused when damaged."""
-    return read_json_or_refuse(path, "run report", REPORT_FIX)
+    return read_json_or_refuse(path, "run report", "delete it and run the same `rqa train` "
+                               "command again: the run resumes from its last checkpoint and "
+                               "writes its report again")
 
 
 # ------------------------------------------------------------------------------ writing
@@ -179,10 +177,4 @@ def write_text(path: str | Path, text: str) -> Path:
     """``text`` (UTF-8) to ``path``, atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
-def write_bytes(path: str | Path, data: bytes) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
     return Path(path)
