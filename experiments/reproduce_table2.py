@@ -48,9 +48,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from retrieval_qa.config import conf_dir, load_yaml, plain
-from retrieval_qa.errors import SettingsMismatchError
+from retrieval_qa.errors import SettingsMismatchError, UsageError
 from retrieval_qa.portable_paths import portable
 from retrieval_qa.runtime import run_rqa
+from retrieval_qa.written import read_json_or_refuse, write_text
+
+FORCE_FIX = "delete it, or give --force with that row, to compute it again"
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "table2"
@@ -124,11 +127,12 @@ def train_row(row, profile: str, out: Path, force: bool, extra: list[str], rqa
     (reused), or trained now (resumed from an interrupted run's checkpoint by `rqa train`)."""
     saved = out / f"{slug(row.name)}-train.json"
     if not force and saved.is_file() and model_finished(row, profile, out, extra):
-        return json.loads(saved.read_text()), "model reused"
+        return read_json_or_refuse(saved, "saved training report", FORCE_FIX,
+                                   required=("checkpoint",)), "model reused"
     report = rqa("train", *train_overrides(row, profile, out, extra),
                  *(["resume=never"] if force else []))
     report = portable(report)
-    saved.write_text(json.dumps(report, indent=2))
+    write_text(saved, json.dumps(report, indent=2))
     status = "model reused" if report.get("reused") else \
         "resumed" if report.get("resumed_from") else "computed"
     return report, status
@@ -363,7 +367,7 @@ def main(argv=None) -> int:
             path = out / f"{slug(row.name)}-{pool}.json"
             selected = row.name in wanted
             if path.is_file() and not (args.force and selected):
-                saved = json.loads(path.read_text())
+                saved = read_json_or_refuse(path, "saved result", FORCE_FIX)
                 try:
                     state = saved_state(row, pool, saved, args.profile, out, extra)
                 except SettingsMismatchError as e:
@@ -406,8 +410,8 @@ def main(argv=None) -> int:
                     "status": status, "seconds": entry["seconds"],
                     "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "settings": row_settings(rows[name], entry["pool"], args.profile, extra)}
-                (out / f"{slug(name)}-{entry['pool']}.json").write_text(
-                    json.dumps(entry["result"], indent=2))
+                write_text(out / f"{slug(name)}-{entry['pool']}.json",
+                           json.dumps(entry["result"], indent=2))
             print(f"[{name} {entry['pool']}] {status} in {entry['seconds']:.0f} s",
                   file=sys.stderr, flush=True)
 
@@ -435,4 +439,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except UsageError as e:  # a damaged saved file: named, with the fix
+        print(f"reproduce_table2: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -16,7 +16,9 @@ In the words after FOLDER, ``{root}`` stands for OUTPUT_ROOT and ``{out}`` for
 OUTPUT_ROOT/FOLDER (e.g. ``--output {out}``, ``data.dense_retriever={root}/mining/retriever``).
 No run is started once the deadline has passed, so a queue longer than one sitting goes on at
 the next call; a run that fails is reported and the queue goes on. One progress line per run
-on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
+on stderr (done / running / left, elapsed), a JSON summary as the last stdout line. A
+``.done`` marker or ``result.json`` that is damaged (empty, truncated, not JSON) stops the
+queue with exit status 2, naming the file and the fix.
 
     python experiments/run_queue.py QUEUE --output-root runs/gpu [--deadline-s 540]
 """
@@ -32,9 +34,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval_qa.errors import InputFileError, UsageError
+from retrieval_qa.errors import UsageError
 from retrieval_qa.training import run_folder
 from retrieval_qa.training.compose import compose
+from retrieval_qa.written import read_json_or_refuse, write_text
 
 
 @dataclass(frozen=True)
@@ -87,17 +90,14 @@ def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None, obje
 def reusable(run: Run, where: Path, marker: Path | None, cfg, command: list[str]) -> bool:
     """Whether the run is finished under this line's settings (the marker of this command,
     or a finished run of the composed config); another command's marker or a run of other
-    settings raises a UsageError naming it and the fix."""
+    settings raises a UsageError naming it and the fix, a damaged marker is refused."""
     if marker is None:
         return run_folder.finished(cfg, where, "delete that run folder to train it under this "
                                                "line's settings, or give the line another FOLDER")
     if not marker.is_file():
         return False
     fix = f"delete {marker} to run this line's command, or give the line another FOLDER"
-    try:
-        done = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputFileError("queue marker", marker, f"unreadable ({e})", fix) from e
+    done = read_json_or_refuse(marker, "queue marker", fix, required=("command",))
     # the line as written ({root}, {out} unexpanded), else (older markers) the command run
     old, new = (done.get("words"), run.words) if "words" in done else \
         (done.get("command"), command[3:])
@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 log.write(code.stdout)      # rqa commands print their JSON summary last
         seconds = round(time.monotonic() - t0, 1)
         if code.returncode == 0 and marker is not None:
-            marker.write_text(json.dumps({"command": cmd[3:], "words": run.words,
-                                          "seconds": seconds}) + "\n")
+            write_text(marker, json.dumps({"command": cmd[3:], "words": run.words,
+                                           "seconds": seconds}) + "\n")
         summary.append({"run": str(where), "state": "finished" if code.returncode == 0 else
                         f"failed ({code.returncode})", "seconds": seconds})
         print(f"{state} {summary[-1]['state']} {where} in {seconds}s",
@@ -155,4 +155,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except UsageError as e:
+        print(f"run_queue: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -356,14 +356,15 @@ def cmd_encode(args) -> dict:
     import torch
 
     from .models.artifact import load_artifact
+    from .written import atomic_path
 
     model = load_artifact(args.checkpoint)
     if args.work_dir:
         model.work_dir = Path(args.work_dir)
     fn = model.encode_questions if args.side == "question" else model.encode_answers
     vectors = fn(texts, progress=not args.quiet)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(vectors, output)
+    with atomic_path(output) as tmp:
+        torch.save(vectors, tmp)
     return {"checkpoint": args.checkpoint, "side": args.side, "texts": len(texts),
             "dim": int(vectors.shape[1]), "output": args.output}
 

@@ -127,6 +127,30 @@ def test_committed_table2_results_hold_no_absolute_paths():
         assert '"/' not in text, f"{path} holds an absolute path"
 
 
+@pytest.mark.parametrize("name", ["BM25-dev.json", "Dual-GRUs-train.json"])
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_a_damaged_saved_result_is_refused_naming_it(tmp_path, monkeypatch, capsys, name, how):
+    from retrieval_qa.errors import InputFileError
+
+    monkeypatch.setenv("RQA_TABLE2_RUNNER", "table2_fake_runner:fake_rqa")
+    monkeypatch.setenv("RQA_FAKE_LOG", str(tmp_path / "calls.jsonl"))
+    script = _script()
+    argv = ["--rows", "BM25,Dual-GRUs", "--out", str(tmp_path / "out")]
+    assert script.main(argv) == 0
+    path = tmp_path / "out" / name
+    data = path.read_bytes()
+    damaged = {"truncated": data[:len(data) // 2], "empty": b"",
+               "garbage": bytes(range(256)) * 4}[how]
+    path.write_bytes(damaged)
+    if name.endswith("-train.json"):  # read when a pool of the row is computed again
+        (tmp_path / "out" / "Dual-GRUs-dev.json").unlink()
+    with pytest.raises(InputFileError) as e:
+        script.main(argv)
+    assert str(path) in str(e.value) and "damaged" in str(e.value)
+    assert "give --force with that row" in str(e.value)
+    assert path.read_bytes() == damaged  # left as found
+
+
 def test_rows_run_at_once_give_the_table_of_one_row_at_a_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RQA_TABLE2_RUNNER", "table2_fake_runner:fake_rqa")
     monkeypatch.setenv("RQA_FAKE_LOG", str(tmp_path / "calls.jsonl"))

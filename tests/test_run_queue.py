@@ -104,3 +104,39 @@ def test_committed_queues_compose_and_parse(name, tmp_path):
         experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
                        .glob("*.yaml")}
         assert seen == experiments
+
+
+@pytest.mark.parametrize("damaged", ["m/retriever.done", "m/dual_gru/paper-seed42/result.json"])
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_damaged_queue_state_is_refused_naming_the_file(tmp_path, monkeypatch, damaged, how):
+    from retrieval_qa.errors import InputFileError
+
+    queue = tmp_path / "q.txt"
+    queue.write_text("m/retriever  rqa export experiment=mining_dual --output {out}\n"
+                     "m  experiment=dual_gru\n")
+    root = tmp_path / "runs"
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa([]))
+    Q.main([str(queue), "--output-root", str(root)])
+    path = root / damaged
+    data = path.read_bytes()
+    path.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
+                      "garbage": bytes(range(256)) * 4}[how])
+    calls = []
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    with pytest.raises(InputFileError) as e:
+        Q.main([str(queue), "--output-root", str(root)])
+    assert str(path) in str(e.value) and "damaged" in str(e.value) and "delete it" in str(e.value)
+    assert calls == []  # nothing run, nothing marked: the state stays as it was found
+
+
+def test_the_script_exits_2_on_damaged_state(tmp_path):
+    import sys
+
+    queue = tmp_path / "q.txt"
+    queue.write_text("m/retriever  rqa export experiment=mining_dual --output {out}\n")
+    (tmp_path / "runs" / "m").mkdir(parents=True)
+    (tmp_path / "runs" / "m" / "retriever.done").write_text('{"comm')
+    done = subprocess.run([sys.executable, Q.__file__, str(queue), "--output-root",
+                           str(tmp_path / "runs")], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "retriever.done" in done.stderr and "damaged" in done.stderr

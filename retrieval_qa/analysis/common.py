@@ -17,6 +17,7 @@ from ..config import load_yaml
 from ..data.types import Candidate, RetrievalPool
 from ..errors import UsageError
 from ..portable_paths import portable
+from ..written import write_text
 
 DEFAULT_OUTPUT_DIR = "runs/analysis"  # a run folder of yours; results/endx holds the published ones
 METRICS = ("mrr", "r@1", "r@5")
@@ -112,9 +113,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list
 
 def write_json(path: Path, obj) -> str:
     """``obj`` as JSON, its paths named without the machine's layout (portable_paths)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(portable(obj), indent=2, ensure_ascii=False) + "\n",
-                    encoding="utf-8")
+    write_text(path, json.dumps(portable(obj), indent=2, ensure_ascii=False) + "\n")
     return str(path)
 
 
@@ -148,8 +147,7 @@ def write_report_copies(out: Path, table: str,
 
 
 def write_markdown(path: Path, lines: Sequence[str]) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(portable(list(lines))).rstrip() + "\n", encoding="utf-8")
+    write_text(path, "\n".join(portable(list(lines))).rstrip() + "\n")
     return str(path)
 
 

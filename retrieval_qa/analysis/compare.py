@@ -38,6 +38,7 @@ from ..evaluation.per_question import (
     from_run_file,
     read_per_question,
 )
+from ..written import write_text
 from . import significance as sig
 
 log = logging.getLogger(__name__)
@@ -274,11 +275,9 @@ def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: st
     result["markdown"] = text
     if output:
         out = Path(output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps(
-            {k: v for k, v in result.items() if k != "markdown"}, indent=2) + "\n",
-            encoding="utf-8")
+        write_text(out, text)
+        write_text(out.with_suffix(".json"), json.dumps(
+            {k: v for k, v in result.items() if k != "markdown"}, indent=2) + "\n")
         result["files"] = [str(out), str(out.with_suffix(".json"))]
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result

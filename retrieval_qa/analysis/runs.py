@@ -10,6 +10,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ..written import read_report
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -37,7 +38,7 @@ def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
         if not p.is_file():
             raise FileNotFoundError(f"{name}={path}: no result.json there; finish the run with "
                                     "`rqa train` (it resumes from its last checkpoint)")
-        report = json.loads(p.read_text(encoding="utf-8"))
+        report = read_report(p)
         config = p.parent / "config.yaml"  # the run's full config, written by `rqa train`
         if config.is_file():
             report["config"] = OmegaConf.to_container(OmegaConf.load(config))

@@ -23,7 +23,6 @@ cross ones.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import torch
 
 from ..data.collate import encode_texts
 from ..data.types import RetrievalPool
+from ..written import read_report
 from .common import (
     DEFAULT_OUTPUT_DIR,
     output_name,
@@ -51,7 +51,7 @@ def resolve_run(run_dir: str | Path) -> tuple[str, str]:
     result = run / "result.json"
     if not result.is_file():
         raise FileNotFoundError(f"{result} not found: is {run} a finished `rqa train` run?")
-    report = json.loads(result.read_text(encoding="utf-8"))
+    report = read_report(result)
     ckpt = report.get("best_training_checkpoint")
     candidates = [Path(ckpt), run / "checkpoints" / Path(ckpt).name] if ckpt else []
     candidates.append(run / "checkpoints" / "last.ckpt")

@@ -4,8 +4,17 @@ beside a committed table): read by the sweep tables (:mod:`.sweeps`) and by ``rq
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from ..written import read_json_or_refuse, read_report
+
+
+def read_run_plan(path: str | Path) -> dict:
+    """A sweep run's ``sweep.json`` (its parameters and command), refused when damaged."""
+    return read_json_or_refuse(
+        path, "sweep run file", "delete the result.json beside it and run the same `rqa sweep` "
+        "command again: the run resumes from its last checkpoint and both files are written "
+        "again")
 
 
 def load_sweep_runs(sweep_dir: str | Path) -> list[dict]:
@@ -17,9 +26,9 @@ def load_sweep_runs(sweep_dir: str | Path) -> list[dict]:
                                 "runs/sweeps/<name>/)")
     runs = []
     for info_file in sorted(root.rglob("sweep.json")):
-        info = json.loads(info_file.read_text(encoding="utf-8"))
+        info = read_run_plan(info_file)
         result = info_file.parent / "result.json"
-        report = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else None
+        report = read_report(result) if result.is_file() else None
         runs.append({"sweep": info, "report": report, "run_dir": str(info_file.parent)})
     if not runs:
         raise FileNotFoundError(f"--sweep {sweep_dir}: no run folders (sweep.json) under it; "

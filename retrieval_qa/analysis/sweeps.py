@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..evaluation.per_question import RUN_DIR_NAME as PER_QUESTION
+from ..written import read_json_or_refuse
 from .common import (
     METRIC_LABELS,
     METRICS,
@@ -255,7 +256,9 @@ def _load_table(path: str | Path, sweep: str) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"--merge {path}: no such file (an earlier sweep_table.json "
                                 "of this sweep)")
-    table = json.loads(path.read_text(encoding="utf-8"))
+    table = read_json_or_refuse(path, "--merge", "give an intact sweep_table.json of this "
+                                "sweep (restore it, or write it again with `rqa analyze "
+                                "side-by-side --sweep`)")
     if table.get("sweep") != sweep:
         raise ValueError(f"--merge {path}: a table of sweep {table.get('sweep')!r}, not of "
                          f"{sweep!r}; give the table of the same sweep")

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..analysis.sweep_runs import read_run_plan
+from ..written import read_report, write_text
 from .sweep_plan import (
     DEFAULT_OUTPUT_DIR,
     PlannedRun,
@@ -165,8 +167,9 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
                      threads=threads)
     for r in _reusable(runs, name, output_dir):
         r.status = "reused"
-        r.metric = metric_value(json.loads((Path(r.run_dir) / "result.json").read_text(
-            encoding="utf-8")), metric)
+        r.metric = metric_value(read_report(Path(r.run_dir) / "result.json"), metric)
+        if (plan := Path(r.run_dir) / "sweep.json").exists():  # read by the table
+            read_run_plan(plan)
     method = method or sweep["method"]
     todo = [r for r in runs if r.status == "planned"]
     if only:
@@ -186,19 +189,17 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
     sweep_dir = Path(output_dir) / name
     stopped_by = None
     if not dry_run:
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / "sweep.yaml").write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+        write_text(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
         _progress(name, runs, start, f"{len(runs)} runs ({method}), {len(todo)} to run, "
                                      f"into {sweep_dir}")
         for r in todo:
             r.status = "running"
-            Path(r.run_dir).mkdir(parents=True, exist_ok=True)
-            (Path(r.run_dir) / "sweep.json").write_text(json.dumps(
+            write_text(Path(r.run_dir) / "sweep.json", json.dumps(
                 {"sweep": name, "file": str(path), "method": method, "metric": metric,
                  "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index,
                  "params": r.params, "setting": r.setting, "label": r.label,
                  "agent_command": r.command, "overrides": r.overrides},
-                indent=2, default=str) + "\n", encoding="utf-8")
+                indent=2, default=str) + "\n")
             _progress(name, runs, start, f"run {r.index}/{len(runs)} starting: "
                       + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
             t0 = time.perf_counter()
@@ -207,7 +208,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
             result = Path(r.run_dir) / "result.json"
             if r.returncode == 0 and result.is_file():
                 r.status = "finished"
-                r.metric = metric_value(json.loads(result.read_text(encoding="utf-8")), metric)
+                r.metric = metric_value(read_report(result), metric)
             else:
                 r.status = "interrupted" if stopped_by or r.returncode in (130, 143) else "failed"
             _progress(name, runs, start, f"run {r.index}/{len(runs)} {r.status} in "
@@ -236,8 +237,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
     elif summary["counts"].get("failed"):
         summary["exit_code"] = 1
     if not dry_run:
-        (sweep_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n",
-                                                encoding="utf-8")
+        write_text(sweep_dir / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
     return summary
 
 

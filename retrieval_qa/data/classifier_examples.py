@@ -28,6 +28,9 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from ..written import atomic_path
+from .errors import DataFormatError
+
 SOURCES = ("gold", "bm25", "dense", "same_document")
 
 
@@ -48,13 +51,9 @@ class ClassifierExample:
 
 def write_examples(path: str | Path, examples: Iterable[ClassifierExample]) -> None:
     """One JSON object a line, written to a temporary file and renamed (never half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".partial")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for ex in examples:
             f.write(ex.to_json() + "\n")
-    tmp.replace(path)
 
 
 def read_examples(path: str | Path) -> list[ClassifierExample]:
@@ -66,8 +65,9 @@ def read_examples(path: str | Path) -> list[ClassifierExample]:
             try:
                 out.append(ClassifierExample(**json.loads(line)))
             except (json.JSONDecodeError, TypeError) as e:
-                raise ValueError(f"{path}, line {n}: not a classifier example ({e}); delete "
-                                 "the file to build the examples again") from None
+                raise DataFormatError(path, f"line {n}", f"not a classifier example ({e})",
+                                      "delete the folder holding it: the examples are built "
+                                      "again") from None
     return out
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from ..written import Damaged, read_back, refuse
+
 
 class FeatureTable:
     def __init__(self, texts: Sequence[str], vectors: torch.Tensor,
@@ -27,7 +29,12 @@ class FeatureTable:
         if not path.is_file():
             raise FileNotFoundError(f"data.features={path}: no such file; write one with "
                                     "torch.save({'texts': [...], 'vectors': tensor}, path)")
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            obj = read_back(path, lambda p: torch.load(p, map_location="cpu", weights_only=True),
+                            "a torch.save file")
+        except Damaged as damage:
+            raise refuse(damage, "data.features", "write it again: torch.save({'texts': [...], "
+                         "'vectors': tensor}, path)") from None
         if not isinstance(obj, dict) or not {"texts", "vectors"} <= set(obj):
             raise ValueError(f"{path}: expected a dict with 'texts' and 'vectors', got "
                              f"{type(obj).__name__} {sorted(obj) if isinstance(obj, dict) else ''}")

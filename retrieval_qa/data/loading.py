@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+from ..written import Damaged, rebuilding
 from . import multireqa, reqa, splitter
 from .cache import cache_root, load_cached_pool, save_pool
 from .errors import DataFileNotFoundError
@@ -105,7 +106,7 @@ def _rebuilt_multireqa_train(dirs: list[Path], missing: DataFileNotFoundError,
     folder = cache_root(cache_dir) / f"multireqa_squad-train-rebuilt-{h.hexdigest()[:24]}"
     source = (f"{bounds} over the text of {squad} (REBUILT: the MRQA train file "
               f"{missing.name} is absent)")
-    if use_cache and (cached := load_cached_pool(folder)) is not None:
+    if use_cache and (cached := _cached(folder)) is not None:
         built, notes = cached
         built.source = source
         notes["cache"] = str(folder)
@@ -120,6 +121,16 @@ def _rebuilt_multireqa_train(dirs: list[Path], missing: DataFileNotFoundError,
     if use_cache:
         _save_quietly(built, notes, folder)
     return built, notes
+
+
+def _cached(folder: Path) -> tuple[RetrievalPool, dict] | None:
+    """The cached pool, or None: never built, or found damaged (a warning names the file;
+    the caller builds it again)."""
+    try:
+        return load_cached_pool(folder)
+    except Damaged as damage:
+        rebuilding(damage, log)
+        return None
 
 
 def _save_quietly(built: RetrievalPool, notes: dict, folder: Path) -> None:
@@ -144,7 +155,7 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
         return _from_hub(dataset, pool, missing)
     folder = cache_root(cache_dir) / f"{dataset}-{pool}-{_cache_key(dataset, pool, files.paths, strict)}"
     source = ", ".join(str(p) for p in files.paths)
-    if use_cache and (cached := load_cached_pool(folder)) is not None:
+    if use_cache and (cached := _cached(folder)) is not None:
         # The cache is keyed by content: report the files read now, not the first builder's.
         built, notes = cached
         built.source = source

@@ -18,9 +18,9 @@ only, no weights).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ..written import Damaged, check, read_back, read_json, refuse
 from .datamodule import ReQADataModule
 from .types import QAPair
 
@@ -29,19 +29,37 @@ WEIGHTINGS = ("weighted", "unweighted", "unused")
 
 def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
     """(mined pairs, their weights, the miner's summary) of a finished ``rqa mine`` folder."""
-    import datasets
 
     folder = Path(folder)
     if not (folder / "pairs").is_dir() or not (folder / "summary.json").is_file():
         raise FileNotFoundError(f"data.mined={folder}: not a finished `rqa mine` output (no "
                                 "pairs/ or summary.json); run the same `rqa mine` command again "
                                 "to finish it")
-    table = datasets.load_from_disk(str(folder / "pairs")).filter(
-        lambda source: source == "mined", input_columns="source")
+    fix = ("run the same `rqa mine` command again: it writes pairs/ and summary.json again "
+           "from its finished shards")
+    try:
+        summary = read_json(folder / "summary.json", ("gold_pairs", "mined_pairs"))
+        table, sources = read_back(folder / "pairs", _read_pairs,
+                                   "a datasets table of pairs (save_to_disk)")
+        counts = {s: sources.count(s) for s in ("gold", "mined")}
+        check(counts == {"gold": summary["gold_pairs"], "mined": summary["mined_pairs"]},
+              folder / "pairs", f"{counts['gold']} gold and {counts['mined']} mined pairs, "
+              f"summary.json says {summary['gold_pairs']} and {summary['mined_pairs']}")
+    except Damaged as damage:
+        raise refuse(damage, "data.mined", fix) from None
+    # in memory: no processed-table cache file written into (or read from) the miner's folder
+    table = table.filter(lambda source: source == "mined", input_columns="source",
+                         keep_in_memory=True)
     pairs = [QAPair(r["question"], r["answer"], r["context"], r["question_id"], r["answer_id"])
              for r in table]
-    return pairs, [float(w) for w in table["weight"]], json.loads(
-        (folder / "summary.json").read_text())
+    return pairs, [float(w) for w in table["weight"]], summary
+
+
+def _read_pairs(folder: Path):
+    import datasets
+
+    table = datasets.load_from_disk(str(folder))
+    return table, table["source"]
 
 
 class MinedPairsDataModule(ReQADataModule):

@@ -11,15 +11,16 @@ batch holds the same tensors as :func:`~.collate.encode_texts` of the same texts
 
 Caching: ``cache_root()/tokenized/<key>.arrow``, keyed by the tokenizer (class and its
 serialised vocabulary and rules), ``max_length`` and the sha256 of the texts (and contexts),
-so any change of text, tokenizer or length gets its own file. Written whole and renamed.
+so any change of text, tokenizer or length gets its own file. Written whole and renamed; a
+file that cannot be read back (empty, truncated, garbage, not one row per text) is rebuilt
+with a warning naming it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
+import logging
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
@@ -29,9 +30,11 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import torch
 
+from ..written import Damaged, atomic_path, check, read_back, rebuilding
 from .cache import cache_root
 
 CACHE_VERSION = "1"
+log = logging.getLogger(__name__)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -129,8 +132,11 @@ class TokenizedTexts:
                 CACHE_VERSION, tokenizer_fingerprint(tokenizer), max_length,
                 _texts_digest(texts, contexts)]).encode()).hexdigest()[:24]
             path = cache_root() / "tokenized" / f"{key}.arrow"
-            if path.is_file():
-                return cls._read(path, tokenizer)
+            if path.exists():
+                try:
+                    return cls._read(path, tokenizer, len(texts))
+                except Damaged as damage:
+                    rebuilding(damage, log)
         rows = tokenize_rows(tokenizer, texts, max_length, contexts)
         ids, offsets = _flat(rows["input_ids"])
         type_ids = _flat(rows["token_type_ids"])[0] if "token_type_ids" in rows else None
@@ -148,23 +154,28 @@ class TokenizedTexts:
             columns["token_type_ids"] = pa.ListArray.from_arrays(
                 pa.array(self.offsets.astype(np.int32)), pa.array(self.type_ids))
         table = pa.table(columns)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".arrow")
-        os.close(fd)
-        with ipc.new_file(tmp, table.schema) as writer:
+        with atomic_path(path) as tmp, ipc.new_file(tmp, table.schema) as writer:
             writer.write_table(table)
-        os.replace(tmp, path)
 
     @classmethod
-    def _read(cls, path: Path, tokenizer) -> TokenizedTexts:
-        with ipc.open_file(path) as reader:
-            table = reader.read_all()
-        col = table.column("input_ids").combine_chunks()
-        offsets = col.offsets.to_numpy().astype(np.int64)
-        ids = col.values.to_numpy().astype(np.int32)
-        type_ids = None
-        if "token_type_ids" in table.column_names:
-            type_ids = table.column("token_type_ids").combine_chunks().values.to_numpy()
-            type_ids = type_ids.astype(np.int32)
+    def _read(cls, path: Path, tokenizer, rows: int) -> TokenizedTexts:
+        """The cache file of ``rows`` texts, or :class:`~retrieval_qa.written.Damaged`."""
+        def read(p: Path):
+            with ipc.open_file(p) as reader:
+                table = reader.read_all()
+            col = table.column("input_ids").combine_chunks()
+            offsets = col.offsets.to_numpy().astype(np.int64)
+            ids = col.values.to_numpy().astype(np.int32)
+            check(len(offsets) == rows + 1 and offsets[0] == 0 and offsets[-1] == len(ids),
+                  p, f"{len(offsets) - 1} rows of ids for {rows} texts")
+            type_ids = None
+            if "token_type_ids" in table.column_names:
+                type_ids = table.column("token_type_ids").combine_chunks().values.to_numpy()
+                check(len(type_ids) == len(ids), p, "token_type_ids and input_ids differ")
+                type_ids = type_ids.astype(np.int32)
+            return ids, offsets, type_ids
+
+        ids, offsets, type_ids = read_back(path, read, "an Arrow table of token ids")
         return cls(ids, offsets, type_ids, tokenizer.pad_token_id or 0, tokenizer.padding_side)
 
     # ---- batches ------------------------------------------------------------------------

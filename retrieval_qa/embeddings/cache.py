@@ -2,15 +2,17 @@
 ``vectors.pt`` (a dict of tensors) and ``meta.json`` (settings, sources with their sha256,
 statistics, seconds it took). The key hashes the settings, the sha256 of every source file
 (texts and vectors), :data:`EMBEDDING_VERSION` and the sha256 of the code that computes the
-vectors, so a changed source, setting or rule is never served stale vectors."""
+vectors, so a changed source, setting or rule is never served stale vectors. A folder is
+written whole and renamed; one that cannot be read back (a file missing, empty, truncated or
+garbage, another version, meta.json's tensor shapes not those of vectors.pt) is computed
+again with a warning naming the file."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +20,10 @@ import torch
 
 from ..data.cache import cache_root
 from ..data.io import file_sha256
+from ..written import Damaged, atomic_dir, check, read_back, read_json, rebuilding
 
 EMBEDDING_VERSION = "1"
+log = logging.getLogger(__name__)
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}
 
 
@@ -56,18 +60,32 @@ def cached(settings: dict, sources: dict[str, str],
     computed by ``compute() -> (tensors, notes)`` and written atomically. The returned meta
     says ``cache: hit|miss|off`` and where the folder is."""
     folder = cache_root(cache_dir) / "embeddings" / cache_key(settings, sources)
-    if use_cache and (folder / "meta.json").is_file():
-        meta = json.loads((folder / "meta.json").read_text())
-        tensors = torch.load(folder / "vectors.pt", map_location="cpu", weights_only=True)
-        return tensors, {**meta, "cache": "hit", "cache_folder": str(folder)}
+    if use_cache and os.path.lexists(folder):
+        try:
+            tensors, meta = _read(folder)
+            return tensors, {**meta, "cache": "hit", "cache_folder": str(folder)}
+        except Damaged as damage:
+            rebuilding(damage, log)
     tensors, notes = compute()
-    meta = {"settings": settings, "sources": sources, "version": EMBEDDING_VERSION, **notes}
+    meta = {"settings": settings, "sources": sources, "version": EMBEDDING_VERSION,
+            "shapes": {k: list(v.shape) for k, v in tensors.items()}, **notes}
     if use_cache:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        torch.save(tensors, tmp / "vectors.pt")
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        with atomic_dir(folder) as tmp:
+            torch.save(tensors, tmp / "vectors.pt")
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     return tensors, {**meta, "cache": "miss" if use_cache else "off",
                      "cache_folder": str(folder) if use_cache else None}
+
+
+def _read(folder: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, meta) of a cache folder, or :class:`~retrieval_qa.written.Damaged`."""
+    meta = read_json(folder / "meta.json", ("settings", "sources", "shapes"),
+                     version=("version", EMBEDDING_VERSION))
+    vectors = folder / "vectors.pt"
+    tensors = read_back(vectors, lambda p: torch.load(p, map_location="cpu", weights_only=True),
+                        "a saved dict of tensors")
+    shapes = {k: list(v.shape) for k, v in tensors.items()} \
+        if isinstance(tensors, dict) and all(isinstance(v, torch.Tensor)
+                                             for v in tensors.values()) else None
+    check(shapes == meta["shapes"], vectors, f"tensors {shapes}, meta.json says {meta['shapes']}")
+    return tensors, meta

@@ -113,9 +113,11 @@ def evaluate_reqa(args, eval_cfg) -> dict:
 def refine(folder, model: str, idf: bool, questions, candidates):
     """``questions`` and ``candidates`` through the refiner exported in ``folder``, which must
     refine this base embedding; returns them with a description of the refiner."""
+    from ..models.artifact import refusing_damage
     from ..models.residual import RefinerArtifact
 
-    art = RefinerArtifact.load(folder)
+    with refusing_damage():
+        art = RefinerArtifact.load(folder)
     base = art.meta["base_embedding"]
     if base.get("embedding") != model or bool(base.get("idf")) != idf:
         raise ValueError(f"--refiner {folder} refines {base.get('embedding')} "

@@ -17,7 +17,7 @@ from . import sparse as sparse_rules
 from .metrics import metrics_from_ranks
 from .per_question import beside_run_file, write_per_question
 from .ranking import gold_ranks
-from .runfile import RunFileWriter
+from .runfile import COUNT_KEY, RunFileWriter
 from .search import Scorer, rows_per_block
 
 # sparse path: the block's listed entries (index, score and the temporaries of the rank
@@ -219,7 +219,8 @@ def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch
     block_ranks = ranks.tolist()
     block_docs = doc_ranks.tolist() if doc_ranks is not None else None
     for r, ((ids, scores), q) in enumerate(zip(top, rows, strict=True)):
-        rec = {"question": pool.questions[q], "question_unit": pool.question_unit}
+        rec = {"question": pool.questions[q], "question_unit": pool.question_unit,
+               COUNT_KEY: len(pool.questions)}
         if pool.question_ids:
             rec["question_id"] = pool.question_ids[q]
         rec.update({"gold_rank": block_ranks[r],

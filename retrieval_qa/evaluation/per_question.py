@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..written import atomic_path
+
 FORMAT = "rqa-per-question/1"
 RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
 SUFFIX = ".questions.jsonl.gz"  # beside a run file: X.jsonl -> X.questions.jsonl.gz
@@ -110,14 +112,11 @@ def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
 def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
     """gzip with no time stamp, so the same evaluation writes the same bytes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
                    for r in [header, *rows])
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                   filename="") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
         f.write(text.encode("utf-8"))
-    partial.replace(path)
     return path
 
 
@@ -155,7 +154,8 @@ def _error(path, where: str, problem: str):
 
     return DataFormatError(path, where, problem,
                            "give a per-question record written by `rqa evaluate --run-file` "
-                           f"(*{SUFFIX}) or `rqa train` ({RUN_DIR_NAME})")
+                           f"(*{SUFFIX}) or `rqa train` ({RUN_DIR_NAME}); if this one was, "
+                           "it is damaged: write it again with the command that wrote it")
 
 
 def _rank(value, path, where: str, key: str) -> float:
@@ -166,6 +166,8 @@ def _rank(value, path, where: str, key: str) -> float:
 
 def read_per_question(path: str | Path) -> PerQuestion:
     """A record file; a malformed one is a DataFormatError naming the file and line."""
+    if Path(path).is_file() and not Path(path).stat().st_size:
+        raise _error(path, "whole file", "empty file")
     try:
         with gzip.open(path, "rb") as f:
             text = io.TextIOWrapper(f, encoding="utf-8").read()
@@ -180,8 +182,11 @@ def read_per_question(path: str | Path) -> PerQuestion:
             raise _error(path, f"line {number}", f"not JSON ({e.msg})") from None
         if not isinstance(rows[-1], dict):
             raise _error(path, f"line {number}", "not a JSON object")
-    if not rows or rows[0].get("format") != FORMAT:
+    if not rows or "format" not in rows[0]:
         raise _error(path, "line 1", f"no header with format {FORMAT!r}")
+    if rows[0]["format"] != FORMAT:
+        raise _error(path, "line 1", f"format {rows[0]['format']!r}; this version reads "
+                                     f"{FORMAT!r}")
     header, rows = rows[0], rows[1:]
     if len(rows) != header.get("questions"):
         raise _error(path, "whole file", f"{len(rows)} rows, the header says "
@@ -207,11 +212,9 @@ def from_run_file(path: str | Path, ks) -> PerQuestion:
     records carry them, else the row (the pool's order, as the evaluator writes them); no
     pool fingerprint, but the digest of the question texts, which `rqa compare` checks. A run file keeps no ``ks``:
     the caller gives them (the eval group's)."""
-    from .runfile import _ranks, read_run_file
+    from .runfile import _ranks, read_records
 
-    records = read_run_file(path)
-    if not records:
-        raise _error(path, "whole file", "no records")
+    records = read_records(path)
     ids = [str(r["question_id"]) if "question_id" in r else str(i)
            for i, r in enumerate(records)]
     ranks = np.array(_ranks(records, "gold_rank", path), dtype=np.float64)

@@ -1,4 +1,8 @@
-"""Run files: one JSON line per question, enough to recompute every metric."""
+"""Run files: one JSON line per question, enough to recompute every metric.
+
+Each record carries ``pool_questions``, the number of questions of the pool it was written
+for, so a file cut short at a line boundary is found (:func:`read_run_file`) instead of
+giving other metrics; files written before that key are read as they are."""
 
 from __future__ import annotations
 
@@ -7,18 +11,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..written import Damaged, refuse
 from .metrics import metrics_from_ranks
 
-
-def write_run_file(path: str | Path, records: Iterable[dict]) -> int:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            n += 1
-    return n
+COUNT_KEY = "pool_questions"
+REWRITE = ("write it again with the command that wrote it (`rqa evaluate --run-file`, "
+           "`rqa pipeline`)")
 
 
 class RunFileWriter:
@@ -59,10 +57,13 @@ class RunFileWriter:
 
 def read_run_file(path: str | Path) -> list[dict]:
     """The records of a run file; a line that is not a JSON object is a
-    :class:`~retrieval_qa.data.errors.DataFormatError` naming the file and the line."""
+    :class:`~retrieval_qa.data.errors.DataFormatError` naming the file and the line, a file
+    with another number of records than its ``pool_questions`` an
+    :class:`~retrieval_qa.errors.InputFileError` (truncated)."""
     from ..data.errors import DataFormatError
 
-    fix = "give a run file written by `rqa evaluate --run-file` (one JSON object per line)"
+    fix = ("give a run file written by `rqa evaluate --run-file` (one JSON object per line); "
+           f"if this one was, it is damaged: {REWRITE}")
     records = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -79,6 +80,27 @@ def read_run_file(path: str | Path) -> list[dict]:
                 records.append(record)
     except UnicodeDecodeError as e:
         raise DataFormatError(path, f"byte {e.start}", "not UTF-8 text", fix) from None
+    counts = {r.get(COUNT_KEY) for r in records}
+    if records and counts != {None}:
+        n = counts.pop() if len(counts) == 1 else None
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise refuse(Damaged(path, f"its records disagree on {COUNT_KEY}"), "run file",
+                         REWRITE)
+        if n != len(records):
+            raise refuse(Damaged(path, f"{len(records)} records for a pool of {n} questions "
+                                       "(truncated)"), "run file", REWRITE)
+    return records
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """:func:`read_run_file`, and a file with no record is an error too."""
+    from ..data.errors import DataFormatError
+
+    records = read_run_file(path)
+    if not records:
+        raise DataFormatError(path, "whole file", "no records (an empty file)",
+                              "give a run file written by `rqa evaluate --run-file`; if this "
+                              f"one was, {REWRITE}")
     return records
 
 
@@ -102,12 +124,7 @@ def _ranks(records: list[dict], key: str, path) -> list[float]:
 def metrics_from_run_file(path: str | Path, ks) -> dict[str, float]:
     """Recompute the metrics from the gold ranks a run file records (and the document ranks
     when it has them)."""
-    from ..data.errors import DataFormatError
-
-    records = read_run_file(path)
-    if not records:
-        raise DataFormatError(path, "whole file", "no records",
-                              "give a run file written by `rqa evaluate --run-file`")
+    records = read_records(path)
     out = metrics_from_ranks(_ranks(records, "gold_rank", path), ks)
     if "doc_rank" in records[0]:
         out.update(metrics_from_ranks(_ranks(records, "doc_rank", path), ks, prefix="doc_"))

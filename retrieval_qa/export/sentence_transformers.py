@@ -52,6 +52,7 @@ from torch import nn
 
 from ..data.collate import MODEL_KEYS, encode_texts
 from ..losses.similarity import check_similarity, retrieval_space
+from ..written import write_text
 from . import ST_MODULES
 from .native_modules import InputModule, NotNative, Router, native_modules
 
@@ -343,7 +344,7 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
     provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
                   "similarity_fn_name": similarity,
                   "sentence_transformers": sentence_transformers.__version__, "load": load}
-    (output / "rqa_export.json").write_text(json.dumps(provenance, indent=2))
+    write_text(output / "rqa_export.json", json.dumps(provenance, indent=2))
     return {"format": "sentence-transformers", "output": str(output),
             "checkpoint": str(checkpoint), **built, "similarity_fn_name": similarity,
             "sharing": getattr(inference.towers, "sharing", None),

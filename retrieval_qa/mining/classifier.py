@@ -32,10 +32,11 @@ from torch import nn
 
 from ..data.classifier_examples import ExampleCollator, encode_triples
 from ..data.classifier_pairs import MODEL_KEYS
+from ..models.artifact import load_weights, refusing_damage
 from ..models.cross_classifier import CrossAttentionClassifier
 from ..models.method import Built
 from ..registry import instantiate
-from ..torch_files import REEXPORT, load_torch
+from ..written import atomic_path, read_json, write_text
 
 __all__ = ["MiningClassifier", "load_classifier"]
 
@@ -112,7 +113,8 @@ class MiningClassifier(CrossAttentionClassifier):
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder.save_pretrained(folder / "encoder")
         self.tokenizer.save_pretrained(folder / "encoder")
-        torch.save(self.head.state_dict(), folder / "head.pt")
+        with atomic_path(folder / "head.pt") as tmp:
+            torch.save(self.head.state_dict(), tmp)
         import inspect
 
         allowed = set(inspect.signature(type(self).__init__).parameters) - {"self"}
@@ -121,19 +123,18 @@ class MiningClassifier(CrossAttentionClassifier):
         meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}",
                 "kind": "cross-attention classifier (not a retriever: no encode_questions)",
                 "settings": settings}
-        (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        write_text(folder / "model.json", json.dumps(meta, indent=2, default=str))  # last
         return folder
 
     @classmethod
     def load(cls, folder: str | Path, map_location: str = "cpu") -> MiningClassifier:
         """The classifier that :meth:`export` wrote to ``folder``, in eval mode."""
         folder = Path(folder)
-        meta = json.loads((folder / "model.json").read_text())
+        meta = read_json(folder / "model.json", ("settings",))
         settings = dict(meta["settings"])
         settings.update(pretrained=str(folder / "encoder"), fallback=None)
         model = cls(**settings)
-        model.head.load_state_dict(load_torch(folder / "head.pt", "exported weights", REEXPORT,
-                                              map_location=map_location))
+        model.head.load_state_dict(load_weights(folder / "head.pt", map_location))
         return model.eval()
 
     # ---- evaluation --------------------------------------------------------------------------
@@ -215,7 +216,8 @@ def load_classifier(path: str | Path, map_location: str = "cpu") -> MiningClassi
             raise FileNotFoundError(f"{path} holds no model.json: pass the `checkpoint` folder "
                                     "that `rqa train experiment=mining_classifier` printed, or "
                                     "a .ckpt file of that run")
-        return MiningClassifier.load(path, map_location)
+        with refusing_damage():
+            return MiningClassifier.load(path, map_location)
     if path.suffix == ".ckpt" and path.is_file():
         return MiningClassifier.load_from_checkpoint(path, map_location=map_location).eval()
     raise FileNotFoundError(f"--classifier {path}: neither an export folder nor a .ckpt file")

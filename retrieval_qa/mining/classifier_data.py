@@ -38,6 +38,7 @@ from ..data.resumable import ResumableDataLoader
 from ..data.seeded_loader import SeededDataLoader
 from ..data.subsets import document_subset
 from ..data.types import RetrievalPool
+from ..written import Damaged, check, read_back, read_json, rebuilding, write_text
 from .negatives import NEGATIVE_SOURCES, dev_questions, sample_examples
 from .neighbours import bm25_neighbours, dense_neighbours, known_positives
 
@@ -164,9 +165,13 @@ class MiningClassifierData(pl.LightningDataModule):
         pools = self._pools()
         folder = self.folder(pools)
         meta_file = folder / "meta.json"
-        if meta_file.is_file():
-            self.info = json.loads(meta_file.read_text())
-            return folder
+        if meta_file.exists():
+            try:
+                self.info, self.examples = self._read_folder(folder)
+                return folder
+            except Damaged as damage:
+                rebuilding(damage, log)
+                self.examples = {}
         from ..models.artifact import load_artifact
 
         retriever = load_artifact(self.dense_retriever)
@@ -176,17 +181,32 @@ class MiningClassifierData(pl.LightningDataModule):
         train_pool, train_notes = pools["train"]
         examples, notes = self._build_pool("train", train_pool, retriever, folder)
         dev_keys = dev_questions(train_pool, self.dev_fraction, self.seed)
-        write_examples(folder / "train.jsonl", [e for e in examples
-                                                if e.question_id not in dev_keys])
-        write_examples(folder / "dev.jsonl", [e for e in examples if e.question_id in dev_keys])
+        built = {"train": [e for e in examples if e.question_id not in dev_keys],
+                 "dev": [e for e in examples if e.question_id in dev_keys]}
         info["pools"]["train"] = self._pool_info(train_pool, train_notes, notes)
         test_pool, test_notes = pools["test"]
-        examples, notes = self._build_pool("test", test_pool, retriever, folder)
-        write_examples(folder / "test.jsonl", examples)
+        built["test"], notes = self._build_pool("test", test_pool, retriever, folder)
         info["pools"]["test"] = self._pool_info(test_pool, test_notes, notes)
-        meta_file.write_text(json.dumps(info, indent=2))  # last: marks the folder complete
-        self.info = info
+        for split in SPLITS:
+            write_examples(folder / f"{split}.jsonl", built[split])
+        info["examples"] = {split: len(built[split]) for split in SPLITS}
+        write_text(meta_file, json.dumps(info, indent=2))  # last: marks the folder complete
+        self.info, self.examples = info, built
         return folder
+
+    @staticmethod
+    def _read_folder(folder: Path) -> tuple[dict, dict[str, list[ClassifierExample]]]:
+        """(meta, examples by split) of a built folder, or
+        :class:`~retrieval_qa.written.Damaged` naming the file."""
+        info = read_json(folder / "meta.json", ("examples", "pools"))
+        examples = {}
+        for split in SPLITS:
+            path = folder / f"{split}.jsonl"
+            examples[split] = read_back(path, read_examples, "classifier examples")
+            check(len(examples[split]) == info["examples"].get(split), path,
+                  f"{len(examples[split])} examples, meta.json says "
+                  f"{info['examples'].get(split)} (truncated)")
+        return info, examples
 
     @staticmethod
     def _pool_info(pool: RetrievalPool, notes: dict, built: dict) -> dict:
@@ -200,7 +220,6 @@ class MiningClassifierData(pl.LightningDataModule):
         if self.examples:
             return
         folder = self.prepare_examples()
-        self.examples = {s: read_examples(folder / f"{s}.jsonl") for s in SPLITS}
         self.info["folder"] = str(folder)
 
     # ---- loaders ----------------------------------------------------------------------

@@ -10,15 +10,19 @@ weigh 1. A mined pair never repeats a gold pair or another mined pair (same ques
 sentence text; the first by question order and rank is kept).
 
 Resumable: questions are cut into shards of ``shard_questions``; each scored shard is written
-whole to ``shards/`` (a temporary file, then renamed) and never scored again, the retriever's
-encodings are kept in ``encodings/``, and ``manifest.json`` records the job (pool, retriever,
-scorer, settings): the same command resumes where a crash left it, another job in the same
-folder is an error. A tqdm bar on stderr counts scored pairs.
+whole to ``shards/`` (a temporary file, then renamed; its last line counts its records) and
+never scored again, the retriever's encodings are kept in ``encodings/``, and
+``manifest.json`` records the job (pool, retriever, scorer, settings): the same command resumes
+where a crash left it, another job in the same folder is an error. A shard found damaged
+(empty, truncated, garbage, of an older format) is scored again with a warning naming it; a
+damaged manifest is refused (the shards' job is then unknown). A tqdm bar on stderr counts
+scored pairs.
 
 Output folder::
 
     manifest.json   the job
-    shards/         scored neighbours, one JSONL per shard (resume state)
+    shards/         scored neighbours, one JSONL per shard (resume state), then
+                    {"shard": S, "records": N}
     pairs/          datasets table (save_to_disk): the augmented training set, gold pairs
                     (source "gold", weight 1) then mined pairs (source "mined", weight p^2),
                     with probability, retriever rank and score, question and candidate ids
@@ -35,9 +39,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
-import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -47,14 +50,27 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic_files import write_text_atomic
 from ..data.types import RetrievalPool
 from ..errors import InputFileError, SettingsMismatchError
+from ..written import (
+    Damaged,
+    atomic_dir,
+    check,
+    read_back,
+    read_json,
+    rebuilding,
+    refuse,
+    write_text,
+)
 from .neighbours import dense_neighbours, known_positives
 from .scorer import PairScorer
 
 MINER_VERSION = 1
 STATUSES = ("mined", "below_threshold", "duplicate")
+#: what each scored record of a shard holds
+RECORD_KEYS = ("question_index", "question_id", "question", "candidate_index", "answer_id",
+               "answer", "doc_id", "retriever_rank", "retriever_score", "probability")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,12 +114,14 @@ def _check_manifest(folder: Path, manifest: dict) -> bool:
             raise InputFileError("--output", folder, f"holds {len(shards)} scored shard(s) "
                                  "but no manifest.json: the job they were scored for cannot "
                                  "be checked, so they are not mixed into this one", fix)
-        write_text_atomic(path, json.dumps(manifest, indent=2, sort_keys=True))
+        write_text(path, json.dumps(manifest, indent=2, sort_keys=True))
         return False
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputFileError("mining manifest", path, f"unreadable ({e})", fix) from e
+        old = read_json(path)
+    except Damaged as damage:
+        raise refuse(damage, "mining manifest", "the job of the shards beside it is unknown: "
+                     f"delete {folder} to start over, or give this job another --output "
+                     "folder") from None
     if old != manifest:
         diffs = flat_differences(old if isinstance(old, dict) else {}, manifest)
         raise SettingsMismatchError(folder, diffs, f"{folder} holds another mining job "
@@ -154,11 +172,12 @@ class Miner:
         self.output.mkdir(parents=True, exist_ok=True)
         resumed = _check_manifest(self.output, self.manifest())
         self.shard_dir.mkdir(exist_ok=True)
-        todo = [s for s in range(self.num_shards) if not self.shard_path(s).is_file()]
+        shards = {s: self._read_shard(s) for s in range(self.num_shards)}
+        todo = [s for s, records in shards.items() if records is None]
         scored = 0
         if todo:
-            scored = self._score_shards(todo)
-        rows = self._read_shards()
+            scored = self._score_shards(todo, shards)
+        rows = [r for s in range(self.num_shards) for r in shards[s]]
         summary = self._assemble(rows)
         seconds = time.perf_counter() - start
         summary.update({
@@ -166,7 +185,7 @@ class Miner:
             "shards_resumed": self.num_shards - len(todo), "shards_scored": len(todo),
             "pairs_scored_this_run": scored, "seconds": round(seconds, 2),
             "pairs_per_second_this_run": round(scored / seconds, 2) if scored else None})
-        write_text_atomic(self.output / "summary.json", json.dumps(summary, indent=2))
+        write_text(self.output / "summary.json", json.dumps(summary, indent=2))
         return summary
 
     # ---- scoring ------------------------------------------------------------------------
@@ -177,7 +196,8 @@ class Miner:
         c = self.retriever.encode_answers(self.pool.candidates, progress=self.progress)
         return q, c
 
-    def _score_shards(self, todo: Sequence[int]) -> int:
+    def _score_shards(self, todo: Sequence[int], shards: dict[int, list[dict] | None]) -> int:
+        """Score the shards ``todo``, write each, and put its records in ``shards``."""
         q, c = self._encode()
         positives = known_positives(self.pool)
         n_q, size = len(self.pool.questions), self.settings.shard_questions
@@ -204,8 +224,10 @@ class Miner:
                     bar.update(len(chunk))
                 for r, p in zip(records, probabilities, strict=True):
                     r["probability"] = p
-                write_text_atomic(self.shard_path(s),
-                              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+                trailer = {"shard": s, "records": len(records)}
+                write_text(self.shard_path(s), "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                       for r in [*records, trailer]))
+                shards[s] = records
                 scored += len(records)
         return scored
 
@@ -222,12 +244,34 @@ class Miner:
                             "retriever_score": float(score)})
         return out
 
-    def _read_shards(self) -> list[dict]:
-        rows = []
-        for s in range(self.num_shards):
-            with open(self.shard_path(s), encoding="utf-8") as f:
-                rows += [json.loads(line) for line in f if line.strip()]
-        return rows
+    def _read_shard(self, s: int) -> list[dict] | None:
+        """The records of finished shard ``s``; None when it is not written yet, or damaged
+        (a warning names it, and it is scored again)."""
+        path = self.shard_path(s)
+        if not path.exists():
+            return None
+        size = self.settings.shard_questions
+        rows = range(s * size, min((s + 1) * size, len(self.pool.questions)))
+
+        def read(p: Path) -> list[dict]:
+            lines = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines()
+                     if line.strip()]
+            check(bool(lines) and lines[-1] == {"shard": s, "records": len(lines) - 1}, p,
+                  f"no last line {{\"shard\": {s}, \"records\": {len(lines) - 1}}} (truncated, "
+                  "or an older format)")
+            records = lines[:-1]
+            for n, r in enumerate(records, 1):
+                check(isinstance(r, dict) and all(k in r for k in RECORD_KEYS)
+                      and r["question_index"] in rows
+                      and 0 <= r["candidate_index"] < len(self.pool.candidates), p,
+                      f"line {n} is not a scored neighbour of this shard's questions")
+            return records
+
+        try:
+            return read_back(path, read, "a shard of scored neighbours")
+        except Damaged as damage:
+            rebuilding(damage, log)
+            return None
 
     # ---- output -------------------------------------------------------------------------
     def _assemble(self, rows: list[dict]) -> dict:
@@ -247,12 +291,10 @@ class Miner:
                 mined.append({**r, "context": self.pool.candidates[r["candidate_index"]].context})
         provenance = {"manifest": self.manifest(), "output": str(self.output)}
         self._save_tables(rows, mined, provenance)
-        with open(self.output / "mined.jsonl.partial", "w", encoding="utf-8") as f:
-            for r in mined:
-                f.write(json.dumps({k: r[k] for k in (
-                    "question", "answer", "context", "weight", "probability", "question_id",
-                    "answer_id", "retriever_rank", "retriever_score")}, ensure_ascii=False) + "\n")
-        os.replace(self.output / "mined.jsonl.partial", self.output / "mined.jsonl")
+        write_text(self.output / "mined.jsonl", "".join(json.dumps({k: r[k] for k in (
+            "question", "answer", "context", "weight", "probability", "question_id",
+            "answer_id", "retriever_rank", "retriever_score")}, ensure_ascii=False) + "\n"
+            for r in mined))
         counts = {s: sum(1 for r in rows if r["status"] == s) for s in STATUSES}
         n_gold = len(self.pool.pairs)
         p = self.pool
@@ -310,11 +352,8 @@ class Miner:
             datasets.disable_progress_bars()
         try:
             for name, table in (("pairs", pairs), ("scored", scored)):
-                tmp = self.output / f".{name}.partial"
-                shutil.rmtree(tmp, ignore_errors=True)
-                table.save_to_disk(str(tmp))
-                shutil.rmtree(self.output / name, ignore_errors=True)
-                os.replace(tmp, self.output / name)
+                with atomic_dir(self.output / name) as tmp:
+                    table.save_to_disk(str(tmp))
         finally:
             if bars:
                 datasets.enable_progress_bars()

@@ -5,14 +5,35 @@ whose ``model.json`` names its loader class in ``_target_`` (a class with
 
 from __future__ import annotations
 
-import json
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import InputFileError
 from ..registry import locate
-from ..torch_files import REEXPORT, error_summary
+from ..written import Damaged, error_line, read_back, read_json, refuse
 
 LEGACY_LOADER = "retrieval_qa.models.inference.DualEncoderInference"  # exports without _target_
+REEXPORT = ("export the model again (`rqa export` from the run's checkpoint, or the same "
+            "`rqa train` command), or copy the whole folder again")
+
+
+def load_weights(path: str | Path, map_location):
+    """``torch.load`` of an export's weights file; :class:`~retrieval_qa.written.Damaged`
+    naming it when it is empty, truncated or not a saved state."""
+    import torch
+
+    return read_back(path, lambda p: torch.load(p, map_location=map_location),
+                     "saved weights (torch.save)")
+
+
+@contextlib.contextmanager
+def refusing_damage() -> Iterator[None]:
+    """Loading an export: a damaged file of it is refused, naming it, with the fix."""
+    try:
+        yield
+    except Damaged as damage:
+        raise refuse(damage, "exported model file", REEXPORT) from None
 
 
 def load_artifact(folder: str | Path, map_location: str = "auto"):
@@ -35,16 +56,11 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
         raise FileNotFoundError(f"{folder} is not an exported model (no model.json); pass the "
                                 "`checkpoint` folder printed by `rqa train`")
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{meta_file}: not valid JSON ({e}); re-export the model") from e
-    if not isinstance(meta, dict):
-        raise ValueError(f"{meta_file}: not an export's model.json (a JSON object with "
-                         f"_target_); re-export the model")
-    loader = locate(meta.get("_target_", LEGACY_LOADER))
-    try:
-        return loader.load(folder, map_location=map_location)
-    except InputFileError:  # a damaged weights file, named by the loader
+        with refusing_damage():
+            meta = read_json(meta_file)
+            loader = locate(meta.get("_target_", LEGACY_LOADER))
+            return loader.load(folder, map_location=map_location)
+    except InputFileError:  # a damaged file of the export, named
         raise
     except (FileNotFoundError, OSError) as e:
         present = sorted(p.name for p in folder.iterdir())
@@ -52,4 +68,4 @@ def load_artifact(folder: str | Path, map_location: str = "auto"):
                                 f"Fix: {REEXPORT}") from e
     except Exception as e:  # noqa: BLE001 - a damaged tokenizer or settings file, say
         raise InputFileError("exported model", folder, f"cannot be loaded "
-                             f"({error_summary(e)})", REEXPORT) from e
+                             f"({error_line(e)})", REEXPORT) from e

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from ..written import Damaged, read_json, refuse, write_text
 from .cross_classifier import CrossAttentionClassifier
 
 __all__ = ["CrossEncoderReranker"]
@@ -78,9 +79,9 @@ class CrossEncoderReranker(CrossAttentionClassifier):
             ce.save(str(folder))
         settings = {k: v for k, v in dict(self.hparams).items()}
         settings["pretrained_label"] = self.pretrained_checkpoint.label
-        (folder / META_FILE).write_text(json.dumps(
+        write_text(folder / META_FILE, json.dumps(
             {"kind": "cross-encoder reranker (sentence-transformers CrossEncoder folder)",
-             "settings": settings}, indent=2, default=str), encoding="utf-8")
+             "settings": settings}, indent=2, default=str))
         return folder
 
     @classmethod
@@ -92,7 +93,11 @@ class CrossEncoderReranker(CrossAttentionClassifier):
             raise FileNotFoundError(f"{folder} holds no {META_FILE}: pass a folder written by "
                                     "CrossEncoderReranker.export (python -m "
                                     "retrieval_qa.pipeline.train_reranker --output)")
-        settings = dict(json.loads(meta.read_text(encoding="utf-8"))["settings"])
+        try:
+            settings = dict(read_json(meta, ("settings",))["settings"])
+        except Damaged as damage:
+            raise refuse(damage, "reranker file", "train and export the reranker again (python "
+                         "-m retrieval_qa.pipeline.train_reranker --output)") from None
         settings.pop("pretrained_label", None)
         settings.update(pretrained=str(folder), fallback=None)
         return cls(**settings).to(map_location).eval()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import torch
@@ -20,8 +21,11 @@ from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
 from ..losses.similarity import retrieval_space
 from ..registry import locate
-from ..torch_files import REEXPORT, load_torch
+from ..written import Damaged, atomic_path, check, read_back, read_json, rebuilding, write_text
+from .artifact import load_weights
 from .graphed_encoding import GraphedEncoder
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that predate ``builder``
 
@@ -79,11 +83,11 @@ class DualEncoderInference:
 
     def save(self, folder: str | Path) -> Path:
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        torch.save(self.towers.state_dict(), folder / "towers.pt")
-        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", **self.meta}
-        (folder / "model.json").write_text(json.dumps(meta, indent=2))
+        with atomic_path(folder / "towers.pt") as tmp:
+            torch.save(self.towers.state_dict(), tmp)
         self.tokenizer.save_pretrained(folder / "tokenizer")
+        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", **self.meta}
+        write_text(folder / "model.json", json.dumps(meta, indent=2))  # last: the folder is whole
         return folder
 
     @classmethod
@@ -91,11 +95,10 @@ class DualEncoderInference:
         from transformers import AutoTokenizer
 
         folder = Path(folder)
-        meta = json.loads((folder / "model.json").read_text())
+        meta = read_json(folder / "model.json", ("towers",))
         meta.pop("_target_", None)
         towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
-        towers.load_state_dict(load_torch(folder / "towers.pt", "exported weights", REEXPORT,
-                                           map_location=map_location))
+        towers.load_state_dict(load_weights(folder / "towers.pt", map_location))
         towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)
@@ -157,8 +160,8 @@ class DualEncoderInference:
                 idx = order[lo:lo + shard]
                 digest = self._digest(side, idx, texts, contexts)
                 path = self.work_dir / f"{side}-{job}-{k:05d}.pt" if self.work_dir else None
-                if path is not None and path.is_file():
-                    saved = torch.load(path, weights_only=True)
+                if path is not None and path.exists() \
+                        and (saved := self._read_shard(path, len(idx))) is not None:
                     if saved["digest"] != digest:
                         raise ValueError(f"{path} belongs to another encoding job (other "
                                          "texts or model); give this job its own work folder")
@@ -177,10 +180,26 @@ class DualEncoderInference:
                 part = part.cpu()
                 out[idx] = part
                 if path is not None:  # written whole, then renamed: never half a shard
-                    tmp = path.with_suffix(".partial")
-                    torch.save({"digest": digest, "embeddings": part}, tmp)
-                    tmp.replace(path)
+                    with atomic_path(path) as tmp:
+                        torch.save({"digest": digest, "embeddings": part}, tmp)
         return retrieval_space(out, self.similarity)
+
+    def _read_shard(self, path: Path, rows: int) -> dict | None:
+        """A finished shard of ``rows`` embeddings, or None when it is damaged (a warning
+        names it; the shard is encoded again)."""
+        def read(p: Path) -> dict:
+            saved = torch.load(p, map_location="cpu", weights_only=True)
+            emb = saved["embeddings"]
+            check(isinstance(saved["digest"], str) and isinstance(emb, torch.Tensor)
+                  and tuple(emb.shape) == (rows, self.towers.output_dim), p,
+                  f"not {rows} embeddings of size {self.towers.output_dim}")
+            return saved
+
+        try:
+            return read_back(path, read, "an encoding shard")
+        except Damaged as damage:
+            rebuilding(damage, log)
+            return None
 
     def encode_questions(self, texts: list[str], batch_size: int = 128,
                          progress: bool = True) -> torch.Tensor:

@@ -34,7 +34,8 @@ from ..evaluation.ranking import rank_of_score
 from ..losses.quadratic_conditional import quadratic_conditional_loss
 from ..losses.triplet import batch_hard_triplet_loss
 from ..registry import instantiate
-from ..torch_files import REEXPORT, load_torch
+from ..written import atomic_path, read_json, write_text
+from .artifact import load_weights
 from .method import Built
 
 SIDES = ("question", "paragraph", "both")
@@ -93,11 +94,11 @@ class ResidualRefinementModule(pl.LightningModule):
     def export(self, folder: str | Path) -> Path:
         """The refiners (no optimiser state) and the base embedding they refine."""
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        torch.save(self.cpu().state_dict(), folder / "refiners.pt")
+        with atomic_path(folder / "refiners.pt") as tmp:
+            torch.save(self.cpu().state_dict(), tmp)
         meta = {"_target_": f"{RefinerArtifact.__module__}.{RefinerArtifact.__qualname__}",
                 "hparams": dict(self.hparams), "base_embedding": self.base_embedding}
-        (folder / "model.json").write_text(json.dumps(meta, indent=2, default=str))
+        write_text(folder / "model.json", json.dumps(meta, indent=2, default=str))  # last
         return folder
 
     def describe(self) -> dict:
@@ -202,10 +203,9 @@ class RefinerArtifact:
     @classmethod
     def load(cls, folder: str | Path, map_location: str = "cpu") -> RefinerArtifact:
         folder = Path(folder)
-        meta = json.loads((folder / "model.json").read_text())
+        meta = read_json(folder / "model.json", ("hparams",))
         module = ResidualRefinementModule(**meta["hparams"])
-        module.load_state_dict(load_torch(folder / "refiners.pt", "exported weights", REEXPORT,
-                                           map_location=map_location))
+        module.load_state_dict(load_weights(folder / "refiners.pt", map_location))
         return cls(module, meta)
 
     @torch.inference_mode()

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic_files import write_text_atomic
 from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
 from ..evaluation.evaluator import _records, doc_index, rank_questions
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
-from ..evaluation.runfile import RunFileWriter, read_run_file
+from ..evaluation.runfile import RunFileWriter, read_records
+from ..written import write_text
 from .config import RetrieverSpec
 
 RUN_SUFFIX = ".run.jsonl"
@@ -92,7 +92,7 @@ class StageRun:
         if not path.is_file():
             raise FileNotFoundError(f"--from-run-files: {path} does not exist; run the "
                                     "pipeline once without --from-run-files to write it")
-        run = cls.from_records(name, pool, read_run_file(path), str(path))
+        run = cls.from_records(name, pool, read_records(path), str(path))
         run.run_file = str(path)
         if None not in run.gold_ranks:  # the full ranking's metrics on these questions
             run.metrics = metrics_from_ranks(run.gold_ranks, ks)
@@ -239,6 +239,6 @@ def run_retriever(spec: RetrieverSpec, pool: RetrievalPool, top_k: int, *,
     run = retrieve(spec.name, pool, scorer, top_k, run_file=run_file,
                    seconds=time.perf_counter() - start, **kwargs)
     if run_file is not None:
-        write_text_atomic(settings_file(run_file), json.dumps(stage_settings(spec, top_k),
+        write_text(settings_file(run_file), json.dumps(stage_settings(spec, top_k),
                                                               indent=2, sort_keys=True))
     return run

@@ -20,6 +20,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..config import apply_overrides, load_yaml, load_yaml_file, plain
+from ..written import write_text
 
 
 def _collate(model, listwise: bool):
@@ -134,8 +135,7 @@ def main(argv=None) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
         out = train_reranker(cfg, args.data_dir)
     print(json.dumps(out, default=str))
-    Path(cfg["output"]).mkdir(parents=True, exist_ok=True)
-    (Path(cfg["output"]) / "training.json").write_text(json.dumps(out, indent=2, default=str))
+    write_text(Path(cfg["output"]) / "training.json", json.dumps(out, indent=2, default=str))
     return 0
 
 

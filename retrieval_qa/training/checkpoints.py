@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 from ..errors import InputFileError
-from ..torch_files import error_summary
+from ..written import error_line
 
 LAST = "last.ckpt"
 WEIGHTS_ONLY = "last-weights.ckpt"
@@ -60,7 +60,7 @@ def checkpoint_problem(path: str | Path, keys: tuple[str, ...] = RESUMABLE_KEYS)
     try:
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
     except Exception as e:  # noqa: BLE001 - whatever unpickling a damaged file raises
-        return f"unreadable ({error_summary(e)})"
+        return f"unreadable ({error_line(e)})"
     if not isinstance(state, dict):
         return f"not a Lightning checkpoint (holds a {type(state).__name__})"
     missing = [k for k in keys if k not in state]

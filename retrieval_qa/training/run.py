@@ -14,10 +14,10 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.utilities import rank_zero_only
 
-from ..atomic_files import write_text_atomic
 from ..portable_paths import portable
 from ..registry import instantiate, target_of
 from ..runtime import apply_threads
+from ..written import write_text
 from . import run_folder
 from .callbacks import ResumableCheckpoints, on_gpu
 from .checkpoints import check_checkpoint
@@ -198,7 +198,7 @@ def train(composed: Composed | DictConfig) -> dict:
         print(f"  resume=never: removed the earlier run's {', '.join(removed)} from {run_dir}",
               file=sys.stderr, flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg))
+    write_text(run_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg))
     module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
     if cfg.trainer.compile:
@@ -248,5 +248,5 @@ def train(composed: Composed | DictConfig) -> dict:
         report["test"].update(_per_question(module, data, run_dir))
     report["seconds"] = round(time.perf_counter() - start, 1)
     report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
-    write_text_atomic(run_dir / run_folder.RESULT, json.dumps(report, indent=2))
+    write_text(run_dir / run_folder.RESULT, json.dumps(report, indent=2))
     return report

@@ -219,3 +219,14 @@ def test_baseline_column_tests_rows_with_per_question_records(sweep_dir, tmp_pat
     assert len(copied) == 4  # the records travel with the result copies
     with pytest.raises(ValueError, match="no such row"):
         sweep_table(sweep_dir, output_dir=tmp_path / "t2", baseline="nope")
+
+
+@pytest.mark.parametrize("content", [b"", b'{"sweep": "x", "rows": [', b"\x00\xff" * 8])
+def test_a_damaged_table_to_merge_into_is_refused_naming_it(sweep_dir, tmp_path, content):
+    from retrieval_qa.errors import InputFileError
+
+    table = tmp_path / "sweep_table.json"
+    table.write_bytes(content)
+    with pytest.raises(InputFileError, match=f"--merge {table}: damaged: .* write it again"):
+        sweep_table(sweep_dir, output_dir=tmp_path / "merged", merge=table)
+    assert not (tmp_path / "merged").exists()

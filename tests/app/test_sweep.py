@@ -262,6 +262,42 @@ def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
         run_sweep(path, output_dir=out, only=[3])
 
 
+def _finished(run):
+    """A stand-in for `rqa train`: the run's report, as a finished run leaves it."""
+    Path(run.run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(run.run_dir) / "result.json").write_text(json.dumps(
+        {"experiment": "dual_gru", "profile": "cpu", "seed": 7,
+         "test": {"metrics": {"mrr": 10.0 + run.index}}}))
+    return 0, None
+
+
+@pytest.mark.parametrize("name", ["result.json", "sweep.json"])
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_damaged_state_of_a_finished_run_is_refused(setup_dirs, tmp_path, monkeypatch, capsys,
+                                                    name, how):
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    monkeypatch.setattr(sweep_mod, "_train", _finished)
+    assert run_sweep(path, output_dir=out)["counts"] == {"finished": 2}
+    run_dir = out / "tiny" / "hops=1" / "dual_gru" / "cpu-seed7"
+    damaged = run_dir / name
+    data = damaged.read_bytes()
+    damaged.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
+                         "garbage": bytes(range(256)) * 4}[how])
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    monkeypatch.setattr(sweep_mod, "_train", lambda run: pytest.fail("ran"))
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--output-dir", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert str(damaged) in captured.err and "damaged" in captured.err
+    assert "run the same `rqa" in captured.err  # the fix
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing lost
+    code = main(["analyze", "side-by-side", "--sweep", str(out / "tiny"), "--output-dir",
+                 str(tmp_path / "tables")])
+    assert code == 2 and str(damaged) in capsys.readouterr().err
+
+
 def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monkeypatch):
     monkeypatch.setenv("RQA_THREADS", "1")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -359,3 +359,17 @@ def test_a_missing_feature_fails_at_setup_naming_the_file(tokenizer, data_dir, t
 def test_feature_table_shape_errors():
     with pytest.raises(ValueError, match="one \\[D\\] row per text"):
         FeatureTable(["a", "b"], torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_a_damaged_feature_file_is_refused_naming_it(tmp_path, how):
+    from retrieval_qa.errors import InputFileError
+
+    path = tmp_path / "f.pt"
+    torch.save({"texts": ["a", "b"], "vectors": torch.zeros(2, 4)}, path)
+    data = path.read_bytes()
+    path.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
+                      "garbage": bytes(range(256)) * 4}[how])
+    with pytest.raises(InputFileError, match=f"data.features {path}: damaged: .* write it "
+                                             "again: torch.save"):
+        FeatureTable.load(path)

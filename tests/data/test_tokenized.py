@@ -84,6 +84,49 @@ def test_cache_round_trip_and_keys(tokenizer, cache_dir):
     assert len(list((cache_dir / "tokenized").glob("*.arrow"))) == 4
 
 
+def _other_rows(path):
+    """The cache file of other texts (fewer rows) under this file's name."""
+    import pyarrow.ipc as ipc
+
+    with ipc.open_file(path) as reader:
+        table = reader.read_all().slice(0, 2)
+    with ipc.new_file(path, table.schema) as writer:
+        writer.write_table(table)
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "other_rows", "no_ids"])
+def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tokenizer, cache_dir, how, caplog):
+    import logging
+
+    first = TokenizedTexts.build(tokenizer, TEXTS, 8, CONTEXTS)
+    (path,) = (cache_dir / "tokenized").glob("*.arrow")
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif how == "other_rows":
+        _other_rows(path)
+    else:  # a table without its ids column (not of this layout)
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        table = pa.table({"other": [1, 2]})
+        with ipc.new_file(path, table.schema) as writer:
+            writer.write_table(table)
+    with caplog.at_level(logging.WARNING):
+        again = TokenizedTexts.build(tokenizer, TEXTS, 8, CONTEXTS)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning.startswith(f"damaged cache {path} (") and warning.endswith("): rebuilding")
+    assert_same(again.batch(range(5)), first.batch(range(5)))
+    assert again.lengths() == first.lengths()
+    caplog.clear()
+    TokenizedTexts.build(tokenizer, TEXTS, 8, CONTEXTS)  # written again whole: no warning
+    assert not caplog.records and list(path.parent.iterdir()) == [path]
+
+
 def test_collators_cut_rows_from_tokens(tokenizer):
     pairs = [QAPair(t, c or "x", "ctx", f"q{i}", f"a{i}") for i, (t, c) in
              enumerate(zip(TEXTS, CONTEXTS, strict=True))]

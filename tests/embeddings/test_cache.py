@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 from helpers import TINY_SQUAD
@@ -59,3 +61,56 @@ def test_changed_source_invalidates(tmp_path, task):
 def test_bad_model_name_says_the_form():
     with pytest.raises(ValueError, match="static:<name>"):
         base.parse_model("glove50")
+
+
+def _damage(folder, name, how):
+    import json
+
+    import torch
+
+    path = folder / name
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif how == "older_format":  # the meta of the first layout: no tensor shapes
+        meta = json.loads(data)
+        del meta["shapes"]
+        path.write_text(json.dumps(meta))
+    elif how == "other_version":
+        meta = json.loads(data)
+        meta["version"] = "0"
+        path.write_text(json.dumps(meta))
+    elif how == "other_shapes":  # vectors of another computation under this key
+        tensors = torch.load(path, weights_only=True)
+        torch.save({k: v[:1] for k, v in tensors.items()}, path)
+    elif how == "not_tensors":
+        torch.save([1, 2, 3], path)
+    return path
+
+
+@pytest.mark.parametrize("name, how", [
+    *[("vectors.pt", how) for how in ("truncated", "empty", "garbage", "other_shapes",
+                                      "not_tensors")],
+    *[("meta.json", how) for how in ("truncated", "empty", "garbage", "older_format",
+                                     "other_version")]])
+def test_a_damaged_cache_is_computed_again_with_a_warning(tmp_path, task, name, how, caplog):
+    import logging
+
+    vectors = _vectors(tmp_path)
+    q1, p1, meta1 = base.task_embeddings(task, "static:tiny", idf=True, vectors=vectors,
+                                         cache_dir=tmp_path / "c")
+    path = _damage(Path(meta1["cache_folder"]), name, how)
+    with caplog.at_level(logging.WARNING):
+        q2, p2, meta2 = base.task_embeddings(task, "static:tiny", idf=True, vectors=vectors,
+                                             cache_dir=tmp_path / "c")
+    (warning,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert warning.startswith(f"damaged cache {path} (") and warning.endswith("): rebuilding")
+    assert meta2["cache"] == "miss" and meta2["cache_folder"] == meta1["cache_folder"]
+    assert (q2 == q1).all() and (p2 == p1).all()  # the same computation, the same vectors
+    _, _, meta3 = base.task_embeddings(task, "static:tiny", idf=True, vectors=vectors,
+                                       cache_dir=tmp_path / "c")
+    assert meta3["cache"] == "hit"  # written again whole

@@ -95,7 +95,12 @@ def test_no_run_file_no_record(tmp_path):
 
 @pytest.mark.parametrize("content, where", [
     (b"not gzip", "not gzipped"),
-    (gzip.compress(b'{"format": "other"}\n'), "no header"),
+    (b"", "empty file"),
+    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
+                   b'"gold_rank": 1}\n')[:-9], "not gzipped"),  # truncated
+    (gzip.compress(b'{"id": "0", "gold_rank": 1}\n'), "no header"),
+    (gzip.compress(b'{"format": "rqa-per-question/0"}\n'),
+     "format 'rqa-per-question/0'; this version reads 'rqa-per-question/1'"),
     (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 2}\n{"id": "0", '
                    b'"gold_rank": 1}\n'), "1 rows, the header says 2"),
     (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
@@ -107,5 +112,6 @@ def test_bad_record_names_the_file_and_the_fix(tmp_path, content, where):
     with pytest.raises(DataFormatError, match=where) as e:
         read_per_question(path)
     assert "bad.jsonl.gz" in str(e.value) and "rqa evaluate" in str(e.value)
+    assert "write it again with the command that wrote it" in str(e.value)  # the fix
 
 

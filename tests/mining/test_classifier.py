@@ -139,6 +139,45 @@ def test_examples_are_built_once_and_reused(mining_dirs, tok, tmp_path, monkeypa
     assert read_examples(folder / "dev.jsonl") == first.examples["dev"]
 
 
+
+def test_damaged_examples_are_built_again_with_a_warning(mining_dirs, tok, tmp_path, caplog):
+    import logging
+
+    def data():
+        return MiningClassifierData(ExampleCollator(tok, 64, 16), **_data_settings(
+            f"data.data_dir={mining_dirs['data']}",
+            f"data.dense_retriever={mining_dirs['retriever']}", f"data.examples_dir={tmp_path}",
+            "data.batch_size=8", "data.eval_batch_size=16", "data.seed=3"))
+
+    first = data()
+    first.setup()
+    (folder,) = tmp_path.iterdir()
+    assert json.loads((folder / "meta.json").read_text())["examples"] == {
+        s: len(first.examples[s]) for s in ("train", "dev", "test")}
+
+    def older(path):  # the meta.json of the first layout: no counts of examples
+        meta = json.loads(path.read_text())
+        del meta["examples"]
+        path.write_text(json.dumps(meta))
+
+    damages = {"line_lost": lambda p: p.write_text("".join(p.read_text().splitlines(True)[:-1])),
+               "cut_mid_line": lambda p: p.write_bytes(p.read_bytes()[:-20]),
+               "empty": lambda p: p.write_bytes(b""),
+               "garbage": lambda p: p.write_bytes(bytes(range(256)) * 4)}
+    cases = [(n, h) for n in ("train.jsonl", "dev.jsonl", "test.jsonl") for h in damages]
+    cases += [("meta.json", h) for h in ("cut_mid_line", "empty", "garbage")]
+    cases += [("meta.json", "older_format")]
+    for name, how in cases:
+        (older if how == "older_format" else damages[how])(folder / name)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = data()
+            again.setup()
+        warnings = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+        assert len(warnings) == 1, (name, how, warnings)
+        assert warnings[0].startswith(f"damaged cache {folder / name} ("), (name, how)
+        assert again.examples == first.examples, (name, how)  # rebuilt: the same examples
+
 def _overrides(mining_dirs, out, *extra):
     return ["experiment=mining_classifier", "profile=cpu",
             f"model.pretrained={mining_dirs['bert']}", "model.fallback=null",

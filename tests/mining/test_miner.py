@@ -100,7 +100,8 @@ def test_a_crash_resumes_without_rescoring_and_gives_identical_output(train_pool
     assert shards == ["shard-00000.jsonl", "shard-00001.jsonl"]  # whole shards only
     assert not (tmp_path / "crashed" / "pairs").exists()
     resumed, scorer = mine(train_pool, tmp_path / "crashed")
-    finished = sum(1 for s in shards for _ in open(tmp_path / "crashed" / "shards" / s))
+    finished = sum(1 for s in shards for _ in open(tmp_path / "crashed" / "shards" / s)) - 2
+    # (less each shard's last line, its count of records)
     assert scorer.pairs == clean["scored_pairs"] - finished  # finished shards not rescored
     assert resumed["shards_resumed"] == 2 and resumed["resumed"] is True
     assert tables(tmp_path / "crashed") == tables(tmp_path / "clean")
@@ -167,3 +168,69 @@ def test_rqa_mine_command(mining_dirs, tmp_path):
     assert second["shards_scored"] == 1 and second["shards_resumed"] == first["shards"] - 1
     # exact: the shard is scored again in the same batches by the same model
     assert second["mined_pairs"] == first["mined_pairs"]
+
+
+def _damage(path, how):
+    if how == "truncated":  # cut at a line boundary: only the count on the last line tells
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:3]))
+    elif how == "cut_mid_line":
+        path.write_bytes(path.read_bytes()[:-25])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif how == "older_format":  # as written before shards counted their records
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+
+
+@pytest.mark.parametrize("how", ["truncated", "cut_mid_line", "empty", "garbage",
+                                 "older_format"])
+def test_a_damaged_shard_is_scored_again_with_a_warning(train_pool, tmp_path, how, caplog):
+    clean, _ = mine(train_pool, tmp_path / "out")
+    before = tables(tmp_path / "out")
+    shard = tmp_path / "out" / "shards" / "shard-00001.jsonl"
+    records = len(shard.read_text().splitlines()) - 1
+    _damage(shard, how)
+    with caplog.at_level("WARNING"):
+        again, scorer = mine(train_pool, tmp_path / "out")
+    warning = [r.message for r in caplog.records if "damaged cache" in r.message]
+    assert len(warning) == 1 and str(shard) in warning[0] and "rebuilding" in warning[0]
+    assert scorer.pairs == records and again["shards_scored"] == 1  # that shard alone
+    assert tables(tmp_path / "out") == before  # the same output as before the damage
+    keys = ("mined_pairs", "gold_pairs", "scored_pairs", "below_threshold", "duplicates")
+    assert {k: again[k] for k in keys} == {k: clean[k] for k in keys}
+
+
+@pytest.mark.parametrize("content", [b"", b'{"version": 1, "sett', b"\x00\xff" * 9, b"[1, 2]"])
+def test_a_damaged_manifest_is_refused_naming_it(train_pool, tmp_path, content):
+    from retrieval_qa.errors import InputFileError
+
+    mine(train_pool, tmp_path / "out")
+    manifest = tmp_path / "out" / "manifest.json"
+    manifest.write_bytes(content)
+    with pytest.raises(InputFileError) as e:
+        mine(train_pool, tmp_path / "out")
+    message = str(e.value)
+    assert str(manifest) in message and "damaged" in message
+    assert f"delete {tmp_path / 'out'}" in message and "another --output" in message
+    assert manifest.read_bytes() == content  # nothing else touched
+
+
+@pytest.mark.parametrize("name", ["head.pt", "model.json"])
+def test_a_damaged_classifier_export_is_refused_naming_it(mining_dirs, tmp_path, name):
+    from retrieval_qa.errors import InputFileError
+    from retrieval_qa.mining.classifier import MiningClassifier, load_classifier
+
+    classifier = MiningClassifier(
+        pretrained=str(mining_dirs["bert"]), fallback=None, dropout=0.1, max_length=48,
+        max_question_length=12, with_context=True, context_segment=2, score_batch_size=16,
+        optimizer={"name": "adamw", "lr": 1e-3, "weight_decay": 0.0, "schedule": "constant"},
+        pretrained_label=None)
+    export = classifier.export(tmp_path / "classifier")
+    data = (export / name).read_bytes()
+    (export / name).write_bytes(data[:len(data) // 2])
+    with pytest.raises(InputFileError) as e:
+        load_classifier(export)
+    assert str(e.value).startswith(f"exported model file {export / name}: damaged: ")
+    assert "export the model again" in str(e.value)

@@ -119,3 +119,63 @@ def test_rqa_train_mining_dual_plain_and_augmented(mining_dirs, mined, tmp_path)
     code = main(["train", *_overrides(mining_dirs, tmp_path / "x", "mining_dual_augmented")],
                 stdout=out)
     assert code == 2  # data.mined not given: an error, not a plain run
+
+
+def _damaged_copy(mined, tmp_path, target: str, how: str):
+    """A copy of the mined folder with ``target`` (a file under it, or "pairs data": the
+    pairs table's Arrow file) damaged ``how``; returns (folder, damaged file)."""
+    import shutil
+
+    folder = tmp_path / "mined"
+    shutil.copytree(mined, folder)
+    path = next((folder / "pairs").glob("data-*.arrow")) if target == "pairs data" \
+        else folder / target
+    data = path.read_bytes()
+    path.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
+                      "garbage": bytes(range(256)) * 8}[how])
+    return folder, path
+
+
+@pytest.mark.parametrize("target", ["summary.json", "pairs data", "pairs/dataset_info.json",
+                                    "pairs/state.json"])
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_damaged_mined_output_is_refused_naming_it(mined, tmp_path, target, how):
+    from retrieval_qa.errors import InputFileError
+
+    folder, path = _damaged_copy(mined, tmp_path, target, how)
+    with pytest.raises(InputFileError) as e:
+        read_mined(folder)
+    message = str(e.value)
+    assert message.startswith("data.mined ") and "damaged" in message
+    assert str(path if target == "summary.json" else folder / "pairs") in message
+    assert "run the same `rqa mine` command again" in message
+
+
+def test_mined_tables_and_summary_that_disagree_are_refused(mined, tmp_path):
+    import shutil
+
+    from retrieval_qa.errors import InputFileError
+
+    folder = tmp_path / "mined"
+    shutil.copytree(mined, folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["mined_pairs"] += 1  # e.g. a summary of another run of the same folder
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputFileError, match=r"pairs: damaged: .* mined pairs, summary.json "
+                                             r"says"):
+        read_mined(folder)
+    old = {k: v for k, v in summary.items() if k != "gold_pairs"}  # an older summary
+    (folder / "summary.json").write_text(json.dumps(old))
+    with pytest.raises(InputFileError, match="no 'gold_pairs'"):
+        read_mined(folder)
+
+
+def test_rqa_train_refuses_a_damaged_mined_folder(mining_dirs, mined, tmp_path, capsys):
+    from retrieval_qa.cli import main
+
+    folder, path = _damaged_copy(mined, tmp_path, "summary.json", "truncated")
+    code = main(["train", *_overrides(mining_dirs, tmp_path / "runs", "mining_dual_augmented",
+                                      f"data.mined={folder}")], stdout=io.StringIO())
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and "damaged" in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # refused before any run folder

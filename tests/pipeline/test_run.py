@@ -239,3 +239,20 @@ def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
     os.utime(folder / "towers.pt", ns=(later, later))
     stages.build_scorer(RetrieverSpec("s", "dual_encoder", checkpoint=str(folder)), pool)
     assert len(loads) == 2  # a new export is encoded again, never served from the memo
+
+
+@pytest.mark.parametrize("how", ["last_line_lost", "cut_mid_line", "empty"])
+def test_a_damaged_stage_run_file_is_refused_naming_it(tmp_path, how):
+    from retrieval_qa.errors import InputFileError
+
+    pool = tiny_pool()
+    cfg = _cfg("rrf", 3, rrf_k=5)
+    run_pipeline(cfg, pool, tmp_path / "a", evaluation=EVAL)
+    path = tmp_path / "a" / "tiny-dev" / "bm25.run.jsonl"
+    text = path.read_text()
+    path.write_text({"last_line_lost": "".join(text.splitlines(keepends=True)[:-1]),
+                     "cut_mid_line": text[:-20], "empty": ""}[how])
+    with pytest.raises((InputFileError, DataFormatError)) as e:
+        run_pipeline(cfg, pool, tmp_path / "b", from_run_files=tmp_path / "a", evaluation=EVAL)
+    assert str(path) in str(e.value) and "write it again" in str(e.value)
+    assert not (tmp_path / "b" / "tiny-dev" / "fused.run.jsonl").exists()
