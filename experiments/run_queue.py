@@ -11,11 +11,17 @@ Each line of the queue file is one run (``#`` starts a comment), in one of two f
 
 In the words after FOLDER, ``{root}`` stands for OUTPUT_ROOT and ``{out}`` for
 OUTPUT_ROOT/FOLDER (e.g. ``--output {out}``, ``data.dense_retriever={root}/mining/retriever``).
-No run is started once the deadline has passed, so a queue longer than one sitting goes on at
+A comment line ``# --- TITLE ---`` starts a section; ``--through TEXT`` runs the lines up to
+the end of the first section whose title holds TEXT (e.g. ``--through "first pass"``).
+``--train-overrides "key=value ..."`` adds settings to every training line (a rehearsal's
+tiny step counts); ``--caps "data.KEY=N ..."`` adds each cap to the training lines whose data
+config has that key (pool caps differ by data module; a rehearsal on tiny pools). No run is
+started once the deadline has passed, so a queue longer than one sitting goes on at
 the next call; a run that fails is reported and the queue goes on. One progress line per run
 on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
 
     python experiments/run_queue.py QUEUE --output-root runs/gpu [--deadline-s 540]
+        [--through TITLE] [--train-overrides "key=value ..."] [--caps "data.KEY=N ..."]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 class Run:
     folder: str
     words: list[str]          # rqa train overrides, or ["rqa", SUBCOMMAND, ...]
+    section: str = ""         # the title of the `# --- TITLE ---` comment above it
 
     @property
     def is_command(self) -> bool:
@@ -41,19 +48,32 @@ class Run:
 
 
 def parse_queue(path: Path) -> list[Run]:
-    runs = []
+    runs, section = [], ""
     for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("# ---"):
+            section = line.strip("#- \t")
         words = shlex.split(line, comments=True)
         if not words:
             continue
         if len(words) >= 3 and words[1] == "rqa":
-            runs.append(Run(words[0], words[1:]))
+            runs.append(Run(words[0], words[1:], section))
             continue
         if len(words) < 2 or not any(w.startswith("experiment=") for w in words[1:]):
             raise ValueError(f"{path}:{number}: expected 'FOLDER experiment=NAME [key=value ...]'"
                              " or 'FOLDER rqa SUBCOMMAND [args ...]'")
-        runs.append(Run(words[0], words[1:]))
+        runs.append(Run(words[0], words[1:], section))
     return runs
+
+
+def through(runs: list[Run], text: str | None) -> list[Run]:
+    """The runs up to the end of the first section whose title holds ``text`` (all: None)."""
+    if text is None:
+        return runs
+    titles = list(dict.fromkeys(r.section for r in runs))
+    match = next((i for i, t in enumerate(titles) if text.lower() in t.lower()), None)
+    if match is None:
+        raise ValueError(f"no section title holds {text!r}; sections: {titles}")
+    return [r for r in runs if titles.index(r.section) <= match]
 
 
 def expand(words: list[str], root: Path, folder: str) -> list[str]:
@@ -65,7 +85,18 @@ def run_dir(root: Path, folder: str, overrides: list[str]) -> Path:
     return root / folder / picks["experiment"] / f"{picks.get('profile', 'paper')}-seed{picks.get('seed', 42)}"
 
 
-def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None]:
+def present(words: list[str], caps: list[str]) -> list[str]:
+    """The ``data.KEY=N`` of ``caps`` whose key the data config of ``words`` has."""
+    if not caps:
+        return []
+    from retrieval_qa.training.compose import compose
+
+    data = compose(words).data
+    return [c for c in caps if c.split("=", 1)[0].removeprefix("data.") in data]
+
+
+def plan(run: Run, root: Path, train_overrides: list[str] = (), caps: list[str] = ()
+         ) -> tuple[list[str], Path, Path, Path | None]:
     """(command, what it is called in the output, its log, the marker written on success
     or None when the command leaves its own: result.json)."""
     words = expand(run.words, root, run.folder)
@@ -75,8 +106,8 @@ def plan(run: Run, root: Path) -> tuple[list[str], Path, Path, Path | None]:
         return ([sys.executable, "-m", "retrieval_qa.cli", *words[1:]], where,
                 where.parent / f"{where.name}.log", marker)
     where = run_dir(root, run.folder, words)
-    return ([sys.executable, "-m", "retrieval_qa.cli", "train", *words,
-             f"output_dir={root / run.folder}"], where,
+    return ([sys.executable, "-m", "retrieval_qa.cli", "train", *words, *train_overrides,
+             *present(words, list(caps)), f"output_dir={root / run.folder}"], where,
             where.parent / f"{where.name}.log", None)
 
 
@@ -90,12 +121,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--output-root", type=Path, required=True)
     parser.add_argument("--deadline-s", type=float, default=float("inf"),
                         help="start no run after this many seconds")
+    parser.add_argument("--through", default=None, metavar="TITLE",
+                        help="only the lines up to the end of the section whose title holds it")
+    parser.add_argument("--train-overrides", default="", metavar="'KEY=VALUE ...'",
+                        help="settings added to every training line")
+    parser.add_argument("--caps", default="", metavar="'data.KEY=N ...'",
+                        help="caps added to the training lines whose data config has the key")
     args = parser.parse_args(argv)
-    runs = parse_queue(args.queue)
+    runs = through(parse_queue(args.queue), args.through)
+    extra, caps = shlex.split(args.train_overrides), shlex.split(args.caps)
     start = time.monotonic()
     summary = []
     for i, run in enumerate(runs):
-        cmd, where, log_path, marker = plan(run, args.output_root)
+        cmd, where, log_path, marker = plan(run, args.output_root, extra, caps)
         elapsed = time.monotonic() - start
         state = f"[{i + 1}/{len(runs)} {elapsed:6.0f}s]"
         if is_done(where, marker):

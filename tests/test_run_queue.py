@@ -92,3 +92,33 @@ def test_committed_queues_compose_and_parse(name, tmp_path):
         experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
                        .glob("*.yaml")}
         assert seen == experiments
+
+
+def test_through_a_section_and_train_overrides(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("# --- first pass: one seed ---\na experiment=fcrr seed=1\n"
+                     "a/x  rqa export experiment=sde --output {out}\n"
+                     "# --- seed 2 ---\na experiment=fcrr seed=2\n")
+    runs = Q.parse_queue(queue)
+    assert [r.section for r in runs] == ["first pass: one seed"] * 2 + ["seed 2"]
+    assert Q.through(runs, "FIRST PASS") == runs[:2] and Q.through(runs, None) == runs
+    with pytest.raises(ValueError, match="no section title holds 'seed 9'"):
+        Q.through(runs, "seed 9")
+    calls = []
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    Q.main([str(queue), "--output-root", str(tmp_path / "r"), "--through", "first pass",
+            "--train-overrides", "trainer.max_steps=2 threads=1"])
+    assert [c[0] for c in calls] == ["train", "export"]
+    assert calls[0][-3:-1] == ["trainer.max_steps=2", "threads=1"]
+    assert "trainer.max_steps=2" not in calls[1]           # rqa commands take none
+
+
+def test_caps_go_to_the_lines_whose_data_config_has_the_key(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("a experiment=fcrr profile=gpu\nb experiment=dual_gru profile=gpu\n")
+    calls = []
+    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    Q.main([str(queue), "--output-root", str(tmp_path / "r"),
+            "--caps", "data.val_questions=10 data.max_val_questions=10"])
+    assert "data.val_questions=10" in calls[0] and "data.max_val_questions=10" not in calls[0]
+    assert "data.max_val_questions=10" in calls[1] and "data.val_questions=10" not in calls[1]
