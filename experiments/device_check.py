@@ -59,6 +59,7 @@ CHECKLIST = ROOT / "experiments" / "queues" / "device_checklist.txt"
 OUTPUT_ROOT = ROOT / "results" / "gpu" / "checklist"
 WORK_ROOT = ROOT / "runs" / "device-check"
 REHEARSAL_ROOT = ROOT / "runs" / "device-rehearsal"   # --device cpu: its work and results
+COLLECTED = ROOT / "runs" / "device-collected"        # --unbundle: a turn's logs and run files
 KINDS = ("smoke", "bench", "evaluate", "table2", "queue", "cmd")
 VERSIONS = ("torch", "transformers", "pytorch-lightning", "sentence-transformers", "numpy")
 #: smoke: caps of the validation and test pools, applied where the data config has the key
@@ -562,15 +563,28 @@ def finished(item: Item, output_root: Path, retry_failed: bool = False) -> dict 
     return None if retry_failed and data.get("status") == "failed" else data
 
 
+def shorten_paths(text: str) -> str:
+    """A log tail without the machine's layout: each absolute path that :func:`portable`
+    leaves (the interpreter's own files, say) cut to its last two parts."""
+    from retrieval_qa.portable_paths import _ABSOLUTE
+
+    return _ABSOLUTE.sub(lambda m: ".../" + "/".join(Path(m.group()).parts[-2:]), text)
+
+
 def write_record(record: dict, output_root: Path) -> Path:
     from retrieval_qa.portable_paths import portable
 
+    record = portable(record)
+    if "error" in record:
+        record["error"] = shorten_paths(record["error"])
+    if "failed_runs" in record:
+        record["failed_runs"] = {k: shorten_paths(v) for k, v in record["failed_runs"].items()}
     output_root.mkdir(parents=True, exist_ok=True)
     final = record["status"] in ("passed", "failed")
     path = output_root / f"{record['item']}{'' if final else '.partial'}.json"
     if record["status"] == "interrupted":       # nothing to keep: it runs again from scratch
         return path
-    path.write_text(json.dumps(portable(record), indent=2, default=str) + "\n")
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     if final:
         (output_root / f"{record['item']}.partial.json").unlink(missing_ok=True)
     return path
@@ -724,20 +738,19 @@ def bundle(target: Path, output_root: Path, work_root: Path) -> Path:
     raise SystemExit(f"the results alone pass {BUNDLE_LIMIT} bytes: bring them back in parts")
 
 
-def unbundle(source: Path, output_root: Path) -> list[str]:
-    """The checklist JSONs of a bundle into ``output_root``; the work files under
-    ``output_root/work/``. Returns the names written."""
+def unbundle(source: Path, output_root: Path, work_to: Path) -> list[str]:
+    """The checklist JSONs of a bundle into ``output_root``, its work files (logs, each run's
+    result.json, config.yaml, CSV logs) under ``work_to``. Returns the files written."""
     written = []
     with tarfile.open(source) as tar:
         for member in tar.getmembers():
             parts = Path(member.name).parts
             if not member.isfile() or ".." in parts or Path(member.name).is_absolute():
                 continue
-            target = output_root / Path(*parts[1:]) if parts[0] == "checklist" else \
-                output_root / member.name
+            target = (output_root if parts[0] == "checklist" else work_to) / Path(*parts[1:])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
-            written.append(str(target.relative_to(output_root)))
+            written.append(str(target))
     return written
 
 
@@ -797,8 +810,12 @@ def main(argv=None) -> int:
         print(bundle(args.bundle, args.output_root, args.work_root))
         return 0
     if args.unbundle:
-        written = unbundle(args.unbundle, args.output_root)
-        print(f"{len(written)} files into {args.output_root}: " + ", ".join(written))
+        work_to = COLLECTED / dt.datetime.now().strftime("%Y-%m-%d_%H%M%S")
+        written = unbundle(args.unbundle, args.output_root, work_to)
+        jsons = [w for w in written if not w.startswith(str(work_to))]
+        print(f"{len(jsons)} checklist JSONs into {args.output_root}; the turn's logs and run "
+              f"files ({len(written) - len(jsons)}) into {work_to} (not committed: copy what a "
+              "results README cites)")
         return 0
     if rehearsal and args.output_root.resolve() == OUTPUT_ROOT.resolve():
         raise SystemExit("--device cpu is the rehearsal: give it an --output-root of its own "

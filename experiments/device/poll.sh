@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Poll a GPU turn: wait up to WAIT seconds (default 0) while the device checklist runs, print
-# its progress, and put the results so far into $OUT/device-check.tar.gz (one file: what comes
-# back is at most 8 files). Usage, from the checkout's root: bash .device/poll.sh [WAIT]
+# Poll a GPU turn, in the checkout's root (no carry needed): wait up to WAIT seconds (default
+# 0) while the device checklist runs, print its progress, and put the results so far into
+# $OUT/device-check.tar.gz (one file: a call brings back at most 8).
+# Usage: bash experiments/device/poll.sh [WAIT]   (or bash .device/poll.sh [WAIT])
 set -uo pipefail
 WAIT=${1:-0}
-cd "$(dirname "$0")/.."
-source .device/env.sh
+source experiments/device/env.sh || exit 2
 end=$((SECONDS + WAIT))
 while [ "$SECONDS" -lt "$end" ] && make -s device-check-status STAMP= | grep -q '^device-check running'; do
     sleep 10
 done
 make -s device-check-status STAMP=
-python3 experiments/device_check.py --bundle "${OUT:-.device/out}/device-check.tar.gz"
+python3 experiments/device_check.py $DEVICE_CHECK_ARGS --bundle "${OUT:-runs/device-check}/device-check.tar.gz"
