@@ -10,7 +10,8 @@ items that fit before a deadline, each into one JSON, resumable across calls and
 
 Items run in the checklist's order. A finished item (``OUTPUT_ROOT/ID.json``) is never run
 again (``--retry-failed`` reruns the failed ones). An item starts only if its expected minutes
-fit before the deadline; a resumable item (``queue``) starts whenever a few minutes are left
+fit before the deadline (one stopped there anyway leaves ``ID.partial.json``, status
+``interrupted``, with what it finished, and runs again from its start); a resumable item (``queue``) starts whenever a few minutes are left
 and goes on where it stopped: its finished runs are kept in ``OUTPUT_ROOT/ID.partial.json``
 and restored on the next call, also on a fresh machine (a run whose output a later,
 unfinished line reads is run again instead). Before the deadline every running item gets
@@ -272,9 +273,15 @@ def shrink(argv: list[str], kind: str) -> list[str]:
 
 # ---- the figures of each kind ----------------------------------------------------------------
 
+#: the headline metrics of a test, whichever a method reports (retrieval: MRR, R@k, MRR@100;
+#: residual paragraph retrieval: recall@k, average recall, AP; the mining classifier)
+METRICS = ("mrr", "mrr@100", "r@1", "r@5", "r@10", "avg_recall", "ap", "acc", "auc_pr")
+
+
 def _metrics(report: dict) -> dict:
-    metrics = (report.get("test") or {}).get("metrics") or report.get("metrics") or {}
-    return {k: metrics[k] for k in ("mrr", "r@1", "r@5", "r@10") if k in metrics}
+    test = report.get("test") or {}
+    metrics = test.get("metrics") or (test if "r@1" in test else report.get("metrics") or {})
+    return {k: metrics[k] for k in METRICS if k in metrics}
 
 
 def figures(item: Item, output: dict | None, work: Path) -> dict:
@@ -499,14 +506,21 @@ class Runner:
         return self.proc is None
 
     def stop(self, sig: int) -> None:
-        """``sig`` to the running step's process group; no further step starts."""
+        """SIGTERM to the running step's own process (`rqa train` stops its loader workers
+        itself, writing its checkpoint; run_queue passes it on), SIGKILL to its whole process
+        group; no further step starts."""
         self.halt = True
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.stopped = True
-            try:
+        try:
+            if sig == signal.SIGKILL:
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
+            elif self.proc.poll() is None:
+                self.proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
 
     def output(self) -> dict | None:
         json_file = self.work / "output.json"
@@ -547,7 +561,9 @@ class Runner:
                     for r in output["runs"] if r["state"].startswith("failed")}
         if self.stopped:
             record["status"] = "partial" if item.resumable else "interrupted"
-            record["stopped"] = "stopped at the deadline (SIGTERM); resumes at the next call"
+            record["stopped"] = ("stopped at the deadline (SIGTERM): " + (
+                "its finished runs are restored at the next call" if item.resumable else
+                "it runs again from its start at the next call (what it finished is here)"))
         if record["status"] == "failed":
             record["error"] = tail(self.log)
             record["exit_code"] = self.code
@@ -582,8 +598,6 @@ def write_record(record: dict, output_root: Path) -> Path:
     output_root.mkdir(parents=True, exist_ok=True)
     final = record["status"] in ("passed", "failed")
     path = output_root / f"{record['item']}{'' if final else '.partial'}.json"
-    if record["status"] == "interrupted":       # nothing to keep: it runs again from scratch
-        return path
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     if final:
         (output_root / f"{record['item']}.partial.json").unlink(missing_ok=True)
@@ -701,7 +715,9 @@ def status_text(items: list[Item], output_root: Path, work_root: Path) -> str:
             text = f"{data['status']} in {data['seconds']:.0f}s" + (
                 f", {key} {data[key]}" if key else "")
         elif partial.is_file():
-            text = f"partial ({len(json.loads(partial.read_text()).get('runs') or {})} runs kept)"
+            data = json.loads(partial.read_text())
+            text = (f"partial ({len(data.get('runs') or {})} runs kept)" if item.resumable else
+                    f"interrupted after {data['seconds']:.0f}s at a deadline (runs again)")
         else:
             text = f"not run (about {item.minutes:g} min)"
         lines.append(f"{item.id:<34}{text}")

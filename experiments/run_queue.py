@@ -16,7 +16,8 @@ the end of the first section whose title holds TEXT (e.g. ``--through "first pas
 ``--train-overrides "key=value ..."`` adds settings to every training line (a rehearsal's
 tiny step counts); ``--caps "data.KEY=N ..."`` adds each cap to the training lines whose data
 config has that key (pool caps differ by data module; a rehearsal on tiny pools). No run is
-started once the deadline has passed, so a queue longer than one sitting goes on at
+started once the deadline has passed (nor after a SIGTERM, which goes on to the running
+command: `rqa train` writes its last checkpoint and stops), so a queue longer than one sitting goes on at
 the next call; a run that fails is reported and the queue goes on. One progress line per run
 on stderr (done / running / left, elapsed), a JSON summary as the last stdout line.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -115,6 +117,29 @@ def is_done(where: Path, marker: Path | None) -> bool:
     return marker.is_file() if marker is not None else (where / "result.json").is_file()
 
 
+_running: list[subprocess.Popen] = []
+_stopped: list[int] = []
+
+
+def _forward(signum, frame) -> None:
+    """SIGTERM: to the running command (not to its workers: the command stops them), and
+    no further run."""
+    _stopped.append(signum)
+    for proc in _running:
+        proc.send_signal(signum)
+
+
+def call(cmd: list[str], log) -> tuple[int, str]:
+    """Run one command, its stderr into ``log``: (exit status, stdout)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    _running.append(proc)
+    try:
+        out, _ = proc.communicate()
+    finally:
+        _running.remove(proc)
+    return proc.returncode, out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queue", type=Path)
@@ -132,6 +157,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     extra, caps = shlex.split(args.train_overrides), shlex.split(args.caps)
     start = time.monotonic()
     summary = []
+    _stopped.clear()
+    previous = signal.signal(signal.SIGTERM, _forward)
+    try:
+        summary = _run_all(runs, args, extra, caps, start)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(json.dumps({"runs": summary, "seconds": round(time.monotonic() - start, 1)}))
+    return summary
+
+
+def _run_all(runs: list[Run], args, extra: list[str], caps: list[str], start: float
+             ) -> list[dict]:
+    summary = []
     for i, run in enumerate(runs):
         cmd, where, log_path, marker = plan(run, args.output_root, extra, caps)
         elapsed = time.monotonic() - start
@@ -140,25 +178,27 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(f"{state} done     {where}", file=sys.stderr, flush=True)
             summary.append({"run": str(where), "state": "done"})
             continue
-        if elapsed > args.deadline_s:
-            print(f"{state} left     {where} (deadline)", file=sys.stderr, flush=True)
+        if elapsed > args.deadline_s or _stopped:
+            print(f"{state} left     {where} ({'stopped' if _stopped else 'deadline'})",
+                  file=sys.stderr, flush=True)
             summary.append({"run": str(where), "state": "left"})
             continue
         print(f"{state} running  {where}", file=sys.stderr, flush=True)
         t0 = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "a") as log:
-            code = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            code, out = call(cmd, log)
             if run.is_command:
-                log.write(code.stdout)      # rqa commands print their JSON summary last
+                log.write(out)              # rqa commands print their JSON summary last
         seconds = round(time.monotonic() - t0, 1)
-        if code.returncode == 0 and marker is not None:
+        # a training is done when it wrote result.json (stopped by a signal, it did not)
+        done = code == 0 and (is_done(where, None) if marker is None else not _stopped)
+        if done and marker is not None:
             marker.write_text(json.dumps({"command": cmd[3:], "seconds": seconds}) + "\n")
-        summary.append({"run": str(where), "state": "finished" if code.returncode == 0 else
-                        f"failed ({code.returncode})", "seconds": seconds})
+        summary.append({"run": str(where), "seconds": seconds, "state": "finished" if done else
+                        "left" if _stopped else f"failed ({code})"})
         print(f"{state} {summary[-1]['state']} {where} in {seconds}s",
               file=sys.stderr, flush=True)
-    print(json.dumps({"runs": summary, "seconds": round(time.monotonic() - start, 1)}))
     return summary
 
 

@@ -200,6 +200,8 @@ def test_deadline_sigterm_then_the_next_call_continues(tmp_path, capsys):
     assert time.monotonic() - t0 < 4 + 1
     assert "interrupted" in out and "stopped at the deadline: count" in out
     assert not (tmp_path / "out/count.json").exists()          # not finished: runs again
+    stopped = json.loads((tmp_path / "out/count.partial.json").read_text())
+    assert stopped["status"] == "interrupted" and "runs again" in stopped["stopped"]
     reached = int((tmp_path / "work/count/ckpt").read_text())   # SIGTERM, not SIGKILL
     assert 0 < reached < 40
     assert "later" in out and "left: 2 items" in out             # no time left for it
