@@ -631,7 +631,9 @@ def run(items: list[Item], ctx: Context, retry_failed: bool = False) -> dict:
              "done_before": done_before, "finished": [], "stopped": [], "did_not_fit": [],
              "running": {}, "state": "running"}
     write_status(ctx, state)
+    # GPU utilisation (nvidia-smi) over each item that runs alone, for its whole duration
     util = Utilisation("0" if ctx.device == "cuda" else None, poll=None, interval_s=0.5)
+
     def done(r: Runner) -> None:
         record = r.record()
         path = write_record(record, ctx.output_root)
@@ -767,6 +769,9 @@ def unbundle(source: Path, output_root: Path, work_to: Path) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
             written.append(str(target))
+    for final in output_root.glob("*.json"):     # a partial record that its item replaced
+        if not final.name.endswith(".partial.json"):
+            (output_root / final.name.replace(".json", ".partial.json")).unlink(missing_ok=True)
     return written
 
 

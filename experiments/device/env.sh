@@ -7,8 +7,8 @@ if [ ! -f Makefile ] || [ ! -f experiments/device_check.py ]; then
     echo "run this from the checkout's root (where the device's commands start)" >&2
     return 2 2>/dev/null || exit 2
 fi
-export RQA_DEVICE_HOME=/tmp/rqa
+export RQA_DEVICE_HOME="${RQA_DEVICE_HOME:-/tmp/rqa}"
 export PYTHONPATH="$RQA_DEVICE_HOME/site-packages:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export RQA_DATA_DIR="$RQA_DEVICE_HOME/data" RQA_CACHE_DIR="$RQA_DEVICE_HOME/cache"
 export HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 MPLCONFIGDIR="$RQA_DEVICE_HOME/mpl"
-export DEVICE_CHECK_ARGS="--output-root runs/device-check/checklist --work-root runs/device-check"
+export DEVICE_CHECK_ARGS="${DEVICE_CHECK_ARGS:---output-root runs/device-check/checklist --work-root runs/device-check}"

@@ -7,8 +7,9 @@ set -uo pipefail
 WAIT=${1:-0}
 source experiments/device/env.sh || exit 2
 end=$((SECONDS + WAIT))
-while [ "$SECONDS" -lt "$end" ] && make -s device-check-status STAMP= | grep -q '^device-check running'; do
-    sleep 10
+status() { python3 experiments/device_check.py --status $DEVICE_CHECK_ARGS; }
+while [ "$SECONDS" -lt "$end" ]; do
+    case "$(status)" in "device-check running"*) sleep 10 ;; *) break ;; esac
 done
-make -s device-check-status STAMP=
+status
 python3 experiments/device_check.py $DEVICE_CHECK_ARGS --bundle "${OUT:-runs/device-check}/device-check.tar.gz"
