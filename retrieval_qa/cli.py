@@ -172,7 +172,8 @@ def cmd_evaluate(args) -> dict:
     from .config import apply_overrides, load_yaml
     from .embeddings.evaluate import cmd_evaluate_embeddings, wants_embeddings  # issue 12
 
-    if args.pipeline or args.from_run_files or args.pipeline_dir:  # issue 32
+    # every --pipeline option leads there, so one given without --pipeline is an error there
+    if args.pipeline or args.from_run_files or args.pipeline_dir or args.max_questions:
         from .pipeline.cli import cmd_evaluate_pipeline
 
         return cmd_evaluate_pipeline(args, eval_cfg=load_yaml("eval/default.yaml"), load=_load)

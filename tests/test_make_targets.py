@@ -35,6 +35,9 @@ def make_n(*args: str) -> str:
                           "experiment=mining_dual_augmented profile=cpu", "--dataset multireqa_squad --pool test"]),
     ("reproduce-sde-ade", ["experiments/sde_ade_study.py"]),
     ("reproduce-residual", ["experiments/residual_tables.py --profile cpu"]),
+    ("device-check", ["experiments/device_check.py --device cuda --deadline 600"]),
+    ("device-check-status", ["experiments/device_check.py --device cuda --status"]),
+    ("device-pack", ["experiments/device_pack.py pack"]),
     ("notebooks", ["retrieval_qa.cli export --output runs/notebooks/off_the_shelf/",
                    "papermill --cwd . --no-progress-bar tower_tsne.ipynb",
                    "endx_similarity.ipynb", "results_overview.ipynb"]),
@@ -43,6 +46,13 @@ def test_make_n_lists_the_steps(target, expected):
     out = make_n(target)
     for text in expected:
         assert text in out, out
+
+
+def test_device_check_rehearsal_detached_and_collect():
+    out = make_n("device-check", "DEVICE=cpu", "DEADLINE=60", "DETACH=1")
+    assert "device_check.py --device cpu --deadline 60 --detach" in out
+    assert "--unbundle \"t.tar.gz\"" in make_n("device-collect", "BUNDLE=t.tar.gz")
+    assert "--no-download" in make_n("device-pack", "NO_DOWNLOAD=1")
 
 
 def test_profile_gpu_runs_the_gpu_rows_with_the_trainers_precision():

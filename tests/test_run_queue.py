@@ -4,6 +4,7 @@ training line composes under its gpu profile, every command line parses as an `r
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,18 +19,18 @@ QUEUES = Path(Q.__file__).parent / "queues"
 
 
 def _fake_rqa(calls, fail=()):
-    def run(cmd, **kwargs):
+    def run(cmd, log=None):
         words = cmd[3:]                         # after python -m retrieval_qa.cli
         calls.append(words)
         if words[0] in fail:
-            return subprocess.CompletedProcess(cmd, 1, stdout="")
+            return 1, ""
         if words[0] == "train":  # what rqa train leaves: its config and its result
             cfg = compose(words[1:])
             where = run_dir(cfg)
             where.mkdir(parents=True)
             (where / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
             (where / "result.json").write_text("{}")
-        return subprocess.CompletedProcess(cmd, 0, stdout='{"ok": true}\n')
+        return 0, '{"ok": true}\n'
     return run
 
 
@@ -41,7 +42,7 @@ def test_train_and_command_lines_run_once_with_placeholders(tmp_path, monkeypatc
                      "m/mined  rqa mine --classifier {root}/m/x --output {out}  # mined\n")
     root = tmp_path / "runs"
     calls = []
-    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls, fail={"mine"}))
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls, fail={"mine"}))
     summary = Q.main([str(queue), "--output-root", str(root)])
     assert [c[0] for c in calls] == ["export", "train", "mine"]
     assert calls[0] == ["export", "experiment=mining_dual", "--output", str(root / "m/retriever")]
@@ -53,7 +54,7 @@ def test_train_and_command_lines_run_once_with_placeholders(tmp_path, monkeypatc
     assert not (root / "m/mined.done").exists()
 
     calls.clear()                               # again: only the failed command reruns
-    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls))
     summary = Q.main([str(queue), "--output-root", str(root)])
     assert [c[0] for c in calls] == ["mine"]
     assert [s["state"] for s in summary] == ["reused", "reused", "finished"]
@@ -73,7 +74,7 @@ def test_deadline_leaves_the_rest(tmp_path, monkeypatch):
     queue = tmp_path / "q.txt"
     queue.write_text("a experiment=fcrr seed=1\na experiment=fcrr seed=2\n")
     calls = []
-    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls))
     summary = Q.main([str(queue), "--output-root", str(tmp_path), "--deadline-s", "-1"])
     assert calls == [] and [s["state"] for s in summary] == ["left", "left"]
 
@@ -115,17 +116,17 @@ def test_damaged_queue_state_is_refused_naming_the_file(tmp_path, monkeypatch, d
     queue.write_text("m/retriever  rqa export experiment=mining_dual --output {out}\n"
                      "m  experiment=dual_gru\n")
     root = tmp_path / "runs"
-    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa([]))
+    monkeypatch.setattr(Q, "call", _fake_rqa([]))
     Q.main([str(queue), "--output-root", str(root)])
     path = root / damaged
     data = path.read_bytes()
     path.write_bytes({"truncated": data[:len(data) // 2], "empty": b"",
                       "garbage": bytes(range(256)) * 4}[how])
     calls = []
-    monkeypatch.setattr(Q.subprocess, "run", _fake_rqa(calls))
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls))
     with pytest.raises(InputFileError) as e:
         Q.main([str(queue), "--output-root", str(root)])
-    assert str(path) in str(e.value) and "damaged" in str(e.value) and "delete it" in str(e.value)
+    assert str(path) in str(e.value) and "damaged" in str(e.value) and "delete" in str(e.value)
     assert calls == []  # nothing run, nothing marked: the state stays as it was found
 
 
@@ -140,3 +141,61 @@ def test_the_script_exits_2_on_damaged_state(tmp_path):
                            str(tmp_path / "runs")], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "retriever.done" in done.stderr and "damaged" in done.stderr
+
+
+def test_through_a_section_and_train_overrides(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("# --- first pass: one seed ---\na experiment=fcrr seed=1\n"
+                     "a/x  rqa export experiment=sde --output {out}\n"
+                     "# --- seed 2 ---\na experiment=fcrr seed=2\n")
+    runs = Q.parse_queue(queue)
+    assert [r.section for r in runs] == ["first pass: one seed"] * 2 + ["seed 2"]
+    assert Q.through(runs, "FIRST PASS") == runs[:2] and Q.through(runs, None) == runs
+    with pytest.raises(ValueError, match="no section title holds 'seed 9'"):
+        Q.through(runs, "seed 9")
+    calls = []
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls))
+    Q.main([str(queue), "--output-root", str(tmp_path / "r"), "--through", "first pass",
+            "--train-overrides", "trainer.max_steps=2 threads=1"])
+    assert [c[0] for c in calls] == ["train", "export"]
+    assert calls[0][-3:-1] == ["trainer.max_steps=2", "threads=1"]
+    assert "trainer.max_steps=2" not in calls[1]           # rqa commands take none
+
+
+def test_caps_go_to_the_lines_whose_data_config_has_the_key(tmp_path, monkeypatch):
+    queue = tmp_path / "q.txt"
+    queue.write_text("a experiment=fcrr profile=gpu\nb experiment=dual_gru profile=gpu\n")
+    calls = []
+    monkeypatch.setattr(Q, "call", _fake_rqa(calls))
+    Q.main([str(queue), "--output-root", str(tmp_path / "r"),
+            "--caps", "data.val_questions=10 data.max_val_questions=10"])
+    assert "data.val_questions=10" in calls[0] and "data.max_val_questions=10" not in calls[0]
+    assert "data.max_val_questions=10" in calls[1] and "data.val_questions=10" not in calls[1]
+
+
+def test_sigterm_goes_on_to_the_running_command_and_no_run_follows(tmp_path):
+    import signal
+    import sys
+    import threading
+
+    stopped = tmp_path / "stopped"
+    child = [sys.executable, "-c",
+             "import signal, sys, time, pathlib\n"
+             f"def stop(*_): pathlib.Path({str(stopped)!r}).write_text('ckpt'); sys.exit(0)\n"
+             "signal.signal(signal.SIGTERM, stop)\nprint('ready', flush=True)\n"
+             "time.sleep(30)\n"]
+    result = {}
+    Q._stopped.clear()
+    with open(tmp_path / "log", "w") as log:
+        thread = threading.Thread(target=lambda: result.update(out=Q.call(child, log)))
+        thread.start()
+        for _ in range(100):
+            if Q._running:
+                break
+            time.sleep(0.05)
+        time.sleep(1.0)                          # the child's handler is set
+        Q._forward(signal.SIGTERM, None)
+        thread.join(20)
+    assert stopped.read_text() == "ckpt" and result["out"][0] == 0
+    assert Q._stopped == [signal.SIGTERM]
+    Q._stopped.clear()

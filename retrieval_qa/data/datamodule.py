@@ -5,7 +5,8 @@ Pools: the training pool (``train_dataset/train_pool``) is split 9:1 with
 gives the training pairs, the other part is the validation pool. The test pool is
 ``test_dataset/test_pool``. Optional caps take deterministic subsets (seeded by
 ``split_seed``): ``max_train_pairs`` of the training pairs, ``max_val_questions`` of the
-validation questions (with the sentences of their paragraphs as candidates).
+validation questions and ``max_test_questions`` of the test questions (each with the sentences
+of their paragraphs as candidates; the test cap is for quick checks, never a reported result).
 
 Loaders:
 
@@ -65,6 +66,7 @@ class ReQADataModule(pl.LightningDataModule):
     def __init__(self, tokenizer, *, train_dataset: str, train_pool: str, test_dataset: str,
                  test_pool: str, data_dir: str | Path | None, val_fraction: float,
                  split_seed: int, max_train_pairs: int | None, max_val_questions: int | None,
+                 max_test_questions: int | None,
                  max_question_length: int, max_answer_length: int, answer_with_context: bool,
                  batch_size: int, eval_batch_size: int, bucket_by_length: bool,
                  bucket_unit: str, num_workers: int, pin_memory: bool | str,
@@ -81,6 +83,7 @@ class ReQADataModule(pl.LightningDataModule):
         self.data_dir = data_dir
         self.val_fraction, self.split_seed = val_fraction, split_seed
         self.max_train_pairs, self.max_val_questions = max_train_pairs, max_val_questions
+        self.max_test_questions = max_test_questions
         self.max_question_length, self.max_answer_length = max_question_length, max_answer_length
         self.answer_with_context = answer_with_context
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
@@ -104,6 +107,7 @@ class ReQADataModule(pl.LightningDataModule):
         self._train_pairs: list[QAPair] | None = None
         self._val_pool: RetrievalPool | None = None
         self._test_pool: RetrievalPool | None = None
+        self._test_questions = 0   # questions of the test pool before max_test_questions
         self._info: dict[str, Any] = {}
 
     @classmethod
@@ -159,7 +163,9 @@ class ReQADataModule(pl.LightningDataModule):
     def test_pool(self) -> RetrievalPool:
         """Loaded on first use (also after ``fit``, without ``setup("test")``)."""
         if self._test_pool is None:
-            self._test_pool, _ = self._load(self.test_dataset, self.test_pool_name)
+            pool, _ = self._load(self.test_dataset, self.test_pool_name)
+            self._test_pool = cap_questions(pool, self.max_test_questions, self.split_seed)
+            self._test_questions = len(pool.questions)
         return self._test_pool
 
     def setup(self, stage: str | None = None) -> None:
@@ -362,6 +368,9 @@ class ReQADataModule(pl.LightningDataModule):
                         questions=len(self._test_pool.questions),
                         candidates=len(self._test_pool.candidates),
                         source=self._test_pool.source)
+            if self.max_test_questions is not None:
+                test.update(max_test_questions=self.max_test_questions,
+                            capped=len(self._test_pool.questions) < self._test_questions)
         world = self._world()[0]
         return {
             **self._info, "test": test,

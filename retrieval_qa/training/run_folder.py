@@ -34,6 +34,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, SettingsMismatchError
+from ..written import read_report
 from .checkpoints import check_checkpoint, resumable_checkpoint
 
 CONFIG = "config.yaml"
@@ -175,7 +176,10 @@ def finished(cfg: DictConfig, folder: Path | None = None, fix: str = "") -> bool
     if not holds_run(folder):
         return False
     require_same(cfg, folder, fix or FIX)
-    return (folder / RESULT).is_file()
+    if not (folder / RESULT).is_file():
+        return False
+    read_report(folder / RESULT)  # a damaged report is refused, not passed off as finished
+    return True
 
 
 def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
@@ -207,19 +211,8 @@ class RunFolder:
     notes: list[str] = field(default_factory=list)
 
     def reuse(self) -> dict:
-        """The finished run's report, marked ``"reused": true``."""
-        path = self.path / RESULT
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            report, problem = None, f"unreadable ({e})"
-        else:
-            problem = None if isinstance(report, dict) else "not a JSON object"
-        if problem:
-            raise InputFileError("run result", path, problem, "delete it to test the run's "
-                                 "checkpoint again (the same command resumes), or "
-                                 "resume=never to train the run again")
-        return {**report, "reused": True}
+        """The finished run's report, marked ``"reused": true`` (refused when damaged)."""
+        return {**read_report(self.path / RESULT), "reused": True}
 
     def start_over(self) -> list[str]:
         """Remove what an earlier run left here (all but :data:`KEEP`); returns the names."""

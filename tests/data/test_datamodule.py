@@ -180,6 +180,20 @@ def test_caps_applied_and_described(tokenizer, data_dir):
     assert full.describe()["train"]["capped"] is False
 
 
+def test_test_cap_keeps_the_sentences_of_the_kept_questions(tokenizer, tmp_path):
+    write_json_gz(tmp_path / "squad" / "train-v1.1.json.gz", synthetic_squad())
+    write_json_gz(tmp_path / "squad" / "dev-v1.1.json.gz", synthetic_squad(n_paragraphs=12))
+    full = make(tokenizer, tmp_path).test_pool
+    dm = make(tokenizer, tmp_path, max_test_questions=5)
+    test = dm.test_pool
+    assert len(test.questions) == 5 and set(test.questions) <= set(full.questions)
+    assert {c.context for c in test.candidates} == {p.context for p in test.pairs}
+    assert len(test.candidates) < len(full.candidates)
+    assert make(tokenizer, tmp_path, max_test_questions=5).test_pool.questions == test.questions
+    info = dm.describe()["test"]
+    assert info["questions"] == 5 and info["max_test_questions"] == 5 and info["capped"] is True
+
+
 def test_from_config(tokenizer, data_dir):
     cfg = load_yaml("data/reqa_squad.yaml")
     cfg.data_dir = str(data_dir)

@@ -1,0 +1,317 @@
+"""experiments/device_check.py: the checklist's items (every experiment's smoke run, the benches,
+Table 2, the queue) parse and their commands are valid; the CPU rehearsal runs items into
+their JSON on tiny data and a tiny MiniLM; a finished item is never run again; the deadline
+stops a running item with SIGTERM and the next call runs it again, where it continues from
+its own checkpoint; a failed item keeps its error; a resumable queue restores its finished
+runs, except those a run still to do reads; detach, status, bundle and unbundle."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from device_helpers import make_world, rehearsal_env
+
+from experiments import device_check as D
+from experiments import run_queue
+from retrieval_qa.cli import build_parser
+from retrieval_qa.config import conf_names
+from retrieval_qa.training.compose import compose
+
+FIELDS = {"item", "command", "device", "versions", "status", "seconds", "expected_minutes",
+          "rehearsal", "output"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return make_world(tmp_path_factory.mktemp("device-world"))
+
+
+def _main(*args: str, capsys=None) -> str:
+    assert D.main(list(args)) == 0
+    return capsys.readouterr().out if capsys is not None else ""
+
+
+def _ctx(tmp_path, device="cuda") -> D.Context:
+    return D.Context(device, tmp_path / "out", tmp_path / "work", time.monotonic() + 3600,
+                     grace=D.GRACE_S[device])
+
+
+def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
+    items = D.parse_checklist()
+    ids = [i.id for i in items]
+    smoke = [i for i in items if i.kind == "smoke"]
+    assert [i.id for i in smoke] == [f"smoke-{e}" for e in conf_names("experiment")]
+    order = [i.kind for i in items]
+    first = {k: order.index(k) for k in ("smoke", "bench", "evaluate", "table2", "queue")}
+    assert first["smoke"] < first["bench"] < first["table2"] < first["queue"]
+    assert ids[-2:] == ["gpu-all-first-pass", "gpu-all-rest"]
+    assert all(i.minutes > 0 for i in items)
+    ctx = _ctx(tmp_path)
+    sys.path.insert(0, str(D.ROOT / "bench"))
+    for item in items:
+        for step in D.steps_of(item, ctx):
+            argv = step.argv
+            if argv[0] == "rqa":
+                args = build_parser().parse_args(argv[1:])
+                if argv[1] == "train":
+                    cfg = compose(args.overrides)
+                    assert cfg.profile == "gpu", item.id
+                    if item.kind == "smoke":   # the profile's own precision and compile
+                        assert not any(w.startswith(("trainer.precision", "trainer.compile"))
+                                       for w in argv), item.id
+            elif argv[0] == "python" and argv[1].startswith("bench/"):
+                bench = __import__(Path(argv[1]).stem)
+                bench.parse_args(argv[2:])           # every option exists
+                assert "--device" in argv and "cuda" in argv
+            elif argv[0] == "make":
+                assert argv[1] == "reproduce-table2" and "JOBS=4" in argv
+        if item.kind == "queue":
+            root, runs = D.queue_runs(item, ctx)
+            assert root == ctx.work_root / "gpu_all" and runs
+    _, first_pass = D.queue_runs(items[-2], ctx)
+    _, everything = D.queue_runs(items[-1], ctx)
+    queue = Path(D.ROOT / "experiments/queues/gpu_all.txt")
+    assert everything == run_queue.parse_queue(queue) and first_pass == everything[:len(first_pass)]
+    assert {r.section for r in first_pass} == {"first pass: one seed per paper"}
+
+
+def test_smoke_caps_and_mining_prerequisites(tmp_path):
+    ctx = _ctx(tmp_path)
+    items = {i.id: i for i in D.parse_checklist()}
+    [gru] = D.steps_of(items["smoke-dual_gru"], ctx)
+    assert "data.max_val_questions=500" in gru.argv and "data.max_test_questions=1000" in gru.argv
+    assert "trainer.max_steps=30" in gru.argv and gru.skip_if is None
+    fcrr = D.steps_of(items["smoke-fcrr"], ctx)[-1].argv
+    assert "data.val_questions=500" in fcrr and not any("max_test" in w for w in fcrr)
+    export, classifier, mine, train = D.steps_of(items["smoke-mining_dual_augmented"], ctx)
+    prereq = ctx.work_root / "smoke-prerequisites"
+    assert export.argv[:2] == ["rqa", "export"] and export.skip_if == prereq / "retriever/model.json"
+    assert classifier.skip_if == prereq / "mining_classifier/gpu-seed1/result.json"
+    assert mine.argv[:2] == ["rqa", "mine"] and f"data.mined={prereq / 'mined'}" in train.argv
+    rehearsed = D.steps_of(items["smoke-mining_dual_augmented"], _ctx(tmp_path, "cpu"))
+    assert all("trainer.max_steps=2" in s.argv for s in rehearsed if s.argv[1] == "train")
+
+
+def test_rehearsal_shrinks_each_kind():
+    bench = D.shrink(shlex.split("python bench/bench_encoding.py --device cuda --precision "
+                                 "bf16-mixed --n 20000 --cuda-graphs --out X"), "bench")
+    assert bench[bench.index("--device") + 1] == "cpu" and bench[bench.index("--n") + 1] == "48"
+    assert "--cuda-graphs" in bench and bench[bench.index("--out") + 1] == "X"
+    table = D.shrink(["make", "reproduce-table2", "PROFILE=gpu", "JOBS=4"], "table2")
+    assert "ROWS=BM25,Dual-GRUs" in table and table[-1].startswith("TRAIN_OVERRIDES=")
+    queue = D.shrink(["python", "experiments/run_queue.py", "q.txt"], "queue")
+    assert queue[queue.index("--through") + 1] == "first pass"
+    assert "--train-overrides" in queue
+    assert D.resolve(["make", "x"])[-1] == "STAMP="
+    assert D.resolve(["rqa", "train"])[:3] == [sys.executable, "-m", "retrieval_qa.cli"]
+
+
+def _check_record(record: dict, item: str, kind: str) -> None:
+    assert FIELDS <= set(record), FIELDS - set(record)
+    assert record["item"] == item and record["kind"] == kind and record["status"] == "passed"
+    assert record["rehearsal"] is True and record["device"].startswith("CPU")
+    assert record["versions"]["torch"] and record["seconds"] > 0
+    assert "/" not in record["command"].split()[0]              # `rqa` / `python`, no path
+
+
+def test_rehearsal_runs_items_into_json_and_never_twice(world, tmp_path, monkeypatch, capsys):
+    rehearsal_env(monkeypatch, world, tmp_path)
+    args = ("--device", "cpu", "--output-root", str(tmp_path / "out"), "--work-root",
+            str(tmp_path / "work"), "--only", "smoke-dual_gru,enc-b128")
+    out = _main(*args, capsys=capsys)
+    assert "finished now: smoke-dual_gru, enc-b128" in out
+    smoke = json.loads((tmp_path / "out/smoke-dual_gru.json").read_text())
+    _check_record(smoke, "smoke-dual_gru", "smoke")
+    assert smoke["global_steps"] == 2 and smoke["compile"] is None
+    assert 0 <= smoke["mrr"] <= 100 and smoke["test_questions"] > 0
+    assert "trainer.max_steps=2" in smoke["command"]
+    bench = json.loads((tmp_path / "out/enc-b128.json").read_text())
+    _check_record(bench, "enc-b128", "bench")
+    assert bench["ratio_ours_over_st"] > 0 and bench["ours_texts_per_s"] > 0
+    assert bench["sm_utilisation_mean"] is None and "no GPU" in \
+        bench["sm_utilisation_missing_because"]
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    out = _main(*args, capsys=capsys)                          # again: nothing runs
+    assert "finished now: none" in out and "left: 0 items" in out
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == before
+    status = _main("--status", *args, capsys=capsys)
+    assert "smoke-dual_gru" in status and "passed in" in status and "ratio_ours_over_st" in status
+
+
+@pytest.mark.slow
+def test_the_whole_checklist_rehearsed(world, tmp_path, monkeypatch, capsys):
+    rehearsal_env(monkeypatch, world, tmp_path)
+    args = ("--device", "cpu", "--output-root", str(tmp_path / "out"), "--work-root",
+            str(tmp_path / "work"))
+    out = _main(*args, capsys=capsys)
+    assert "left: 0 items" in out, out
+    for item in D.parse_checklist():
+        record = json.loads((tmp_path / "out" / f"{item.id}.json").read_text())
+        assert record["status"] == "passed", (item.id, record.get("error"))
+    table = json.loads((tmp_path / "out/table2-jobs4.json").read_text())
+    assert {"BM25-dev", "Dual-GRUs-dev"} <= set(table["rows"])
+    first = json.loads((tmp_path / "out/gpu-all-first-pass.json").read_text())
+    assert len(first["runs"]) == 12 and all("result" in r for r in first["runs"].values())
+    evaluate = json.loads((tmp_path / "out/devpool-eval.json").read_text())
+    assert evaluate["dev_pool_seconds"] > 0
+
+
+# ---- deadline, resume, failure: items of a checklist of plain commands -----------------------
+
+#: a stand-in for `rqa train`: counts to 40 in steps of 0.1 s from its checkpoint, writes the
+#: checkpoint on SIGTERM and exits, prints its JSON when done
+COUNTER = textwrap.dedent("""
+    import json, signal, sys, time
+    from pathlib import Path
+    ckpt = Path(sys.argv[1])
+    step = int(ckpt.read_text()) if ckpt.exists() else 0
+    start = step
+    def stop(*_):
+        ckpt.write_text(str(step)); sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    while step < 40:
+        time.sleep(0.1); step += 1
+    print(json.dumps({"resumed_from": start, "steps": step}))
+""")
+
+
+def _checklist(tmp_path, lines: list[str]) -> Path:
+    path = tmp_path / "checklist.txt"
+    path.write_text("# test\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def test_deadline_sigterm_then_the_next_call_continues(tmp_path, capsys):
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER)
+    checklist = _checklist(tmp_path, [
+        f"count   0.05  cmd  python {script} {{work}}/ckpt",
+        "later   0.01  cmd  python -c print(1)"])
+    args = ("--checklist", str(checklist), "--device", "cpu", "--output-root",
+            str(tmp_path / "out"), "--work-root", str(tmp_path / "work"))
+    t0 = time.monotonic()
+    out = _main(*args, "--deadline", "4", "--grace", "1.5", capsys=capsys)
+    assert time.monotonic() - t0 < 4 + 1
+    assert "interrupted" in out and "stopped at the deadline: count" in out
+    assert not (tmp_path / "out/count.json").exists()          # not finished: runs again
+    stopped = json.loads((tmp_path / "out/count.partial.json").read_text())
+    assert stopped["status"] == "interrupted" and "runs again" in stopped["stopped"]
+    reached = int((tmp_path / "work/count/ckpt").read_text())   # SIGTERM, not SIGKILL
+    assert 0 < reached < 40
+    assert "later" in out and "left: 2 items" in out             # no time left for it
+    out = _main(*args, capsys=capsys)                           # no deadline
+    record = json.loads((tmp_path / "out/count.json").read_text())
+    assert record["status"] == "passed" and record["output"] == {"resumed_from": reached,
+                                                                 "steps": 40}
+    assert (tmp_path / "out/later.json").exists() and "left: 0 items" in out
+
+
+def test_items_that_do_not_fit_are_passed_over(tmp_path, capsys):
+    checklist = _checklist(tmp_path, ["big    60    cmd  python -c print(1)",
+                                      "small  0.01  cmd  python -c print(2)"])
+    out = _main("--checklist", str(checklist), "--device", "cpu", "--output-root",
+                str(tmp_path / "out"), "--work-root", str(tmp_path / "work"),
+                "--deadline", "60", "--grace", "1", "--estimate-scale", "1", capsys=capsys)
+    assert "did not fit: big" in out and "finished now: small" in out
+    assert not (tmp_path / "out/big.json").exists()
+
+
+def test_a_failed_item_keeps_its_error_and_reruns_only_when_asked(tmp_path, capsys):
+    checklist = _checklist(tmp_path, [
+        "boom  0.01  cmd  python -c \"import sys; print('bad value in x.yaml', "
+        "file=sys.stderr); sys.exit(3)\""])
+    args = ("--checklist", str(checklist), "--device", "cpu", "--output-root",
+            str(tmp_path / "out"), "--work-root", str(tmp_path / "work"))
+    _main(*args, capsys=capsys)
+    record = json.loads((tmp_path / "out/boom.json").read_text())
+    assert record["status"] == "failed" and record["exit_code"] == 3
+    assert "bad value in x.yaml" in record["error"]
+    assert D.shorten_paths("at /usr/lib/python3.12/subprocess.py line 3") == \
+        "at .../python3.12/subprocess.py line 3"
+    assert "finished now: none" in _main(*args, capsys=capsys)
+    assert "finished now: boom" in _main(*args, "--retry-failed", capsys=capsys)
+
+
+def test_the_rehearsal_never_writes_into_the_committed_results(tmp_path):
+    with pytest.raises(SystemExit, match="rehearsal"):
+        D.main(["--device", "cpu", "--output-root", str(D.OUTPUT_ROOT), "--work-root",
+                str(tmp_path)])
+
+
+def test_detach_status_bundle_unbundle(tmp_path, capsys):
+    checklist = _checklist(tmp_path, [
+        "wait  0.01  cmd  python -c \"import time, json; time.sleep(3); print(json.dumps({'x': 1}))\""])
+    args = ("--checklist", str(checklist), "--device", "cpu", "--output-root",
+            str(tmp_path / "out"), "--work-root", str(tmp_path / "work"))
+    t0 = time.monotonic()
+    assert "started in the background" in _main(*args, "--detach", capsys=capsys)
+    assert time.monotonic() - t0 < 2
+    for _ in range(100):
+        status = _main(*args, "--status", capsys=capsys)
+        if "running since" in status or (tmp_path / "out/wait.json").exists():
+            break
+        time.sleep(0.1)
+    assert "device-check running" in status or (tmp_path / "out/wait.json").exists()
+    for _ in range(200):
+        if (tmp_path / "out/wait.json").exists():
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    status = _main(*args, "--status", capsys=capsys)
+    assert "wait" in status and "passed in" in status and "device-check not running" in status
+    bundle = tmp_path / "b" / "device-check.tar.gz"
+    _main(*args, "--bundle", str(bundle), capsys=capsys)
+    written = D.unbundle(bundle, tmp_path / "collected", tmp_path / "logs")
+    assert json.loads((tmp_path / "collected/wait.json").read_text())["output"] == {"x": 1}
+    assert (tmp_path / "logs/device-check.log").is_file()
+    assert str(tmp_path / "logs/wait/item.log") in written
+
+
+# ---- the queue's finished runs, restored on a fresh machine ----------------------------------
+
+def test_queue_restores_finished_runs_except_those_a_run_to_do_reads(tmp_path):
+    queue = tmp_path / "q.txt"
+    queue.write_text("# --- first pass ---\n"
+                     "m/retriever  rqa export experiment=mining_dual --output {out}\n"
+                     "m   experiment=mining_classifier profile=gpu "
+                     "data.dense_retriever={root}/m/retriever\n"
+                     "a   experiment=fcrr profile=gpu seed=1\n"
+                     "m/mined  rqa mine --classifier {root}/m/mining_classifier/gpu-seed42/model "
+                     "--retriever {root}/m/retriever --output {out}\n")
+    item = D.Item("q-first", 1, "queue", f"python experiments/run_queue.py {queue} "
+                                         "--output-root {runs}/q --deadline-s {deadline}")
+    ctx = _ctx(tmp_path)
+    root = ctx.work_root / "q"
+    ctx.output_root.mkdir(parents=True)
+    recorded = {"m/retriever": {"marker": True, "result": {"command": ["export"]}},
+                "m/mining_classifier/gpu-seed42": {"marker": False, "result": {"test": {}}},
+                "a/fcrr/gpu-seed1": {"marker": False, "result": {"test": {"metrics": {
+                    "mrr": 50.0}}}}}
+    (ctx.output_root / "q-first.partial.json").write_text(json.dumps(
+        {"item": "q-first", "kind": "queue", "status": "partial", "runs": recorded}))
+    # `m/mined` is still to do and reads the retriever and the classifier: they run again
+    assert D.restore_queue(item, ctx) == ["a/fcrr/gpu-seed1"]
+    assert json.loads((root / "a/fcrr/gpu-seed1/result.json").read_text())["test"]["metrics"][
+        "mrr"] == 50.0
+    records = D.queue_records(item, ctx)
+    assert set(records) == {"a/fcrr/gpu-seed1"} and records["a/fcrr/gpu-seed1"]["mrr"] == 50.0
+    # once `m/mined` is recorded too, everything is restored
+    recorded["m/mined"] = {"marker": True, "result": {"command": ["mine"]}}
+    (ctx.output_root / "q-first.partial.json").write_text(json.dumps(
+        {"item": "q-first", "kind": "queue", "status": "partial", "runs": recorded}))
+    assert sorted(D.restore_queue(item, ctx)) == ["m/mined", "m/mining_classifier/gpu-seed42",
+                                                  "m/retriever"]
+    assert (root / "m/retriever.done").is_file() and (root / "m/mined.done").is_file()
+
+
+def test_a_checklist_line_of_the_wrong_form_names_the_line(tmp_path):
+    with pytest.raises(ValueError, match=r"checklist.txt:2: expected 'ID MINUTES KIND"):
+        D.parse_checklist(_checklist(tmp_path, ["x y"]))
+    with pytest.raises(ValueError, match="kind 'train' is not one of"):
+        D.parse_checklist(_checklist(tmp_path, ["x 1 train rqa train"]))
