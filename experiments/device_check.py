@@ -349,12 +349,15 @@ def queue_records(item: Item, ctx: Context) -> dict:
     root, runs = queue_runs(item, ctx)
     records = {}
     for run in runs:
-        _, where, _, marker = run_queue.plan(run, root)
+        _, where, _, marker, _ = run_queue.plan(run, root)
         if run_queue.is_done(where, marker):
             done = marker if marker is not None else where / "result.json"
             result = json.loads(done.read_text())
+            # a training's config.yaml too: `rqa train` reuses a run only beside its settings
+            config = None if marker is not None else (where / "config.yaml").read_text()
             records[str(where.relative_to(root))] = {
-                "marker": marker is not None, "result": result, **_metrics(result),
+                "marker": marker is not None, "result": result, "config": config,
+                **_metrics(result),
                 "seconds": result.get("seconds"), "train_seconds": result.get("train_seconds")}
     return records
 
@@ -369,7 +372,7 @@ def restore_queue(item: Item, ctx: Context) -> list[str]:
         data = json.loads(path.read_text())
         if data.get("kind") == "queue":
             recorded.update(data.get("runs") or {})
-    planned = [(run, *run_queue.plan(run, root)[1:]) for run in runs]
+    planned = [(run, *run_queue.plan(run, root)[1:4]) for run in runs]
     todo = [p for p in planned if not run_queue.is_done(p[1], p[3])
             and str(p[1].relative_to(root)) not in recorded]
     needed = True
@@ -388,6 +391,10 @@ def restore_queue(item: Item, ctx: Context) -> list[str]:
             continue
         target = marker if recorded[key]["marker"] else where / "result.json"
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not recorded[key]["marker"]:
+            if recorded[key].get("config") is None:  # recorded before configs were kept
+                continue
+            (where / "config.yaml").write_text(recorded[key]["config"])
         target.write_text(json.dumps(recorded[key]["result"], indent=2) + "\n")
         restored.append(key)
     return restored

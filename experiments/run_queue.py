@@ -139,6 +139,18 @@ def reusable(run: Run, where: Path, marker: Path | None, cfg, command: list[str]
     return True
 
 
+def is_done(where: Path, marker: Path | None) -> bool:
+    """The run finished (its marker, or a training's ``result.json``, is there and reads
+    back; a damaged one is refused). Whether it finished under this line's settings is
+    :func:`reusable`'s question."""
+    done = where / run_folder.RESULT if marker is None else marker
+    if not done.is_file():
+        return False
+    read_json_or_refuse(done, "queue marker" if marker else "run report",
+                        f"delete {done}: the queue runs that line again")
+    return True
+
+
 _running: list[subprocess.Popen] = []
 _stopped: list[int] = []
 

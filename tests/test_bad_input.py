@@ -112,13 +112,13 @@ def test_a_broken_export_folder_says_what_is_missing(tmp_path, capsys):
     (folder / "model.json").write_text("{not json")
     assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "not valid JSON" in err and "re-export" in err
+    assert "model.json: damaged: not JSON" in err and "export the model again" in err
     (folder / "model.json").write_text(json.dumps(
         {"_target_": "retrieval_qa.models.inference.DualEncoderInference", "towers": {},
          "similarity": "dot"}))
     assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "incomplete export" in err and "towers.pt" in err and "export the model again" in err
+    assert "towers.pt: damaged: missing" in err and "export the model again" in err
     (folder / "model.json").write_text(json.dumps({"_target_": "no_such_module.Loader"}))
     assert main(["evaluate", "--checkpoint", str(folder), "--quiet"]) == 2
     assert "PYTHONPATH" in capsys.readouterr().err

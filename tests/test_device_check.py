@@ -290,15 +290,18 @@ def test_queue_restores_finished_runs_except_those_a_run_to_do_reads(tmp_path):
     root = ctx.work_root / "q"
     ctx.output_root.mkdir(parents=True)
     recorded = {"m/retriever": {"marker": True, "result": {"command": ["export"]}},
-                "m/mining_classifier/gpu-seed42": {"marker": False, "result": {"test": {}}},
+                "m/mining_classifier/gpu-seed42": {"marker": False, "result": {"test": {}},
+                                                   "config": "experiment: mining_classifier\n"},
                 "a/fcrr/gpu-seed1": {"marker": False, "result": {"test": {"metrics": {
-                    "mrr": 50.0}}}}}
+                    "mrr": 50.0}}}, "config": "experiment: fcrr\n"}}
     (ctx.output_root / "q-first.partial.json").write_text(json.dumps(
         {"item": "q-first", "kind": "queue", "status": "partial", "runs": recorded}))
     # `m/mined` is still to do and reads the retriever and the classifier: they run again
     assert D.restore_queue(item, ctx) == ["a/fcrr/gpu-seed1"]
     assert json.loads((root / "a/fcrr/gpu-seed1/result.json").read_text())["test"]["metrics"][
         "mrr"] == 50.0
+    # with its config: `rqa train` reuses a run only beside the settings it ran with
+    assert (root / "a/fcrr/gpu-seed1/config.yaml").read_text() == "experiment: fcrr\n"
     records = D.queue_records(item, ctx)
     assert set(records) == {"a/fcrr/gpu-seed1"} and records["a/fcrr/gpu-seed1"]["mrr"] == 50.0
     # once `m/mined` is recorded too, everything is restored

@@ -263,8 +263,10 @@ def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
 
 
 def _finished(run):
-    """A stand-in for `rqa train`: the run's report, as a finished run leaves it."""
+    """A stand-in for `rqa train`: the run's config and report, as a finished run leaves
+    them."""
     Path(run.run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(run.run_dir) / "config.yaml").write_text(OmegaConf.to_yaml(run.config))
     (Path(run.run_dir) / "result.json").write_text(json.dumps(
         {"experiment": "dual_gru", "profile": "cpu", "seed": 7,
          "test": {"metrics": {"mrr": 10.0 + run.index}}}))

@@ -129,7 +129,7 @@ def test_shards_of_another_or_an_unknown_job_are_never_mixed_in(train_pool, tmp_
     assert "--output" in str(e.value)
     manifest = tmp_path / "out" / "manifest.json"
     manifest.write_text("{half a manif")
-    with pytest.raises(InputFileError, match="manifest.json: unreadable"):
+    with pytest.raises(InputFileError, match="manifest.json: damaged: not JSON"):
         mine(train_pool, tmp_path / "out")
     manifest.unlink()  # shards whose job cannot be checked any more
     with pytest.raises(InputFileError, match=r"2 scored shard\(s\) but no manifest.json"):
