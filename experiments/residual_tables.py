@@ -285,8 +285,7 @@ def refined_curve(report: dict):
     task = load_paragraph_task("dev")
     data = report["data"]
     q, p, _ = task_embeddings(task, data["embedding"], data["idf"])
-    module = ResidualRefinementModule.load_from_checkpoint(report["best_training_checkpoint"],
-                                                           map_location="cpu").eval()
+    module = ResidualRefinementModule.from_checkpoint(report["best_training_checkpoint"]).eval()
     with torch.no_grad():
         return precision_recall_points(module.refine_questions(q),
                                        module.refine_paragraphs(p), task.gold)

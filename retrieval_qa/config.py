@@ -1,8 +1,9 @@
 """Configuration: YAML files under ``conf/`` are the single source of every setting;
 ``key=value`` overrides from the command line must name existing keys.
 
-Code that needs a default reads it from ``conf/`` (:func:`model_defaults`) instead of keeping
-a Python copy, so each setting is written in exactly one place."""
+A run's settings are composed once (:mod:`retrieval_qa.training.compose`) and passed down
+whole: constructors take them as required arguments and keep no Python copy, so each setting
+is written in exactly one place."""
 
 from __future__ import annotations
 

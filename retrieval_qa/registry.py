@@ -6,22 +6,31 @@ A method is a LightningModule class with the contract of :class:`~.models.method
 a module file plus a config file (``conf/model/NAME.yaml`` with its ``_target_``). The parts
 of a method and of a run are built the same way, each from its own block: token encoders
 (``model.towers.encoder``), poolers (``model.towers.pooler``), optimisers
-(``model.optimizer``), the Trainer's callbacks (``trainer.callbacks.*``) and the experiment
-logger (``logger``). A new one is a module file and a block that names it in ``_target_``;
-nothing lists it. Modules outside the package are found on ``sys.path`` (e.g. ``PYTHONPATH``).
+(``model.optimizer``), VAE decoders (``model.decoder``), the residual refiner and loss
+(``model.refiner``, ``model.loss``), the Trainer's callbacks (``trainer.callbacks.*``) and
+the experiment logger (``logger``). A new one is a module file and a block that names it in
+``_target_``; nothing lists it. Modules outside the package are found on ``sys.path`` (e.g.
+``PYTHONPATH``).
 
-Blocks written before ``_target_`` name their class by a short name (``type: gru``,
-``name: adamw``), as the configs and the exported towers (``model.json``) do:
-:data:`SHORT_NAMES` is the one table that turns those into targets."""
+Short names. Blocks may name their class by a short name (``type: gru``, ``name: adamw``),
+as conf/ and the configs of earlier runs and exports do: :data:`SHORT_NAMES` is the one table
+that turns those into targets. Composition resolves them (:func:`resolve_blocks`), so a
+composed config holds each such block as its ``_target_`` with the arguments the class takes
+(the keys its short name fixes included); the block's other keys, settings of the kind's other
+classes (a GRU's ``num_heads``), are left out. :func:`instantiate` still reads a short name, for
+configs written before."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
-from collections.abc import Collection
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .errors import UnknownKeyError
 
 _ENCODERS = "retrieval_qa.encoders"
 
@@ -51,6 +60,48 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "wandb": {"_target_": "retrieval_qa.training.loggers.wandb_logger"},
         "none": {"_target_": "retrieval_qa.training.loggers.no_logger"},
     }),
+    "decoder": ("type", {
+        "gru": {"_target_": f"{_ENCODERS}.vae_decoders.GRUDecoder"},
+        "mlp": {"_target_": f"{_ENCODERS}.vae_decoders.MLPDecoder"},
+    }),
+    "loss": ("name", {  # the residual refiners' losses (conf/model/residual.yaml)
+        "triplet": {"_target_": "retrieval_qa.losses.triplet.BatchHardTripletLoss"},
+        "quadratic_conditional": {
+            "_target_": "retrieval_qa.losses.quadratic_conditional.QuadraticConditionalLoss"},
+    }),
+    "refiner": ("refiner", {
+        "fcrr": {"_target_": f"{_ENCODERS}.residual.FCRR"},
+        "convrr": {"_target_": f"{_ENCODERS}.residual.ConvRR"},
+        "fcrr_convrr": {"_target_": f"{_ENCODERS}.residual.FCRRConvRR"},
+    }),
+}
+
+#: kind -> the keys of its blocks that the code building the block reads itself (they are
+#: not arguments of the class, whatever names it): a token encoder's embedding table and
+#: tower settings (retrieval_qa/encoders/builders.py), an optimiser's schedule
+#: (retrieval_qa/models/optim.py), a decoder's output vocabulary (retrieval_qa/models/vae.py).
+BUILDER_KEYS: dict[str, tuple[str, ...]] = {
+    "encoder": ("pretrained", "fallback", "freeze_embeddings", "vocab_size", "embedding_dim",
+                "padding_idx", "chunk_rows", "input_types"),
+    "optimizer": ("schedule", "warmup_steps", "warmup_ratio"),
+    "decoder": ("output_vocab",),
+}
+
+#: kinds whose short name is a value of the block that holds their settings beside it, not
+#: a block of its own: conf/model/residual.yaml's ``refiner: fcrr`` with ``sf``, ``dropout``,
+#: ... at the model's level. Resolved, the settings move into the kind's block.
+FLAT_SETTINGS: dict[str, tuple[str, ...]] = {
+    "refiner": ("sf", "dropout", "fc_hidden", "conv_filters", "conv_window", "conv_stride"),
+}
+
+#: where a composed config holds blocks that may be named by a short name, and their kind
+#: (a place that a config lacks, or whose block has neither ``_target_`` nor the kind's
+#: short-name key, e.g. a dual encoder's ``model.loss``, is not one)
+PLACES: dict[str, str] = {
+    "model.towers.encoder": "encoder", "model.towers.pooler": "pooler",
+    "model.cross.encoder": "encoder", "model.cross.pooler": "pooler",
+    "model.optimizer": "optimizer", "model.decoder": "decoder", "model.loss": "loss",
+    "model.refiner": "refiner", "logger": "logger",
 }
 
 
@@ -70,7 +121,7 @@ def locate(target: str) -> Any:
         raise ImportError(f"_target_={target!r}: {module_name} has no {attr!r}") from e
 
 
-def config_values(cfg: DictConfig | dict) -> dict:
+def config_values(cfg: DictConfig | Mapping) -> dict:
     """A config node as a plain dict, interpolations resolved, ``_target_`` removed."""
     values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
         else dict(cfg)
@@ -78,7 +129,8 @@ def config_values(cfg: DictConfig | dict) -> dict:
     return values
 
 
-def _short_name(cfg: DictConfig | dict, where: str, kind: str) -> tuple[str, dict[str, Any]]:
+def _short_name(cfg: DictConfig | Mapping, where: str, kind: str
+                ) -> tuple[str, dict[str, Any]]:
     """(the short-name key, the block the short name stands for) of a block without
     ``_target_``."""
     key, names = SHORT_NAMES[kind]
@@ -89,7 +141,7 @@ def _short_name(cfg: DictConfig | dict, where: str, kind: str) -> tuple[str, dic
     return key, names[name]
 
 
-def target_of(cfg: DictConfig | dict, where: str, kind: str | None = None) -> Any:
+def target_of(cfg: DictConfig | Mapping, where: str, kind: str | None = None) -> Any:
     """What ``cfg`` builds: its ``_target_``, else (with ``kind``) its short name's target."""
     target = cfg.get("_target_")
     if not target and kind is not None:
@@ -109,28 +161,101 @@ def takes(target: Any, name: str) -> bool:
         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in parameters)
 
 
-def instantiate(cfg: DictConfig | dict, where: str, kind: str | None = None, *,
-                shared: Collection[str] = (), **context) -> Any:
+@functools.cache
+def _kind_arguments(kind: str) -> frozenset[str]:
+    """The keyword parameters of every class that a short name of ``kind`` names."""
+    out: set[str] = set()
+    for named in SHORT_NAMES[kind][1].values():
+        out.update(inspect.signature(locate(named["_target_"])).parameters)
+    return frozenset(out)
+
+
+def resolve(cfg: DictConfig | Mapping, where: str, kind: str) -> dict:
+    """A block named by a short name as the block of its ``_target_`` (a plain dict,
+    interpolations as written): the target, the arguments its short name fixes, and of the
+    block's keys those the class takes and those its builder reads (:data:`BUILDER_KEYS`);
+    the settings of the kind's other classes are left out (a GRU takes no ``num_heads``), a
+    key that no class of the kind takes is an :class:`UnknownKeyError`. A block with a
+    ``_target_`` is returned as it is."""
+    block = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) \
+        else dict(cfg)
+    if block.get("_target_"):
+        return block
+    key, named = _short_name(block, where, kind)
+    target, builder = locate(named["_target_"]), BUILDER_KEYS.get(kind, ())
+    unknown = sorted(k for k in block if k != key and k not in builder
+                     and k not in _kind_arguments(kind))
+    if unknown:
+        raise UnknownKeyError(f"{where}: unknown key(s) {unknown}; no {kind} of "
+                              f"{list(SHORT_NAMES[kind][1])} takes them (fix: check the "
+                              "spelling, or name the class that does in _target_)")
+    return {**named, **{k: v for k, v in block.items() if k != key and k not in named
+                        and (k in builder or takes(target, k))}}
+
+
+def require_keys(block: Mapping, keys: Iterable[str], where: str) -> None:
+    """An :class:`UnknownKeyError` naming the first of ``keys`` that ``block`` lacks: every
+    setting comes with the composed config (conf/ holds them all), none is filled in."""
+    for key in keys:
+        if key not in block:
+            raise UnknownKeyError(f"{where} has no {key!r} (fix: give {where}.{key}; a config "
+                                  "composed from conf/ holds every key, e.g. rqa train --cfg)")
+
+
+def _flat_block(parent: DictConfig, leaf: str, kind: str) -> Any:
+    """The block of a flat kind (:data:`FLAT_SETTINGS`): its short name with its settings,
+    which leave ``parent`` (a block with a ``_target_`` takes none of them)."""
+    raw = OmegaConf.to_container(parent, resolve=False)
+    settings = {k: raw[k] for k in FLAT_SETTINGS[kind] if k in raw}
+    with open_dict(parent):
+        for key in settings:
+            del parent[key]
+    node = parent[leaf]
+    return node if isinstance(node, DictConfig) else {SHORT_NAMES[kind][0]: raw[leaf],
+                                                      **settings}
+
+
+def resolve_blocks(cfg: DictConfig) -> dict[str, str]:
+    """Resolve, in place, the short names of the blocks at :data:`PLACES` (see the module
+    docstring); a block that interpolates another (``${model.towers.encoder}``) follows it.
+    Returns ``{place: "key: short name"}`` of the blocks it resolved."""
+    resolved = {}
+    for place, kind in PLACES.items():
+        parent_path, _, leaf = place.rpartition(".")
+        parent = OmegaConf.select(cfg, parent_path) if parent_path else cfg
+        if not isinstance(parent, DictConfig) or leaf not in parent \
+                or OmegaConf.is_interpolation(parent, leaf):
+            continue
+        block = _flat_block(parent, leaf, kind) if kind in FLAT_SETTINGS else parent[leaf]
+        key = SHORT_NAMES[kind][0]
+        if not isinstance(block, (DictConfig, dict)) or block.get("_target_") \
+                or key not in block:
+            continue
+        with open_dict(parent):
+            parent[leaf] = resolve(block, place, kind)
+        resolved[place] = f"{key}: {block[key]}"
+    return resolved
+
+
+def instantiate(cfg: DictConfig | Mapping, where: str, kind: str | None = None,
+                **context) -> Any:
     """The object a config block describes: ``target(**keys, **context)``.
 
     The target is the block's ``_target_``; a block without one names it by the short name
-    of ``kind`` (:data:`SHORT_NAMES`). Every key of a ``_target_`` block is an argument (a key
-    the target does not take is an error naming the block), except the ``shared`` keys: the
-    settings a block holds for other classes too (a towers section's defaults), passed only
-    to a target that takes them. A short-named block is such a shared block as a whole (its
-    keys are the settings of every short name of its kind; ``hops`` means nothing to a mean
-    pooler), plus the fixed arguments of its short name. ``context``: what the caller
-    supplies (a pooler's ``hidden_size``, an optimiser's ``params``, the run's folder), given
-    to the targets that take it."""
-    values, fixed = config_values(cfg), {}
+    of ``kind`` (:data:`SHORT_NAMES`, resolved by :func:`resolve`). Every key of the block is
+    an argument (a key the target does not take is an error naming the block), except the
+    keys that the kind's builder reads itself (:data:`BUILDER_KEYS`). ``context``: what the
+    caller supplies (a pooler's ``hidden_size``, an optimiser's ``params``, the run's folder),
+    given to the targets that take it."""
     target = target_of(cfg, where, kind)
-    if not cfg.get("_target_"):  # a short name
-        key, block = _short_name(cfg, where, kind)
-        fixed = {k: v for k, v in block.items() if k != "_target_"}
-        values.pop(key)
-        shared = values
-    kwargs = {**fixed, **{k: v for k, v in values.items() if k not in shared or takes(target, k)},
-              **{k: v for k, v in context.items() if takes(target, k)}}
+    values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
+        else dict(cfg)
+    if kind is not None:
+        values = resolve(values, where, kind)
+        for key in BUILDER_KEYS.get(kind, ()):
+            values.pop(key, None)
+    values.pop("_target_", None)
+    kwargs = {**values, **{k: v for k, v in context.items() if takes(target, k)}}
     try:
         return target(**kwargs)
     except (TypeError, ValueError) as e:  # a wrong key or value: say which block holds it

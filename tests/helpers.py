@@ -249,6 +249,23 @@ def from_conf(group: str, name: str, **arguments):
     return target_of(node, f"conf/{group}/{name}.yaml")(**values)
 
 
+def towers_conf(**sections) -> dict:
+    """The ``towers`` block of conf/model/dual_encoder.yaml (the one source of its settings)
+    as a plain dict, short names as written, with ``sections`` over it (a dict merges into its
+    section, anything else replaces it): what the builders take whole."""
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.training.compose import load_group
+
+    cfg = OmegaConf.to_container(load_group("model", "dual_encoder").towers)
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            cfg[section].update(values)
+        else:
+            cfg[section] = values
+    return cfg
+
+
 def softmax_loss(**options):
     """``InBatchSoftmaxLoss`` with the settings of conf/model/dual_encoder.yaml's ``loss``
     block (their one source), ``options`` over them."""

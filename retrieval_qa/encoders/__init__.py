@@ -8,7 +8,7 @@ from .builders import (
     build_token_embedder,
     build_token_encoder,
     build_tower,
-    tower_defaults,
+    exported_towers,
 )
 from .dual_towers import SHARING_MODES, DualTowers
 from .poolers import (
@@ -48,5 +48,5 @@ __all__ = [
     "build_token_embedder",
     "build_token_encoder",
     "build_tower",
-    "tower_defaults",
+    "exported_towers",
 ]

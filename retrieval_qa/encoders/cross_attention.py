@@ -54,9 +54,9 @@ class CrossAttentionBlock(nn.Module):
     Args:
         hidden_size: ``d_r``, the width of the token states (input and output).
         num_heads: ``l_h``; ``d_h = hidden_size // num_heads``. The paper uses 12 (section 4.4).
-        ffn_dim: inner width of the FFN; default ``4 * hidden_size``.
+        ffn_dim: inner width of the FFN; None: ``4 * hidden_size``.
         dropout: dropout on attention probabilities and on the FFN output.
-        activation: FFN activation, ``"relu"`` (default, Vaswani et al.) or ``"gelu"``.
+        activation: FFN activation, ``"relu"`` (Vaswani et al.) or ``"gelu"``.
         layer_norm_eps: epsilon of the LayerNorm of eq. 4.
 
     Raises:
@@ -66,10 +66,11 @@ class CrossAttentionBlock(nn.Module):
     def __init__(
         self,
         hidden_size: int,
-        num_heads: int = 12,
-        ffn_dim: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "relu",
+        *,
+        num_heads: int,
+        ffn_dim: int | None,
+        dropout: float,
+        activation: str,
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()

@@ -22,10 +22,10 @@ token encoder ``forward(input_ids, attention_mask, token_type_ids=None) -> [B, L
 
 Weight sharing not fixed by the paper, all constructor options:
 
-* ``share_cross_attention`` (default False): one block serves both directions, or separate
-  blocks for "question refined by answer" and "answer refined by question". The paper's
-  notation (eq. 2 shown "for instance" for the question, "similarly" for the answer) does not
-  say; separate blocks is the default because the two directions attend in opposite roles.
+* ``share``: one block serves both directions, or separate blocks for "question refined by
+  answer" and "answer refined by question". The paper's notation (eq. 2 shown "for
+  instance" for the question, "similarly" for the answer) does not say; conf/model/endx.yaml
+  keeps separate blocks because the two directions attend in opposite roles.
 * ``answer_token_encoder`` / ``answer_pooler`` (default None = share the question-side
   module): Fig. 1 draws a single ``Encoder_cross`` and aggregator for both texts.
 """
@@ -38,11 +38,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from retrieval_qa.config import plain
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
 from retrieval_qa.encoders.dual_towers import PairEncoding
+from retrieval_qa.registry import require_keys
 
-__all__ = ["CROSS_BRANCH_SECTIONS", "CrossAttentionBranch", "build_cross_attention_branch",
-           "cross_attention_defaults"]
+__all__ = ["CROSS_BRANCH_SECTIONS", "CrossAttentionBranch", "build_cross_attention_branch"]
 
 
 class CrossAttentionBranch(nn.Module):
@@ -54,26 +55,34 @@ class CrossAttentionBranch(nn.Module):
         pooler: aggregator (for the refined question; also the refined answer unless
             ``answer_pooler`` is given). Must expose ``output_dim``.
         num_heads: cross attention heads (paper: 12).
-        ffn_dim: FFN inner width of the cross attention blocks (default ``4 * hidden_size``).
+        ffn_dim: FFN inner width of the cross attention blocks (None: ``4 * hidden_size``).
         dropout: dropout inside the cross attention blocks.
-        share_cross_attention: one block for both directions (True) or one per direction
-            (False, default).
+        share: one block for both directions (True) or one per direction (False).
+        activation: FFN activation of the cross attention blocks ("relu" or "gelu").
         answer_token_encoder: optional separate token encoder for answers.
         answer_pooler: optional separate pooler for the refined answers.
-        activation: FFN activation of the cross attention blocks ("relu" or "gelu").
+
+    The settings are the keys of ``model.cross.cross_attention`` (conf/model/endx.yaml).
+
+    Example::
+
+        branch = CrossAttentionBranch(token_encoder, pooler, num_heads=12, ffn_dim=None,
+                                      dropout=0.1, share=False, activation="relu")
+        cross_q, cross_a = branch(question_batch, answer_batch)
     """
 
     def __init__(
         self,
         token_encoder: nn.Module,
         pooler: nn.Module,
-        num_heads: int = 12,
-        ffn_dim: int | None = None,
-        dropout: float = 0.1,
-        share_cross_attention: bool = False,
+        *,
+        num_heads: int,
+        ffn_dim: int | None,
+        dropout: float,
+        share: bool,
+        activation: str,
         answer_token_encoder: nn.Module | None = None,
         answer_pooler: nn.Module | None = None,
-        activation: str = "relu",
     ) -> None:
         super().__init__()
         self.token_encoder = token_encoder
@@ -93,7 +102,7 @@ class CrossAttentionBranch(nn.Module):
                 f"answer_pooler.output_dim ({answer_pooler.output_dim}) != "
                 f"pooler.output_dim ({self.output_dim}); R^cross_q . R^cross_a needs equal widths"
             )
-        self.share_cross_attention = share_cross_attention
+        self.share_cross_attention = share
 
         def block() -> CrossAttentionBlock:
             return CrossAttentionBlock(
@@ -104,7 +113,7 @@ class CrossAttentionBranch(nn.Module):
         # cross_attn_q: refines the question, guided by the answer (output rows = answer tokens).
         self.cross_attn_q = block()
         # cross_attn_a: refines the answer, guided by the question (output rows = question tokens).
-        self.cross_attn_a = self.cross_attn_q if share_cross_attention else block()
+        self.cross_attn_a = self.cross_attn_q if share else block()
 
     @staticmethod
     def _unpack(batch: Mapping[str, Any], name: str) -> tuple[torch.Tensor, torch.Tensor | None, Any]:
@@ -167,44 +176,19 @@ class CrossAttentionBranch(nn.Module):
 
 #: The sections of the branch's config (``model.cross`` of conf/model/endx.yaml).
 CROSS_BRANCH_SECTIONS = ("encoder", "pooler", "cross_attention")
-
-
-def cross_attention_defaults() -> dict[str, Any]:
-    """``cross.cross_attention`` of ``conf/model/endx.yaml``: every key with its default (ENDX
-    4.4: 12 heads; ``ffn_dim`` null = 4 * hidden_size; ``share``: one block for both
-    directions, see :class:`CrossAttentionBranch`)."""
-    from retrieval_qa.config import model_defaults
-
-    return model_defaults("endx")["cross"]["cross_attention"]
-
-
-def _as_dict(cfg: Any, name: str) -> dict[str, Any]:
-    if cfg is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return dict(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    raise TypeError(f"{name}: expected a dict or DictConfig, got {type(cfg).__name__}")
+#: The keys of ``cross.cross_attention``: the branch's keyword arguments.
+CROSS_ATTENTION_KEYS = ("num_heads", "ffn_dim", "dropout", "share", "activation")
 
 
 def build_cross_attention_branch(
-    cfg: Any = None, *, token_encoder: nn.Module | None = None
+    cfg: Any, *, token_encoder: nn.Module | None = None
 ) -> CrossAttentionBranch:
-    """A :class:`CrossAttentionBranch` from a config (dict or OmegaConf); unknown keys are
-    errors naming the allowed ones.
-
-    Keys (defaults: ``cross`` of conf/model/endx.yaml)::
-
-        encoder: {...}          # the `encoder` section of retrieval_qa.encoders.builders
-        pooler: {...}           # the `pooler` section (ENDX: multihop_attention)
-        cross_attention:        # num_heads, ffn_dim (null: 4 * hidden_size), dropout,
-          ...                   #   activation (relu | gelu), share (one block, both ways)
+    """A :class:`CrossAttentionBranch` from the ``cross`` block (dict or OmegaConf) of a
+    composed config: ``encoder`` and ``pooler`` (the blocks of
+    :mod:`retrieval_qa.encoders.builders`; conf/model/endx.yaml: the towers'), and
+    ``cross_attention``, the branch's keyword arguments (num_heads, ffn_dim: null for
+    4 * hidden_size, dropout, activation: relu | gelu, share: one block, both ways); a missing
+    or unknown key is an error naming it.
 
     ``token_encoder``: use this already built Encoder_cross instead of building one from
     ``encoder`` (e.g. to load a checkpoint once). The pooler is built over its
@@ -212,26 +196,25 @@ def build_cross_attention_branch(
     """
     from retrieval_qa.encoders.builders import build_pooler, build_token_encoder
 
-    full = _as_dict(cfg, "cross-attention branch config")
+    full = plain(cfg)
     unknown = sorted(set(full) - set(CROSS_BRANCH_SECTIONS))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in the cross-attention branch config; "
                          f"allowed: {list(CROSS_BRANCH_SECTIONS)}")
-    defaults = cross_attention_defaults()
-    xattn = _as_dict(full.get("cross_attention"), "cross_attention")
-    unknown = sorted(set(xattn) - set(defaults))
+    require_keys(full, CROSS_BRANCH_SECTIONS, "cross")
+    xattn = plain(full["cross_attention"])
+    require_keys(xattn, CROSS_ATTENTION_KEYS, "cross.cross_attention")
+    unknown = sorted(set(xattn) - set(CROSS_ATTENTION_KEYS))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in cross_attention; allowed: "
-                         f"{sorted(defaults)}")
-    xattn = {**defaults, **xattn}
-    encoder = token_encoder if token_encoder is not None else build_token_encoder(full.get("encoder"))
-    pooler = build_pooler(full.get("pooler"), int(encoder.hidden_size))
+        raise ValueError(f"unknown key(s) {unknown} in cross.cross_attention")
+    encoder = token_encoder if token_encoder is not None else build_token_encoder(full["encoder"])
+    pooler = build_pooler(full["pooler"], int(encoder.hidden_size))
     return CrossAttentionBranch(
         encoder,
         pooler,
         num_heads=int(xattn["num_heads"]),
         ffn_dim=None if xattn["ffn_dim"] is None else int(xattn["ffn_dim"]),
         dropout=float(xattn["dropout"]),
-        share_cross_attention=bool(xattn["share"]),
+        share=bool(xattn["share"]),
         activation=str(xattn["activation"]),
     )

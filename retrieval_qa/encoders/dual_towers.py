@@ -60,8 +60,8 @@ class DualTowers(nn.Module):
     ``encode_pair`` returns the poolers' penalty with them (:class:`PairEncoding`).
     """
 
-    def __init__(self, question_tower: Tower, answer_tower: Tower | None = None,
-                 sharing: str = "sde") -> None:
+    def __init__(self, question_tower: Tower, answer_tower: Tower | None = None, *,
+                 sharing: str) -> None:
         super().__init__()
         self.sharing = check_sharing(sharing)
         if sharing == "sde":

@@ -27,12 +27,18 @@ class PretrainedTokenEncoder(TokenEncoder):
     ``checkpoint`` records the :class:`ResolvedCheckpoint` when built with ``from_pretrained``.
     ``input_offset``, when given, is added to every token's word embedding before the
     model's own embedding layer adds positions and token types.
+
+    Example::
+
+        encoder = PretrainedTokenEncoder.from_pretrained("minilm", gradient_checkpointing=False)
+        states = encoder(input_ids, attention_mask)
     """
 
     def __init__(
         self,
         model: nn.Module,
-        gradient_checkpointing: bool = False,
+        *,
+        gradient_checkpointing: bool,
         checkpoint: ResolvedCheckpoint | None = None,
     ) -> None:
         super().__init__()
@@ -53,7 +59,8 @@ class PretrainedTokenEncoder(TokenEncoder):
     def from_pretrained(
         cls,
         name_or_path: str | ResolvedCheckpoint,
-        gradient_checkpointing: bool = False,
+        *,
+        gradient_checkpointing: bool,
         fallback: str | None = None,
         allow_network: bool | None = None,
     ) -> PretrainedTokenEncoder:
@@ -62,7 +69,8 @@ class PretrainedTokenEncoder(TokenEncoder):
             name_or_path if isinstance(name_or_path, ResolvedCheckpoint)
             else resolve_pretrained(name_or_path, allow_network=allow_network, fallback=fallback)
         )
-        return cls(load_model(resolved), gradient_checkpointing, resolved)
+        return cls(load_model(resolved), gradient_checkpointing=gradient_checkpointing,
+                   checkpoint=resolved)
 
     @property
     def token_embedder(self) -> nn.Module:

@@ -12,11 +12,11 @@ class Projection(nn.Module):
     """``forward(pooled[B, in_dim]) -> projected[B, output_dim]``: one linear map.
 
     Initialised as in the SDE/ADE paper ("variance scaling initialization with scale 1.0":
-    truncated normal, std sqrt(1 / in_dim)); no bias by default, like the T5 projection
-    of Sentence-T5 that the paper follows.
+    truncated normal, std sqrt(1 / in_dim)); ``bias``: conf/ has none, like the T5
+    projection of Sentence-T5 that the paper follows.
     """
 
-    def __init__(self, in_dim: int, output_dim: int, bias: bool = False) -> None:
+    def __init__(self, in_dim: int, output_dim: int, *, bias: bool) -> None:
         super().__init__()
         self.output_dim = output_dim
         self.linear = nn.Linear(in_dim, output_dim, bias=bias)

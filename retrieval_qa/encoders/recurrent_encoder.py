@@ -20,14 +20,23 @@ class RecurrentTokenEncoder(EmbedderTokenEncoder):
     hidden_size: H, the size of each output state. When ``bidirectional`` the forward and
         backward directions have H // 2 units each and are concatenated, so H stays the
         same whichever the direction (H must then be even).
-    num_layers: 2 by default, as in ENDX section 4.4 ("2 layers over 768-d BERT token
-        embeddings").
-    bidirectional: True by default. The papers do not say; the multi-hop self-attention
-        aggregator they use comes from Lin et al. (2017), which runs it over a BiLSTM, and
-        every state then sees the whole sentence, as BERT's do. Keeping H fixed (768 by
-        default) keeps these encoders interchangeable with BERT-sized ones and H divisible by
-        ENDX's 12 cross-attention heads.
+    num_layers: ENDX section 4.4 uses 2 ("2 layers over 768-d BERT token embeddings").
+    bidirectional: the papers do not say; the multi-hop self-attention aggregator they use
+        comes from Lin et al. (2017), which runs it over a BiLSTM, and every state then sees
+        the whole sentence, as BERT's do. Keeping H fixed (768 in conf/) keeps these encoders
+        interchangeable with BERT-sized ones and H divisible by ENDX's 12 cross-attention
+        heads.
     dropout: applied to the embeddings and between recurrent layers.
+
+    The settings are the keys of ``model.towers.encoder`` (conf/model/dual_encoder.yaml);
+    ``type: gru | lstm | rnn`` names this class with ``kind``.
+
+    Example::
+
+        encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
+                                        hidden_size=32, num_layers=2, bidirectional=True,
+                                        dropout=0.1)
+        states = encoder(input_ids, attention_mask)
 
     Sequences are packed by length (``attention_mask.sum(1)``), so padding never enters the
     recurrence: a state does not change when more padding is appended, and the backward
@@ -38,11 +47,12 @@ class RecurrentTokenEncoder(EmbedderTokenEncoder):
     def __init__(
         self,
         embedder: TokenEmbedder,
-        kind: str = "gru",
-        hidden_size: int = 768,
-        num_layers: int = 2,
-        bidirectional: bool = True,
-        dropout: float = 0.1,
+        *,
+        kind: str,
+        hidden_size: int,
+        num_layers: int,
+        bidirectional: bool,
+        dropout: float,
     ) -> None:
         super().__init__()
         if kind not in RECURRENT_KINDS:

@@ -6,9 +6,12 @@ Figures 2-3): ``y = l2norm(x + sf * branch(x))``.
   filters, window 5, stride 2), a max over positions, ReLU, dropout and a linear map back to
   D. (Figure 3's exact head is not in the text; max-pooling keeps the head's size
   independent of D, so the 384-d MiniLM vectors cost as little as GloVe's 50-d ones.)
-- ``fcrr_convrr``: an FCRR block followed by a ConvRR block (Tables 9-10, "FCRR + ConvRR").
+- FCRR + ConvRR: an FCRR block followed by a ConvRR block (Tables 9-10, "FCRR + ConvRR").
 
-The paper sets sf = 1 for both models, dropout 0.1.
+:class:`FCRR`, :class:`ConvRR` and :class:`FCRRConvRR` are the refiners that
+``model.refiner`` names (its ``_target_``, or the short names ``fcrr``, ``convrr`` and
+``fcrr_convrr`` of retrieval_qa/registry.py); their keyword arguments are the keys of
+conf/model/residual.yaml (the paper: sf = 1 for both models, dropout 0.1).
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-KINDS = ("fcrr", "convrr", "fcrr_convrr")
-
 
 class ResidualBlock(nn.Module):
     """``forward(x[B, D]) = x + sf * branch(x)``, l2-normalised when ``normalize``."""
 
-    def __init__(self, branch: nn.Module, sf: float = 1.0, normalize: bool = True) -> None:
+    def __init__(self, branch: nn.Module, *, sf: float, normalize: bool = True) -> None:
         super().__init__()
         self.branch = branch
         self.sf = float(sf)
@@ -37,7 +38,7 @@ class ResidualBlock(nn.Module):
 class FCBranch(nn.Sequential):
     """Two fully connected layers: ``Linear(D, hidden) - ReLU - Dropout - Linear(hidden, D)``."""
 
-    def __init__(self, dim: int, hidden: int | None = None, dropout: float = 0.1) -> None:
+    def __init__(self, dim: int, *, hidden: int | None, dropout: float) -> None:
         hidden = hidden or dim
         super().__init__(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout),
                          nn.Linear(hidden, dim))
@@ -47,8 +48,8 @@ class ConvBranch(nn.Module):
     """``Conv1d(1, filters, window, stride)`` over the vector's D positions, max over
     positions, ReLU, dropout, ``Linear(filters, D)``."""
 
-    def __init__(self, dim: int, filters: int = 1024, window: int = 5, stride: int = 2,
-                 dropout: float = 0.1) -> None:
+    def __init__(self, dim: int, *, filters: int, window: int, stride: int,
+                 dropout: float) -> None:
         super().__init__()
         if dim < window:
             raise ValueError(f"ConvRR: embedding dimension {dim} is shorter than the window "
@@ -79,17 +80,30 @@ class ConvBranch(nn.Module):
         return (picked * w).sum(-1) + self.conv.bias               # [B, F]
 
 
-def build_refiner(kind: str, dim: int, sf: float = 1.0, dropout: float = 0.1,
-                  fc_hidden: int | None = None, conv_filters: int = 1024, conv_window: int = 5,
-                  conv_stride: int = 2) -> nn.Module:
-    """One of :data:`KINDS` for ``dim``-dimensional embeddings."""
-    fc = lambda: ResidualBlock(FCBranch(dim, fc_hidden, dropout), sf)  # noqa: E731
-    conv = lambda: ResidualBlock(  # noqa: E731
-        ConvBranch(dim, conv_filters, conv_window, conv_stride, dropout), sf)
-    if kind == "fcrr":
-        return fc()
-    if kind == "convrr":
-        return conv()
-    if kind == "fcrr_convrr":
-        return nn.Sequential(fc(), conv())
-    raise ValueError(f"refiner kind={kind!r}; expected one of {list(KINDS)}")
+class FCRR(ResidualBlock):
+    """FCRR for ``dim``-dimensional embeddings: ``l2norm(x + sf * FC(x))``, the branch two
+    fully connected layers of ``fc_hidden`` units (None: ``dim``) with ``dropout``."""
+
+    def __init__(self, dim: int, *, sf: float, dropout: float, fc_hidden: int | None) -> None:
+        super().__init__(FCBranch(dim, hidden=fc_hidden, dropout=dropout), sf=sf)
+
+
+class ConvRR(ResidualBlock):
+    """ConvRR for ``dim``-dimensional embeddings: ``l2norm(x + sf * Conv(x))``, the branch a
+    convolution of ``conv_filters`` filters of width ``conv_window`` and ``conv_stride``
+    (:class:`ConvBranch`) with ``dropout``."""
+
+    def __init__(self, dim: int, *, sf: float, dropout: float, conv_filters: int,
+                 conv_window: int, conv_stride: int) -> None:
+        super().__init__(ConvBranch(dim, filters=conv_filters, window=conv_window,
+                                    stride=conv_stride, dropout=dropout), sf=sf)
+
+
+class FCRRConvRR(nn.Sequential):
+    """An :class:`FCRR` block, then a :class:`ConvRR` block ("FCRR + ConvRR")."""
+
+    def __init__(self, dim: int, *, sf: float, dropout: float, fc_hidden: int | None,
+                 conv_filters: int, conv_window: int, conv_stride: int) -> None:
+        super().__init__(FCRR(dim, sf=sf, dropout=dropout, fc_hidden=fc_hidden),
+                         ConvRR(dim, sf=sf, dropout=dropout, conv_filters=conv_filters,
+                                conv_window=conv_window, conv_stride=conv_stride))

@@ -23,7 +23,8 @@ class TokenEmbedder(nn.Module):
         self,
         vocab_size: int,
         embedding_dim: int,
-        padding_idx: int | None = 0,
+        *,
+        padding_idx: int | None,
         freeze: bool = False,
         weight: torch.Tensor | None = None,
         source: str = "random",
@@ -43,12 +44,13 @@ class TokenEmbedder(nn.Module):
 
     @classmethod
     def from_matrix(
-        cls, weight: torch.Tensor, padding_idx: int | None = 0, freeze: bool = False,
+        cls, weight: torch.Tensor, *, padding_idx: int | None, freeze: bool = False,
         source: str = "matrix",
     ) -> TokenEmbedder:
         """A table initialised from a ``[vocab, dim]`` matrix (copied, not aliased)."""
         vocab_size, dim = weight.shape
-        return cls(vocab_size, dim, padding_idx, freeze, weight.detach(), source)
+        return cls(vocab_size, dim, padding_idx=padding_idx, freeze=freeze,
+                   weight=weight.detach(), source=source)
 
     @classmethod
     def from_pretrained(
@@ -56,7 +58,8 @@ class TokenEmbedder(nn.Module):
     ) -> TokenEmbedder:
         """The word-embedding matrix of a checkpoint (a name, a path or a ResolvedCheckpoint)."""
         weight, padding_idx, label = pretrained_word_embeddings(checkpoint, fallback)
-        return cls.from_matrix(weight, padding_idx, freeze, f"word embeddings of {label}")
+        return cls.from_matrix(weight, padding_idx=padding_idx, freeze=freeze,
+                               source=f"word embeddings of {label}")
 
     @property
     def vocab_size(self) -> int:

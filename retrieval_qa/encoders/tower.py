@@ -39,8 +39,9 @@ class Tower(nn.Module):
         token_encoder: TokenEncoder,
         pooler: Pooler,
         projection: nn.Module | None = None,
-        normalize: bool = False,
-        chunk_rows: int | None = None,
+        *,
+        normalize: bool,
+        chunk_rows: int | None,
         input_types: nn.Embedding | None = None,
         input_type: int = 0,
     ) -> None:
@@ -75,8 +76,9 @@ class Tower(nn.Module):
         ``input_type``; needs ``input_types``."""
         if self.input_types is None:
             raise ValueError("for_side needs a tower with input_types")
-        return Tower(self.token_encoder, self.pooler, self.projection, self.normalize,
-                     self.chunk_rows, self.input_types, input_type)
+        return Tower(self.token_encoder, self.pooler, self.projection, normalize=self.normalize,
+                     chunk_rows=self.chunk_rows, input_types=self.input_types,
+                     input_type=input_type)
 
     def shares_modules_with(self, other: Tower) -> bool:
         """Whether ``other`` is this tower or one over the same modules (``for_side``)."""

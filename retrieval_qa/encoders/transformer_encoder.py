@@ -28,27 +28,40 @@ class TransformerTokenEncoder(EmbedderTokenEncoder):
 
     embedder: the :class:`TokenEmbedder` (E-dimensional vectors); when E != H a linear layer
         maps them to H.
-    hidden_size: H (d_model), 768 by default; must be divisible by ``num_heads``.
-    num_layers: 2 (ENDX section 4.4). num_heads: 12. feedforward_dim: 4 * H when None.
-    positions: ``"learned"`` (default; a table initialised N(0, 0.02) like BERT's, which keeps
+    hidden_size: H (d_model); must be divisible by ``num_heads``.
+    num_layers: ENDX section 4.4 uses 2. num_heads: ENDX uses 12. feedforward_dim: 4 * H when
+        None.
+    positions: ``"learned"`` (conf/'s; a table initialised N(0, 0.02) like BERT's, which keeps
         the position signal on the scale of pretrained word embeddings, about 0.05 per unit)
         or ``"sinusoidal"`` (Vaswani et al.; unit amplitude, so it dominates small pretrained
         embeddings at the start of training). ``max_positions`` bounds L for either kind.
     The sum of word and position vectors goes through LayerNorm and dropout, then a post-LN
     ``nn.TransformerEncoder`` (GELU) with ``src_key_padding_mask`` so padded keys are never
     attended to. ``token_type_ids`` are accepted and ignored.
+
+    The settings are the keys of ``model.towers.encoder`` (conf/model/dual_encoder.yaml;
+    ``type: transformer`` names this class).
+
+    Example::
+
+        encoder = TransformerTokenEncoder(TokenEmbedder(100, 16, padding_idx=0),
+                                          hidden_size=32, num_layers=2, num_heads=4,
+                                          feedforward_dim=None, dropout=0.1,
+                                          positions="learned", max_positions=512)
+        states = encoder(input_ids, attention_mask)
     """
 
     def __init__(
         self,
         embedder: TokenEmbedder,
-        hidden_size: int = 768,
-        num_layers: int = 2,
-        num_heads: int = 12,
-        feedforward_dim: int | None = None,
-        dropout: float = 0.1,
-        positions: str = "learned",
-        max_positions: int = 512,
+        *,
+        hidden_size: int,
+        num_layers: int,
+        num_heads: int,
+        feedforward_dim: int | None,
+        dropout: float,
+        positions: str,
+        max_positions: int,
     ) -> None:
         super().__init__()
         if positions not in POSITION_KINDS:

@@ -22,11 +22,13 @@ inference model. ``towers.config`` is the plain dict that rebuilds it with
 :func:`build_vae_towers` (or :func:`towers_from_config`, which also takes the config of the
 plain dual towers).
 
-Config keys of :func:`build_vae_towers` (other top-level keys are errors):
+Keys of :func:`build_vae_towers`, the composed ``model.towers`` of conf/model/vae.yaml (other
+top-level keys are errors):
 
 type: vae          # marks a VAE tower config (optional here; used by towers_from_config)
-encoder: {...}     # as in builders.py; type defaults to gru here (paper: GRU, 768 hidden)
-pooler: {...}      # as in builders.py (default: multi-hop self-attention, 4 hops, concat)
+encoder: {...}     # the block of builders.py (paper: GRU, 768 hidden); no chunk_rows and no
+                   #   input_types (null / false if given): VAE towers encode whole batches
+pooler: {...}      # the block of builders.py (paper: multi-hop self-attention)
 sharing: ade       # sde | ade | ade_ste | ade_fte | ade_spl
 latent_dim: 512    # size of z (paper 4.3)
 """
@@ -39,23 +41,21 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from ..config import model_defaults, plain
-from .builders import build_dual_towers, tower_defaults
+from ..config import plain
+from ..registry import require_keys
+from .builders import build_dual_towers
 from .dual_towers import DualTowers, check_sharing
 from .poolers import Pooler
 from .token_encoder import TokenEncoder
 from .tower import Tower
 
 VAE_TOWERS_TYPE = "vae"
-
-
-def vae_tower_defaults() -> dict[str, Any]:
-    """``towers`` of ``conf/model/vae.yaml`` (the single source of these defaults)."""
-    return model_defaults("vae")["towers"]
-
+#: the keys of a VAE towers block (``type`` optional)
+VAE_TOWER_KEYS = ("type", "encoder", "pooler", "sharing", "latent_dim")
+#: the settings of a dual encoder's towers that VAE towers have not: their fixed values
+_NOT_IN_VAE_TOWERS = {"chunk_rows": None, "input_types": False}
 
 __all__ = [
-    "vae_tower_defaults",
     "VAE_TOWERS_TYPE",
     "GaussianHead",
     "VAEDualTowers",
@@ -116,7 +116,7 @@ class VAETower(Tower):
     """
 
     def __init__(self, token_encoder: TokenEncoder, pooler: Pooler, head: GaussianHead) -> None:
-        super().__init__(token_encoder, pooler, head, normalize=False)
+        super().__init__(token_encoder, pooler, head, normalize=False, chunk_rows=None)
 
     @property
     def head(self) -> GaussianHead:
@@ -155,12 +155,12 @@ class VAEDualTowers(DualTowers):
     question_tower: VAETower
     answer_tower: VAETower
 
-    def __init__(self, question_tower: VAETower, answer_tower: VAETower | None = None,
-                 sharing: str = "ade", config: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, question_tower: VAETower, answer_tower: VAETower | None = None, *,
+                 sharing: str, config: Mapping[str, Any] | None = None) -> None:
         for tower in (question_tower, answer_tower):
             if tower is not None and not isinstance(tower, VAETower):
                 raise TypeError(f"VAEDualTowers needs VAETower objects, got {type(tower).__name__}")
-        super().__init__(question_tower, answer_tower, sharing)
+        super().__init__(question_tower, answer_tower, sharing=sharing)
         self.config = dict(config) if config is not None else None
 
     @property
@@ -177,30 +177,26 @@ class VAEDualTowers(DualTowers):
         return q, a
 
 
-def vae_config(cfg: Any = None) -> dict[str, Any]:
-    """The full VAE tower config: ``cfg`` over ``towers`` of ``conf/model/vae.yaml``
-    (encoder and pooler sections merged key by key, the dual encoder's tower defaults filling
-    the rest)."""
+def vae_config(cfg: Any) -> dict[str, Any]:
+    """A VAE towers block, checked (keys in the module docstring), as a plain dict."""
     given = plain(cfg)
-    defaults = vae_tower_defaults()
-    unknown = sorted(set(given) - set(defaults))
+    unknown = sorted(set(given) - set(VAE_TOWER_KEYS))
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in the VAE towers config; allowed: "
-                         f"{sorted(defaults)} (no projection: the Gaussian head is it)")
+                         f"{sorted(VAE_TOWER_KEYS)} (no projection: the Gaussian head is it)")
     if given.get("type", VAE_TOWERS_TYPE) != VAE_TOWERS_TYPE:
         raise ValueError(f"type={given['type']!r}; a VAE towers config has type {VAE_TOWERS_TYPE!r}")
-    full = {**defaults, **given}
-    towers = tower_defaults()
-    encoder = {**towers["encoder"], **defaults["encoder"], **plain(given.get("encoder"))}
-    pooler = {**towers["pooler"], **defaults["pooler"], **plain(given.get("pooler"))}
-    if encoder.get("chunk_rows") is not None:
-        raise ValueError("encoder.chunk_rows is a dual-encoder tower setting; VAE towers "
-                         "encode whole batches: leave it null")
-    return {**full, "encoder": encoder, "pooler": pooler,
-            "sharing": check_sharing(full["sharing"]), "latent_dim": int(full["latent_dim"])}
+    require_keys(given, VAE_TOWER_KEYS[1:], "towers")
+    encoder = plain(given["encoder"])
+    for key, fixed in _NOT_IN_VAE_TOWERS.items():
+        if encoder.get(key, fixed) != fixed:
+            raise ValueError(f"encoder.{key} is a dual-encoder tower setting; VAE towers "
+                             f"encode whole batches without input types: leave it {fixed}")
+    return {**given, "encoder": encoder, "pooler": plain(given["pooler"]),
+            "sharing": check_sharing(given["sharing"]), "latent_dim": int(given["latent_dim"])}
 
 
-def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
+def build_vae_towers(cfg: Any) -> VAEDualTowers:
     """:class:`VAEDualTowers` from a config (keys in the module docstring).
 
     The token encoders and poolers come from :func:`~.builders.build_dual_towers` (so every
@@ -211,8 +207,8 @@ def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
     full = vae_config(cfg)
     sharing = full["sharing"]
     base = build_dual_towers({
-        "encoder": full["encoder"], "pooler": full["pooler"],
-        "projection": {"dim": None, "normalize": False},
+        "encoder": {**full["encoder"], **_NOT_IN_VAE_TOWERS}, "pooler": full["pooler"],
+        "projection": {"dim": None, "normalize": False, "bias": False},
         # ade_spl shares the projection, which is the Gaussian head here: build the towers
         # as plain ade and let VAEDualTowers share the head
         "sharing": "ade" if sharing == "ade_spl" else sharing,
@@ -225,7 +221,7 @@ def build_vae_towers(cfg: Any = None) -> VAEDualTowers:
 
     question = vae(base.question_tower)
     answer = None if sharing == "sde" else vae(base.answer_tower)
-    return VAEDualTowers(question, answer, sharing, config=full)
+    return VAEDualTowers(question, answer, sharing=sharing, config=full)
 
 
 def towers_from_config(cfg: Any) -> DualTowers:

@@ -20,11 +20,12 @@ mask)``, ready for :class:`retrieval_qa.losses.reconstruction.TokenReconstructio
 
 Output vocabulary (what keeps a 30,522-way softmax affordable on a CPU):
 
-* ``tie=True`` (default): the output matrix is the input token-embedding table ``E[V, E]``
+* ``tie_embeddings=True`` (conf/model/vae.yaml's): the output matrix is the input
+  token-embedding table ``E[V, E]``
   of the tower that reads the same side's texts (a decoder of questions uses the question
   tower's table): ``logits = (W h + b) E^T + c`` with ``W: H -> E`` and a per-token bias
   ``c``. No ``H x V`` layer (23M parameters and their Adam state at H = 768) is added.
-  ``tie=False``: a separate ``Linear(H, V)``.
+  ``tie_embeddings=False``: a separate ``Linear(H, V)``.
 * :meth:`OutputLayer.restrict`: score only a subset of ids (e.g. every token present in the
   training texts of that side, :func:`training_vocabulary`), mapping the targets to positions
   in the subset. When the subset holds every id that occurs as a target, the reconstructed
@@ -39,32 +40,29 @@ Output vocabulary (what keeps a 30,522-way softmax affordable on a CPU):
 
 The input embedding table is shared with the tower (as is the tied output matrix), so the
 decoder's gradient also trains the encoder's token embeddings (unless they are frozen).
+
+``model.decoder`` names the decoder class: its ``_target_`` (:class:`GRUDecoder`,
+:class:`MLPDecoder` or a class of one's own, given ``latent_dim`` and ``embedding``), or the
+short names ``type: gru | mlp`` of retrieval_qa/registry.py; its other keys are the class's
+arguments, and ``output_vocab`` (``full`` | ``train``), which the training module applies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from ..config import model_defaults
+from ..config import plain
+from ..registry import instantiate, require_keys
 from .token_embedder import TokenEmbedder
 from .token_encoder import TokenEncoder
-
-DECODER_TYPES = ("gru", "mlp")
-
-
-def decoder_defaults() -> dict[str, Any]:
-    """``decoder`` of ``conf/model/vae.yaml`` (the single source of these defaults)."""
-    return model_defaults("vae")["decoder"]
 
 OUTPUT_VOCABS = ("full", "train")
 
 __all__ = [
-    "DECODER_TYPES",
-    "decoder_defaults",
     "OUTPUT_VOCABS",
     "GRUDecoder",
     "MLPDecoder",
@@ -105,7 +103,7 @@ class OutputLayer(nn.Module):
     tied to ``embedding`` or a separate matrix, all ``V`` ids or a restricted subset ``V'``.
     """
 
-    def __init__(self, in_dim: int, embedding: nn.Embedding, tie: bool = True) -> None:
+    def __init__(self, in_dim: int, embedding: nn.Embedding, *, tie: bool) -> None:
         super().__init__()
         self.vocab_size = int(embedding.num_embeddings)
         self.tie = tie
@@ -172,10 +170,22 @@ class GRUDecoder(TextDecoder):
     """A GRU language model conditioned on ``z`` through its initial state, trained with
     teacher forcing (module docstring). ``embedding``: the token table for its inputs (and,
     tied, its outputs). Padding never matters: the recurrence is causal, padding comes
-    after the real tokens, and padded targets are masked."""
+    after the real tokens, and padded targets are masked.
 
-    def __init__(self, latent_dim: int, embedding: nn.Embedding, hidden_size: int = 768,
-                 num_layers: int = 1, dropout: float = 0.1, tie: bool = True) -> None:
+    Args:
+        latent_dim: Z. embedding: the token table. hidden_size: H of the GRU (paper: 768).
+        num_layers: GRU layers. dropout: on its inputs and outputs (and between layers).
+        tie_embeddings: the output matrix is ``embedding`` (module docstring).
+
+    Example::
+
+        decoder = GRUDecoder(512, embedding, hidden_size=768, num_layers=1, dropout=0.1,
+                             tie_embeddings=True)
+        logits, targets, mask = decoder(z, input_ids, attention_mask)
+    """
+
+    def __init__(self, latent_dim: int, embedding: nn.Embedding, *, hidden_size: int,
+                 num_layers: int, dropout: float, tie_embeddings: bool) -> None:
         super().__init__()
         self.hidden_size, self.num_layers = hidden_size, num_layers
         self.embedding = embedding
@@ -183,7 +193,7 @@ class GRUDecoder(TextDecoder):
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.GRU(embedding.embedding_dim, hidden_size, num_layers=num_layers,
                           batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
-        self.output = OutputLayer(hidden_size, embedding, tie)
+        self.output = OutputLayer(hidden_size, embedding, tie=tie_embeddings)
 
     def initial_state(self, z: torch.Tensor) -> torch.Tensor:
         """``h_0[num_layers, B, H] = tanh(W z + b)``."""
@@ -201,14 +211,21 @@ class GRUDecoder(TextDecoder):
 
 class MLPDecoder(TextDecoder):
     """Bag-of-words decoder: ``z -> Linear(Z, H) -> ReLU -> dropout -> output layer``, one
-    distribution over the vocabulary per text (module docstring; paper: H = 768)."""
+    distribution over the vocabulary per text (module docstring; paper: H = 768).
 
-    def __init__(self, latent_dim: int, embedding: nn.Embedding, hidden_size: int = 768,
-                 dropout: float = 0.1, tie: bool = True) -> None:
+    Args: as :class:`GRUDecoder`'s, without ``num_layers``.
+
+    Example::
+
+        decoder = MLPDecoder(512, embedding, hidden_size=768, dropout=0.1, tie_embeddings=True)
+    """
+
+    def __init__(self, latent_dim: int, embedding: nn.Embedding, *, hidden_size: int,
+                 dropout: float, tie_embeddings: bool) -> None:
         super().__init__()
         self.hidden = nn.Sequential(nn.Linear(latent_dim, hidden_size), nn.ReLU(),
                                     nn.Dropout(dropout))
-        self.output = OutputLayer(hidden_size, embedding, tie)
+        self.output = OutputLayer(hidden_size, embedding, tie=tie_embeddings)
 
     def forward(self, z: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         targets, mask = shift_targets(input_ids, attention_mask)
@@ -217,23 +234,10 @@ class MLPDecoder(TextDecoder):
         return logits, targets, mask
 
 
-def decoder_config(cfg: Any = None) -> dict[str, Any]:
-    """``cfg`` over :func:`decoder_defaults`; unknown keys and values are errors."""
-    defaults = decoder_defaults()
-    if cfg is not None and not isinstance(cfg, Mapping):
-        try:
-            from omegaconf import OmegaConf
-
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-        except Exception as e:  # noqa: BLE001
-            raise TypeError(f"expected a dict or DictConfig, got {type(cfg).__name__}") from e
-    given = dict(cfg or {})
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in decoder; allowed: {sorted(defaults)}")
-    full = {**defaults, **given}
-    if full["type"] not in DECODER_TYPES:
-        raise ValueError(f"decoder.type={full['type']!r}; expected one of {list(DECODER_TYPES)}")
+def decoder_config(cfg: Any) -> dict[str, Any]:
+    """The ``decoder`` block as a plain dict, its ``output_vocab`` checked."""
+    full = plain(cfg)
+    require_keys(full, ("output_vocab",), "model.decoder")
     if full["output_vocab"] not in OUTPUT_VOCABS:
         raise ValueError(f"decoder.output_vocab={full['output_vocab']!r}; expected one of "
                          f"{list(OUTPUT_VOCABS)}")
@@ -241,15 +245,10 @@ def decoder_config(cfg: Any = None) -> dict[str, Any]:
 
 
 def build_decoder(cfg: Any, latent_dim: int, embedding: nn.Embedding) -> TextDecoder:
-    """A decoder per the ``decoder`` config (``type: gru | mlp``, ``hidden_size``,
-    ``num_layers`` (GRU), ``dropout``, ``tie_embeddings``; ``output_vocab`` is applied by
-    the training module)."""
-    full = decoder_config(cfg)
-    hidden, dropout, tie = int(full["hidden_size"]), float(full["dropout"]), bool(
-        full["tie_embeddings"])
-    if full["type"] == "gru":
-        return GRUDecoder(latent_dim, embedding, hidden, int(full["num_layers"]), dropout, tie)
-    return MLPDecoder(latent_dim, embedding, hidden, dropout, tie)
+    """The decoder that the ``decoder`` block names (its ``_target_``, or ``type: gru |
+    mlp``), over latents of ``latent_dim`` and the token table ``embedding``."""
+    return instantiate(decoder_config(cfg), "model.decoder", "decoder", latent_dim=latent_dim,
+                       embedding=embedding)
 
 
 def training_vocabulary(tokenizer, texts: Sequence[str], max_length: int,

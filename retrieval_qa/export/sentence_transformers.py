@@ -194,21 +194,21 @@ class RetrievalTower(InputModule):
 
 def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
     """The tower of ``spec`` with placeholder weights (the caller loads the real ones)."""
-    from ..config import plain
-    from ..encoders import build_token_embedder, build_token_encoder, build_tower, tower_defaults
+    from ..encoders import build_token_embedder, build_token_encoder, build_tower, exported_towers
     from ..registry import locate, takes, target_of
 
+    towers_cfg = exported_towers(spec["towers"])
     if spec["kind"] == "builder":  # e.g. the VAE's towers: rebuilt as rqa encode does
-        towers = locate(spec["builder"])(spec["towers"])
+        towers = locate(spec["builder"])(towers_cfg)
         return towers.question_tower if spec["side"] == "question" else towers.answer_tower
-    towers_cfg = plain(spec["towers"])
-    enc = {**tower_defaults()["encoder"], **plain(towers_cfg.get("encoder") or {}),
-           "gradient_checkpointing": False}
-    if takes(target_of(enc, "encoder", "encoder"), "model"):  # a pretrained model's encoder
+    enc = dict(towers_cfg["encoder"])
+    if takes(target_of(enc, "towers.encoder", "encoder"), "model"):  # a pretrained model's
         from transformers import AutoConfig
 
         from ..pretrained import model_from_config
 
+        if "gradient_checkpointing" in enc:
+            enc["gradient_checkpointing"] = False  # inference only
         model = model_from_config(AutoConfig.from_pretrained(folder / "encoder"))
         token_encoder = build_token_encoder(enc, model=model)
     elif enc["vocab_size"] is None:  # pretrained word embeddings: a table of their shape

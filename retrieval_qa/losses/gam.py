@@ -29,7 +29,7 @@ key      anchor  i    neighbours  j  self pair
 ``q|a``  answer       questions      kept
 =======  ===========  =============  ==========
 
-``exclude_self`` (default False): whether a point is its own neighbour in ``q|q`` and
+``exclude_self`` (conf/model/endx.yaml: false): whether a point is its own neighbour in ``q|q`` and
 ``a|a``. The paper's sums run over all ``k = 1..B`` (eqs. 7, 8, 11), so by default the self
 pair ``p(q_i | q_i)`` is kept, as written. (A reading, not a measurement: once the embeddings
 spread out, the inner-product kernel's self score ``||q_i||^2`` dominates each row, which keeps
@@ -51,7 +51,7 @@ pairs contribute 0 (``0 log 0 = 0``).
 Total (eq. 12): ``L_ga = sum_r alpha_r L_r`` over the four relations; the ramped weights of
 section 4.4 come from :class:`retrieval_qa.models.endx_schedule.GamWeightSchedule`.
 
-``detach_cross`` (default False): eq. 13 is one objective optimised jointly, so by default GAM
+``detach_cross`` (conf/model/endx.yaml: false): eq. 13 is one objective optimised jointly, so GAM
 back-propagates into the Cross-Encoders too (the paper's reading). ``detach_cross=True``
 detaches the cross-embeddings, so GAM acts as distillation with the cross side as teacher:
 the cross side is then trained by its own loss (eq. 5) alone, and the large ``q|q``/``a|a``
@@ -101,9 +101,8 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def kernel_logits(
-    x: torch.Tensor, y: torch.Tensor, kernel: str = "inner_product", sigma: float = 1.0
-) -> torch.Tensor:
+def kernel_logits(x: torch.Tensor, y: torch.Tensor, *, kernel: str, sigma: float
+                  ) -> torch.Tensor:
     """Unnormalised log-neighbour scores ``s(x_i, y_j)``, ``[B_x, B_y]`` (see module docstring)."""
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x and y must be [B, D] with equal D, got {tuple(x.shape)}, {tuple(y.shape)}")
@@ -135,9 +134,10 @@ def _self_mask(logits: torch.Tensor) -> torch.Tensor:
 def log_neighbour_probabilities(
     x: torch.Tensor,
     y: torch.Tensor,
-    kernel: str = "inner_product",
-    sigma: float = 1.0,
-    exclude_self: bool = False,
+    *,
+    kernel: str,
+    sigma: float,
+    exclude_self: bool,
 ) -> torch.Tensor:
     """``log p(y_j | x_i)``, ``[B_x, B_y]``: row ``i`` is anchor ``x_i``'s distribution over ``y``.
 
@@ -153,12 +153,14 @@ def log_neighbour_probabilities(
 def neighbour_probabilities(
     x: torch.Tensor,
     y: torch.Tensor,
-    kernel: str = "inner_product",
-    sigma: float = 1.0,
-    exclude_self: bool = False,
+    *,
+    kernel: str,
+    sigma: float,
+    exclude_self: bool,
 ) -> torch.Tensor:
     """``P[i, j] = p(y_j | x_i)`` (eq. 6 with the kernel of eq. 9 or 10); rows sum to 1."""
-    return log_neighbour_probabilities(x, y, kernel, sigma, exclude_self).exp()
+    return log_neighbour_probabilities(x, y, kernel=kernel, sigma=sigma,
+                                       exclude_self=exclude_self).exp()
 
 
 def kl_divergence_rows(
@@ -183,9 +185,10 @@ def relation_kl(
     cross_y: torch.Tensor,
     dual_x: torch.Tensor,
     dual_y: torch.Tensor,
-    kernel: str = "inner_product",
-    sigma: float = 1.0,
-    exclude_self: bool = False,
+    *,
+    kernel: str,
+    sigma: float,
+    exclude_self: bool,
     dual_sigma: float | None = None,
 ) -> torch.Tensor:
     """Eq. 11 for one relation: ``1/B sum_i KL(p_cross(. | x_i) || p_dual(. | x_i))``.
@@ -197,8 +200,10 @@ def relation_kl(
     if cross_x.shape[0] != dual_x.shape[0] or cross_y.shape[0] != dual_y.shape[0]:
         raise ValueError("cross and dual embeddings must cover the same batch")
     dual_sigma = sigma if dual_sigma is None else dual_sigma
-    log_p_cross = log_neighbour_probabilities(cross_x, cross_y, kernel, sigma, exclude_self)
-    log_p_dual = log_neighbour_probabilities(dual_x, dual_y, kernel, dual_sigma, exclude_self)
+    log_p_cross = log_neighbour_probabilities(cross_x, cross_y, kernel=kernel, sigma=sigma,
+                                              exclude_self=exclude_self)
+    log_p_dual = log_neighbour_probabilities(dual_x, dual_y, kernel=kernel, sigma=dual_sigma,
+                                             exclude_self=exclude_self)
     ignore = _self_mask(log_p_cross) if exclude_self else None
     return kl_divergence_rows(log_p_cross, log_p_dual, ignore).mean()
 
@@ -207,22 +212,23 @@ class GeometryAlignmentLoss(nn.Module):
     """GAM loss, eqs. 6-12. No parameters; the math is in the module-level functions.
 
     Args:
-        kernel: ``"inner_product"`` (paper default, eq. 10), ``"gaussian"`` (eq. 9, SNE
+        kernel: ``"inner_product"`` (the paper's, eq. 10), ``"gaussian"`` (eq. 9, SNE
             reading) or ``"gaussian_literal"`` (see module docstring).
         sigma: Gaussian width for the cross side (and the dual side unless ``dual_sigma``).
         exclude_self: drop ``p(q_i | q_i)`` / ``p(a_i | a_i)`` from ``q|q`` and ``a|a`` (SNE);
-            default False, the paper's sums over all ``k`` (see the module docstring).
-        detach_cross: stop GAM gradients into the cross-embeddings (teacher), default False.
+            False: the paper's sums over all ``k`` (see the module docstring).
+        detach_cross: stop GAM gradients into the cross-embeddings (teacher).
         dual_sigma: optional separate Gaussian width for the dual side (eqs. 7-8 name
             ``sigma_c`` and ``sigma_d`` separately).
     """
 
     def __init__(
         self,
-        kernel: str = "inner_product",
-        sigma: float = 1.0,
-        exclude_self: bool = False,
-        detach_cross: bool = False,
+        *,
+        kernel: str,
+        sigma: float,
+        exclude_self: bool,
+        detach_cross: bool,
         dual_sigma: float | None = None,
     ) -> None:
         super().__init__()

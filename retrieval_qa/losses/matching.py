@@ -5,9 +5,9 @@ Matching function (section 3.2: "cosine similarity with l2 normalization to meas
 matching probability"; eq. 6: ``f`` has parameters ``phi_f`` "to be optimized"): with
 ``c_ij = cos(z_q_i, z_a_j)``, the cosine of the l2-normalised latents,
 
-* ``probability="sigmoid"`` (default): ``p_ij = sigmoid(s * c_ij + b)``, a logistic
+* ``probability="sigmoid"`` (conf/model/vae.yaml's): ``p_ij = sigmoid(s * c_ij + b)``, a logistic
   calibration of the cosine whose scale ``s > 0`` (stored as ``log s``) and bias ``b`` are
-  the matching parameters ``phi_f`` (learnable by default; init ``s = 10``, ``b = 0``).
+  the matching parameters ``phi_f`` (conf/: learnable, init ``s = 10``, ``b = 0``).
   Because ``s > 0``, ranking by cosine is ranking by ``p``: the exported model scores with
   the plain cosine of the latent means and ranks as the trained matching function would.
 * ``probability="linear"``: ``p_ij = (c_ij + 1) / 2`` clipped to ``[eps, 1 - eps]``, no
@@ -20,7 +20,7 @@ keeps question and answer texts unique within a batch, so none of them is a hidd
 
 Weighting (the paper does not give the ratio of aligned to non-aligned pairs):
 
-* ``weighting="balanced"`` (default): ``1/2 * (mean_i BCE(p_ii, 1) + mean_{i != j}
+* ``weighting="balanced"`` (conf/'s): ``1/2 * (mean_i BCE(p_ii, 1) + mean_{i != j}
   BCE(p_ij, 0))``: positives and negatives count equally whatever the batch size, i.e. the
   expected BCE of a 1:1 mix of aligned and non-aligned pairs; a batch of one pair has no
   negative and gives its positive term alone.
@@ -69,10 +69,17 @@ class LatentMatchingLoss(nn.Module):
     probability: ``"sigmoid"`` or ``"linear"``. scale, bias: initial ``s`` and ``b`` of the
     sigmoid. learnable: whether ``s`` and ``b`` are trained (else fixed buffers).
     weighting: ``"balanced"`` or ``"mean"``. eps: clipping of the linear probability.
+    The settings are the keys of ``model.loss.matching`` (conf/model/vae.yaml).
+
+    Example::
+
+        loss = LatentMatchingLoss(probability="sigmoid", scale=10.0, bias=0.0, learnable=True,
+                                  weighting="balanced")
+        value = loss(question_latents, answer_latents)
     """
 
-    def __init__(self, probability: str = "sigmoid", scale: float = 10.0, bias: float = 0.0,
-                 learnable: bool = True, weighting: str = "balanced", eps: float = 1e-6) -> None:
+    def __init__(self, *, probability: str, scale: float, bias: float, learnable: bool,
+                 weighting: str, eps: float = 1e-6) -> None:
         super().__init__()
         if probability not in PROBABILITIES:
             raise ValueError(f"probability={probability!r}; expected one of {list(PROBABILITIES)}")

@@ -19,8 +19,8 @@ def conditional_margin(margin: float, d: torch.Tensor) -> torch.Tensor:
     return torch.where(d > margin, torch.full_like(d, margin), torch.zeros_like(d))
 
 
-def quadratic_conditional_loss(q: torch.Tensor, p: torch.Tensor, margin: float = 0.2,
-                               squared: bool = False, reduction: str = "mean") -> torch.Tensor:
+def quadratic_conditional_loss(q: torch.Tensor, p: torch.Tensor, *, margin: float,
+                               squared: bool, reduction: str = "mean") -> torch.Tensor:
     if q.shape != p.shape or q.ndim != 2:
         raise ValueError(f"q {tuple(q.shape)} and p {tuple(p.shape)} must both be [B, D]")
     diff = q - p
@@ -33,10 +33,27 @@ def quadratic_conditional_loss(q: torch.Tensor, p: torch.Tensor, margin: float =
 
 
 class QuadraticConditionalLoss(nn.Module):
-    def __init__(self, margin: float = 0.2, squared: bool = False) -> None:
+    """Module form of :func:`quadratic_conditional_loss`: ``forward(q, p)`` of the batch's
+    (question, its paragraph) pairs.
+
+    Args:
+        margin: ``m`` of eq. 1.
+        squared: ``d = ||q - p||^2`` instead of ``||q - p||``.
+
+    Positive pairs only (:attr:`in_batch_negatives` False): no anchor side, no negative.
+
+    Example::
+
+        loss = QuadraticConditionalLoss(margin=0.2, squared=False)
+        value = loss(questions, paragraphs)
+    """
+
+    in_batch_negatives = False
+
+    def __init__(self, *, margin: float, squared: bool) -> None:
         super().__init__()
         self.margin = float(margin)
         self.squared = squared
 
     def forward(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        return quadratic_conditional_loss(q, p, self.margin, self.squared)
+        return quadratic_conditional_loss(q, p, margin=self.margin, squared=self.squared)

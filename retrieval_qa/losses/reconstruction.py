@@ -10,7 +10,7 @@ and the per-token loss is the cross-entropy ``-log softmax(logits)[target]``. Po
 
 ``reduction``:
 
-* ``"sequence"`` (default): the negative log-likelihood of each text, **summed over its
+* ``"sequence"``: the negative log-likelihood of each text, **summed over its
   tokens**, averaged over the batch. This is the ELBO's reconstruction term, on the same
   per-text scale as the KL term (summed over the latent dimensions), so beta = 1 is the
   true ELBO.
@@ -53,9 +53,16 @@ def token_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -
 
 
 class TokenReconstructionLoss(nn.Module):
-    """See the module docstring."""
+    """See the module docstring; ``reduction``: ``model.loss.reconstruction`` of
+    conf/model/vae.yaml.
 
-    def __init__(self, reduction: str = "sequence") -> None:
+    Example::
+
+        loss = TokenReconstructionLoss(reduction="sequence")
+        value = loss(*decoder(z, input_ids, attention_mask))
+    """
+
+    def __init__(self, *, reduction: str) -> None:
         super().__init__()
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction={reduction!r}; expected one of {list(REDUCTIONS)}")

@@ -24,6 +24,6 @@ def retrieval_space(x: torch.Tensor, similarity: str) -> torch.Tensor:
     return F.normalize(x, dim=-1) if similarity == "cosine" else x
 
 
-def score_space(x: torch.Tensor, similarity: str, scale: float = 1.0) -> torch.Tensor:
+def score_space(x: torch.Tensor, similarity: str, scale: float) -> torch.Tensor:
     """:func:`retrieval_space` times ``sqrt(scale)``: inner products are the scaled scores."""
     return retrieval_space(x, similarity) * math.sqrt(scale)

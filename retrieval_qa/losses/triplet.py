@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 
-def pairwise_distances(a: torch.Tensor, b: torch.Tensor, squared: bool = False,
+def pairwise_distances(a: torch.Tensor, b: torch.Tensor, *, squared: bool,
                        eps: float = 1e-12) -> torch.Tensor:
     """``[A, D] x [B, D] -> [A, B]`` Euclidean distances, with a gradient that stays finite
     at zero distance (the square root is taken of ``max(d^2, eps)``)."""
@@ -23,8 +23,8 @@ def pairwise_distances(a: torch.Tensor, b: torch.Tensor, squared: bool = False,
 
 
 def batch_hard_triplet_loss(anchors: torch.Tensor, candidates: torch.Tensor,
-                            anchor_labels: torch.Tensor, candidate_labels: torch.Tensor,
-                            margin: float = 0.2, squared: bool = False,
+                            anchor_labels: torch.Tensor, candidate_labels: torch.Tensor, *,
+                            margin: float, squared: bool,
                             reduction: str = "mean") -> torch.Tensor:
     """anchors ``[B, D]`` (questions), candidates ``[N, D]`` (paragraphs), integer labels
     (paragraph ids). Anchors with no positive or no negative among the candidates are left
@@ -33,7 +33,7 @@ def batch_hard_triplet_loss(anchors: torch.Tensor, candidates: torch.Tensor,
     if anchors.ndim != 2 or candidates.ndim != 2 or anchors.shape[1] != candidates.shape[1]:
         raise ValueError(f"anchors {tuple(anchors.shape)} and candidates "
                          f"{tuple(candidates.shape)} must be [B, D] and [N, D]")
-    d = pairwise_distances(anchors, candidates, squared)
+    d = pairwise_distances(anchors, candidates, squared=squared)
     same = anchor_labels[:, None] == candidate_labels[None, :]
     has_pos, has_neg = same.any(1), (~same).any(1)
     valid = has_pos & has_neg
@@ -49,12 +49,12 @@ def batch_hard_triplet_loss(anchors: torch.Tensor, candidates: torch.Tensor,
 
 
 def batch_hard_indices(anchors: torch.Tensor, candidates: torch.Tensor,
-                       anchor_labels: torch.Tensor, candidate_labels: torch.Tensor,
-                       squared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                       anchor_labels: torch.Tensor, candidate_labels: torch.Tensor, *,
+                       squared: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The (hardest positive, hardest negative) candidate index of every anchor (-1 where
     there is none): what the loss picks, for inspection and tests."""
     with torch.no_grad():
-        d = pairwise_distances(anchors, candidates, squared)
+        d = pairwise_distances(anchors, candidates, squared=squared)
         same = anchor_labels[:, None] == candidate_labels[None, :]
         pos = d.masked_fill(~same, float("-inf")).argmax(1)
         neg = d.masked_fill(same, float("inf")).argmin(1)
@@ -62,9 +62,25 @@ def batch_hard_indices(anchors: torch.Tensor, candidates: torch.Tensor,
 
 
 class BatchHardTripletLoss(nn.Module):
-    """Module form of :func:`batch_hard_triplet_loss` (margin, squared fixed at build)."""
+    """Module form of :func:`batch_hard_triplet_loss`: ``forward(anchors, candidates,
+    anchor_labels, candidate_labels)``.
 
-    def __init__(self, margin: float = 0.2, squared: bool = False) -> None:
+    Args:
+        margin: ``m`` (conf/model/residual.yaml: 0.2, FaceNet's on unit vectors).
+        squared: squared Euclidean distances instead of the distances.
+
+    Mines its negatives in the batch (:attr:`in_batch_negatives`): which side anchors the
+    triplets matters, and a batch of one label has none.
+
+    Example::
+
+        loss = BatchHardTripletLoss(margin=0.2, squared=False)
+        value = loss(questions, paragraphs, labels, labels)
+    """
+
+    in_batch_negatives = True
+
+    def __init__(self, *, margin: float, squared: bool) -> None:
         super().__init__()
         if margin < 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
@@ -73,4 +89,4 @@ class BatchHardTripletLoss(nn.Module):
 
     def forward(self, anchors, candidates, anchor_labels, candidate_labels) -> torch.Tensor:
         return batch_hard_triplet_loss(anchors, candidates, anchor_labels, candidate_labels,
-                                       self.margin, self.squared)
+                                       margin=self.margin, squared=self.squared)

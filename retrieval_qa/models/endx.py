@@ -53,8 +53,9 @@ class EndxModule(DualEncoderModule):
         self.save_hyperparameters()
         self.cross_loss = InBatchSoftmaxLoss.from_config({**loss, **cross_loss})
         self.cross_branch = build_cross_attention_branch(cross)
-        self.gam = GeometryAlignmentLoss(gam["kernel"], gam["sigma"], gam["exclude_self"],
-                                         gam["detach_cross"])
+        self.gam = GeometryAlignmentLoss(kernel=gam["kernel"], sigma=gam["sigma"],
+                                         exclude_self=gam["exclude_self"],
+                                         detach_cross=gam["detach_cross"])
         self.schedule = gam_schedule(gam)
         self.weights = EndxLossWeights.from_config(weights)
         self.train()  # the branch's from_pretrained model too (else no dropout in its training)

@@ -1,5 +1,6 @@
-"""Loss-weight schedules of ENDX (paper sections 3.4-3.5 and 4.4); the paper's values are
-read from ``conf/model/endx.yaml`` (``weights`` and ``gam``), not kept here.
+"""Loss-weight schedules of ENDX (paper sections 3.4-3.5 and 4.4), built from the composed
+``model.weights`` and ``model.gam`` blocks (the paper's values are in conf/model/endx.yaml, not
+kept here).
 
 * :class:`EndxLossWeights`: the weights of the total loss, eq. 13,
   ``L = alpha_dual L_dual + alpha_cross L_cross + alpha_ga L_ga``; paper: 0.25 / 0.25 / 0.5.
@@ -21,51 +22,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import model_defaults
 from ..losses.gam import RELATION_NAMES
+from ..registry import require_keys
 
 __all__ = [
     "EndxLossWeights",
     "GamWeightSchedule",
     "LinearRamp",
-    "paper_settings",
 ]
 
 _GAM_KEYS = tuple(RELATION_NAMES.values())
-
-
-def paper_settings() -> dict[str, Any]:
-    """The paper's settings (section 4.4) as written in ``conf/model/endx.yaml``, the one place
-    they live: ``weights`` (eq. 13: dual, cross, ga), ``ramp_epochs`` and ``final`` (the GAM
-    weights reached after the ramp, keyed ``"q|q"``, ...)."""
-    endx = model_defaults("endx")
-    gam = endx["gam"]
-    return {"weights": {k: float(v) for k, v in endx["weights"].items()},
-            "ramp_epochs": float(gam["ramp_epochs"]),
-            "final": {RELATION_NAMES[k]: float(v) for k, v in gam["final"].items()}}
+_WEIGHT_KEYS = ("dual", "cross", "ga")
 
 
 @dataclass(frozen=True)
 class EndxLossWeights:
-    """Weights of eq. 13; :meth:`paper` gives the paper's (section 4.4, conf/model/endx.yaml)."""
+    """Weights of eq. 13 (``model.weights``; the paper's: 0.25, 0.25, 0.5).
+
+    Example::
+
+        weights = EndxLossWeights(dual=0.25, cross=0.25, ga=0.5)
+        loss = weights.total(dual_loss, cross_loss, gam_loss)
+    """
 
     dual: float
     cross: float
     ga: float
 
     @classmethod
-    def paper(cls) -> EndxLossWeights:
-        return cls(**paper_settings()["weights"])
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> EndxLossWeights:
-        """From a mapping / DictConfig with optional keys ``dual``, ``cross``, ``ga`` (missing
-        ones: the paper's)."""
-        cfg = {} if cfg is None else cfg
-        unknown = set(cfg.keys()) - {"dual", "cross", "ga"}
+    def from_config(cls, cfg: Mapping[str, Any]) -> EndxLossWeights:
+        """From ``model.weights`` (a mapping / DictConfig of ``dual``, ``cross``, ``ga``)."""
+        unknown = set(cfg.keys()) - set(_WEIGHT_KEYS)
         if unknown:
             raise KeyError(f"unknown ENDX loss weight keys {sorted(unknown)}")
-        return cls(**{**paper_settings()["weights"], **{k: float(v) for k, v in cfg.items()}})
+        require_keys(cfg, _WEIGHT_KEYS, "model.weights")
+        return cls(**{k: float(cfg[k]) for k in _WEIGHT_KEYS})
 
     def total(self, dual: Any, cross: Any, ga: Any) -> Any:
         """Eq. 13: ``dual * L_dual + cross * L_cross + ga * L_ga`` (tensors or floats)."""
@@ -100,9 +91,14 @@ class LinearRamp:
 
 @dataclass(frozen=True)
 class GamWeightSchedule:
-    """The four GAM weights of eq. 12 as functions of the epoch.
+    """The four GAM weights of eq. 12 as functions of the epoch; build from config with
+    :meth:`from_config` (conf/model/endx.yaml's ``gam`` block reproduces section 4.4).
 
-    :meth:`paper` reproduces section 4.4. Build from config with :meth:`from_config`.
+    Example::
+
+        schedule = GamWeightSchedule.from_config(
+            {"ramp_epochs": 5, "final": {"q|q": 1e4, "a|a": 1e4, "a|q": 0.5, "q|a": 0.5}})
+        schedule(2.5)  # {"q|q": 5000.0, "a|a": 5000.0, "a|q": 0.25, "q|a": 0.25}
     """
 
     ramps: Mapping[str, LinearRamp]
@@ -112,36 +108,30 @@ class GamWeightSchedule:
             raise KeyError(f"GAM schedule needs exactly the keys {_GAM_KEYS}, got {sorted(self.ramps)}")
 
     @classmethod
-    def paper(cls) -> GamWeightSchedule:
-        return cls.from_config(None)
+    def from_config(cls, cfg: Mapping[str, Any]) -> GamWeightSchedule:
+        """Build from a mapping / OmegaConf ``DictConfig``::
 
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> GamWeightSchedule:
-        """Build from a mapping / OmegaConf ``DictConfig``; every key optional::
-
-            ramp_epochs: 5          # shared ramp length (default: the paper's)
-            start: 0.0              # shared start value (default 0)
-            final:                  # end values per relation (default: the paper's)
-              "q|q": 1.0e4
+            ramp_epochs: 5          # shared ramp length
+            final:                  # end values, every relation
+              {"q|q": 1.0e4, "a|a": 1.0e4, "a|q": 0.5, "q|a": 0.5}
+            start: 0.0              # optional shared start value (absent: 0, as the paper's)
             ramps:                  # optional full per-relation override
               "a|q": {start: 0.0, end: 0.5, ramp_epochs: 5}
 
-        A relation in ``ramps`` takes its missing fields from the shared defaults. The
-        paper's values are read from ``conf/model/endx.yaml`` (:func:`paper_settings`).
+        A relation in ``ramps`` takes its missing fields from the shared values.
         """
-        cfg = {} if cfg is None else cfg
         unknown = set(cfg.keys()) - {"ramp_epochs", "start", "final", "ramps"}
         if unknown:
             raise KeyError(f"unknown GAM schedule keys {sorted(unknown)}")
-        paper = paper_settings()
-        ramp_epochs = float(cfg.get("ramp_epochs", paper["ramp_epochs"]))
+        require_keys(cfg, ("ramp_epochs", "final"), "the GAM schedule")
+        ramp_epochs = float(cfg["ramp_epochs"])
         start = float(cfg.get("start", 0.0))
-        final = dict(paper["final"])
-        final_cfg = cfg.get("final") or {}
+        final_cfg = cfg["final"]
         bad = set(final_cfg.keys()) - set(_GAM_KEYS)
         if bad:
             raise KeyError(f"unknown GAM relations in 'final': {sorted(bad)}")
-        final.update({k: float(v) for k, v in final_cfg.items()})
+        require_keys(final_cfg, _GAM_KEYS, "the GAM schedule's final")
+        final = {k: float(final_cfg[k]) for k in _GAM_KEYS}
         ramps_cfg = cfg.get("ramps") or {}
         bad = set(ramps_cfg.keys()) - set(_GAM_KEYS)
         if bad:

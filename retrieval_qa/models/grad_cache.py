@@ -54,7 +54,7 @@ def grad_cache_step(encode_question: Encode, encode_answer: Encode,
                     q_batch: Mapping[str, torch.Tensor], a_batch: Mapping[str, torch.Tensor],
                     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                     mini_batch_size: int, backward: Callable[[torch.Tensor], None],
-                    penalty_coef: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                    penalty_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Accumulate into the parameters' ``.grad`` the gradient of
     ``loss_fn(Q, A) + penalty_coef * (P_q + P_a)`` (``P``: the batch-mean pooler penalty of
     each side) and return ``(retrieval loss, penalty)``, both detached."""

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from ..data.collate import first_copies
 from ..data.tokenized import TokenizedTexts
 from ..data.types import Candidate
+from ..encoders.builders import exported_towers
 from ..losses.similarity import retrieval_space
 from ..registry import locate
 from ..written import Damaged, atomic_path, check, read_back, read_json, rebuilding, write_text
@@ -97,7 +98,7 @@ class DualEncoderInference:
         folder = Path(folder)
         meta = read_json(folder / "model.json", ("towers",))
         meta.pop("_target_", None)
-        towers = locate(meta.get("builder", DEFAULT_BUILDER))(meta["towers"])
+        towers = locate(meta.get("builder", DEFAULT_BUILDER))(exported_towers(meta["towers"]))
         towers.load_state_dict(load_weights(folder / "towers.pt", map_location))
         towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)

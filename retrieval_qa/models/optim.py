@@ -1,9 +1,9 @@
 """Optimisers and learning-rate schedules from config (``model.optimizer``).
 
-The optimiser: ``name: adamw | adam | adafactor | sgd`` (short names of
-retrieval_qa/registry.py), or ``_target_`` naming any ``torch.optim.Optimizer`` class (its
-keyword arguments are the block's keys, the schedule's keys excepted); ``lr`` and
-``weight_decay``. The schedule: ``schedule: constant | linear`` (linear decay to 0 after an
+The optimiser: ``_target_`` naming any ``torch.optim.Optimizer`` class (its keyword arguments
+are the block's keys, the schedule's keys excepted), or the short names ``name: adamw | adam
+| adafactor | sgd`` of retrieval_qa/registry.py (which composition turns into the target);
+``lr`` and ``weight_decay``. The schedule: ``schedule: constant | linear`` (linear decay to 0 after an
 optional linear warm-up of ``warmup_steps`` or ``warmup_ratio`` of the total steps).
 """
 
@@ -17,8 +17,6 @@ from ..requirements import VersionError, release
 
 SCHEDULES = ("constant", "linear")
 FUSED_CPU_TORCH = (2, 4)  # the first torch with fused Adam / AdamW kernels for the CPU
-#: keys of ``model.optimizer`` that set the schedule, not the optimiser
-SCHEDULE_KEYS = ("schedule", "warmup_steps", "warmup_ratio")
 
 
 def build_optimizer(params, cfg) -> torch.optim.Optimizer:
@@ -26,8 +24,7 @@ def build_optimizer(params, cfg) -> torch.optim.Optimizer:
     require gradients."""
     params = [p for p in params if p.requires_grad]
     try:
-        return instantiate(cfg, "model.optimizer", "optimizer", shared=SCHEDULE_KEYS,
-                           params=params)
+        return instantiate(cfg, "model.optimizer", "optimizer", params=params)
     except RuntimeError as e:
         if "fused" in str(e) and release(torch.__version__) < FUSED_CPU_TORCH:
             raise VersionError(

@@ -1,7 +1,11 @@
 """Residual refinement of frozen embeddings (residual-embedding paper, 3.2, 4.3) as a
 LightningModule: a refiner (FCRR, ConvRR or both) on the question side, the paragraph side,
 or both (``sides``), trained with the batch-hard triplet loss (or the quadratic regression
-conditional loss) on (question, its paragraph) vectors; validation and test rank every
+conditional loss) on (question, its paragraph) vectors. The refiner and the loss are the
+classes that ``model.refiner`` and ``model.loss`` name (their ``_target_``, or the short
+names ``refiner: fcrr | convrr | fcrr_convrr`` and ``loss.name: triplet |
+quadratic_conditional`` of retrieval_qa/registry.py, which configs and exports written
+before keep); validation and test rank every
 paragraph for every question (recall@k; AP on test), and every question for every paragraph
 (Table 10's direction: ``val/p2q_*``, ``test["p2q"]``).
 
@@ -20,9 +24,8 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from ..encoders.residual import build_refiner
 from ..evaluation.paragraph_retrieval import (
     PARAGRAPH_KS,
     evaluate_paragraphs,
@@ -31,45 +34,46 @@ from ..evaluation.paragraph_retrieval import (
     recall_at_k,
 )
 from ..evaluation.ranking import rank_of_score
-from ..losses.quadratic_conditional import quadratic_conditional_loss
-from ..losses.triplet import batch_hard_triplet_loss
-from ..registry import instantiate
+from ..registry import instantiate, resolve_blocks
 from ..written import atomic_path, read_json, write_text
 from .artifact import load_weights
 from .method import Built
 
 SIDES = ("question", "paragraph", "both")
 ANCHORS = ("auto", "question", "paragraph", "both")
-LOSSES = ("triplet", "quadratic_conditional")
+
+
+def composed_settings(hparams: dict) -> dict:
+    """The module's keyword arguments with ``refiner`` and ``loss`` as the blocks of their
+    ``_target_``: what composition gives, and what the settings that configs and exports
+    wrote before (``refiner: fcrr`` beside ``sf``, ``dropout``, ...; ``loss.name``) become."""
+    cfg = OmegaConf.create({"model": dict(hparams)})
+    resolve_blocks(cfg)
+    return OmegaConf.to_container(cfg.model)
 
 
 class ResidualRefinementModule(pl.LightningModule):
-    def __init__(self, dim: int, *, refiner: str, sides: str, sf: float, dropout: float,
-                 fc_hidden: int | None, conv_filters: int, conv_window: int, conv_stride: int,
-                 loss: dict, optimizer: dict, test_ap: bool, anchor: str) -> None:
-        """The keyword arguments are the keys of ``conf/model/residual.yaml`` (their one
-        source); ``loss`` holds ``name``, ``margin`` and ``squared``, ``optimizer`` Adam's
-        ``lr`` and ``weight_decay``."""
+    def __init__(self, dim: int, *, refiner: dict, sides: str, loss: dict, optimizer: dict,
+                 test_ap: bool, anchor: str) -> None:
+        """The keyword arguments are the keys of ``conf/model/residual.yaml`` as composition
+        gives them (their one source): ``refiner`` and ``loss`` name their classes
+        (``_target_`` and its arguments: the refiner's ``sf``, ``dropout``, ...; the loss's
+        ``margin`` and ``squared``), ``optimizer`` holds Adam's ``lr`` and ``weight_decay``."""
         super().__init__()
         self.save_hyperparameters()
         if sides not in SIDES:
             raise ValueError(f"model.sides={sides!r}; expected one of {list(SIDES)}")
-        loss, optimizer = dict(loss), dict(optimizer)
-        for block, given, keys in (("loss", loss, ("name", "margin", "squared")),
-                                   ("optimizer", optimizer, ("lr", "weight_decay"))):
-            missing = [k for k in keys if k not in given]
-            if missing:
-                raise KeyError(f"model.{block} lacks {missing} (fix: give them, as "
-                               "conf/model/residual.yaml does)")
-        if loss["name"] not in LOSSES:
-            raise ValueError(f"model.loss.name={loss['name']!r}; expected one of {list(LOSSES)}")
+        optimizer = dict(optimizer)
+        missing = [k for k in ("lr", "weight_decay") if k not in optimizer]
+        if missing:
+            raise KeyError(f"model.optimizer lacks {missing} (fix: give them, as "
+                           "conf/model/residual.yaml does)")
         if anchor not in ANCHORS:
             raise ValueError(f"model.anchor={anchor!r}; expected one of {list(ANCHORS)}")
         self.anchor = sides if anchor == "auto" else anchor
-        self.loss_cfg = loss
+        self.loss = instantiate(loss, "model.loss", "loss")
         self.optimizer_cfg = optimizer
-        make = lambda: build_refiner(refiner, dim, sf, dropout, fc_hidden,  # noqa: E731
-                                     conv_filters, conv_window, conv_stride)
+        make = lambda: instantiate(refiner, "model.refiner", "refiner", dim=dim)  # noqa: E731
         self.question_refiner = make() if sides in ("question", "both") else None
         self.paragraph_refiner = make() if sides in ("paragraph", "both") else None
         self.test_ap = test_ap
@@ -90,6 +94,16 @@ class ResidualRefinementModule(pl.LightningModule):
         module.base_embedding = {"embedding": cfg.data.embedding, "idf": cfg.data.idf,
                                  "idf_corpus": cfg.data.idf_corpus}
         return Built(module, data)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, map_location: str = "cpu"
+                        ) -> ResidualRefinementModule:
+        """A training checkpoint's module, of this version or an earlier one (its settings
+        as :func:`composed_settings` gives them)."""
+        checkpoint = torch.load(path, map_location=map_location, weights_only=False)
+        module = cls(**composed_settings(dict(checkpoint["hyper_parameters"])))
+        module.load_state_dict(checkpoint["state_dict"])
+        return module
 
     def export(self, folder: str | Path) -> Path:
         """The refiners (no optimiser state) and the base embedding they refine."""
@@ -115,23 +129,21 @@ class ResidualRefinementModule(pl.LightningModule):
 
     def compute_loss(self, q, p, labels) -> torch.Tensor:
         rq, rp = self.refine_questions(q), self.refine_paragraphs(p)
-        if self.loss_cfg["name"] == "triplet":
-            m, sq = self.loss_cfg["margin"], self.loss_cfg["squared"]
-            if self.anchor == "question":
-                return batch_hard_triplet_loss(rq, rp, labels, labels, m, sq)
-            if self.anchor == "paragraph":
-                return batch_hard_triplet_loss(rp, rq, labels, labels, m, sq)
-            # both: each side's refiner learns against the other side's current vectors as
-            # fixed targets (stop-gradient), a one-step stand-in for the paper's sequence
-            # (refine questions, refine paragraphs, fine-tune questions on top of them)
-            return 0.5 * (batch_hard_triplet_loss(rq, rp.detach(), labels, labels, m, sq)
-                          + batch_hard_triplet_loss(rp, rq.detach(), labels, labels, m, sq))
-        return quadratic_conditional_loss(rq, rp, self.loss_cfg["margin"],
-                                          self.loss_cfg["squared"])
+        if not self.loss.in_batch_negatives:  # positive pairs only: no anchor side
+            return self.loss(rq, rp)
+        if self.anchor == "question":
+            return self.loss(rq, rp, labels, labels)
+        if self.anchor == "paragraph":
+            return self.loss(rp, rq, labels, labels)
+        # both: each side's refiner learns against the other side's current vectors as
+        # fixed targets (stop-gradient), a one-step stand-in for the paper's sequence
+        # (refine questions, refine paragraphs, fine-tune questions on top of them)
+        return 0.5 * (self.loss(rq, rp.detach(), labels, labels)
+                      + self.loss(rp, rq.detach(), labels, labels))
 
     def training_step(self, batch, batch_idx):
         q, p, labels = batch
-        if self.loss_cfg["name"] == "triplet" and bool((labels == labels[0]).all()):
+        if self.loss.in_batch_negatives and bool((labels == labels[0]).all()):
             return None   # one paragraph in the whole batch: no negative, skip the step
         loss = self.compute_loss(q, p, labels)
         if not torch.isfinite(loss):
@@ -204,7 +216,7 @@ class RefinerArtifact:
     def load(cls, folder: str | Path, map_location: str = "cpu") -> RefinerArtifact:
         folder = Path(folder)
         meta = read_json(folder / "model.json", ("hparams",))
-        module = ResidualRefinementModule(**meta["hparams"])
+        module = ResidualRefinementModule(**composed_settings(meta["hparams"]))
         module.load_state_dict(load_weights(folder / "refiners.pt", map_location))
         return cls(module, meta)
 

@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 
-from ..config import model_defaults, plain
+from ..config import plain
 from ..encoders.vae import build_vae_towers
 from ..encoders.vae_decoders import (
     build_decoder,
@@ -63,6 +63,7 @@ from ..encoders.vae_decoders import (
 from ..losses.gaussian_kl import GaussianKLLoss
 from ..losses.matching import LatentMatchingLoss
 from ..losses.reconstruction import TokenReconstructionLoss
+from ..registry import require_keys
 from .base import RetrievalModule
 from .vae_schedule import KLAnnealing
 
@@ -71,25 +72,25 @@ MATCH_ON = ("sample", "mean")
 
 
 
-def loss_config(cfg: Any = None) -> dict[str, Any]:
-    """``cfg`` over ``loss`` of ``conf/model/vae.yaml`` (``kl`` and ``matching`` merged key
-    by key); unknown keys are errors."""
-    defaults = model_defaults("vae")["loss"]
-    given = plain(cfg)
-    full: dict[str, Any] = {}
-    for key, default in defaults.items():
-        if isinstance(default, dict):
-            section = plain(given.get(key))
-            unknown = sorted(set(section) - set(default))
-            if unknown:
-                raise ValueError(f"unknown key(s) {unknown} in loss.{key}; allowed: "
-                                 f"{sorted(default)}")
-            full[key] = {**default, **section}
-        else:
-            full[key] = given.get(key, default)
-    unknown = sorted(set(given) - set(defaults))
+#: the keys of ``model.loss`` (conf/model/vae.yaml; ``kl`` and ``matching`` are blocks: the
+#: arguments of :class:`KLAnnealing`, less the run's epochs, and :class:`LatentMatchingLoss`)
+LOSS_KEYS = ("similarity", "alpha", "gamma", "reconstruction", "kl", "matching", "match_on",
+             "penalty_coef")
+KL_KEYS = ("epochs", "rate_factor", "max_beta", "start")
+
+
+def loss_config(cfg: Any) -> dict[str, Any]:
+    """The ``loss`` block as a plain dict, checked: a missing or unknown key is an error."""
+    full = plain(cfg)
+    require_keys(full, LOSS_KEYS, "model.loss")
+    unknown = sorted(set(full) - set(LOSS_KEYS))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in loss; allowed: {sorted(defaults)}")
+        raise ValueError(f"unknown key(s) {unknown} in loss; allowed: {sorted(LOSS_KEYS)}")
+    full["kl"], full["matching"] = plain(full["kl"]), plain(full["matching"])
+    require_keys(full["kl"], KL_KEYS, "model.loss.kl")
+    unknown = sorted(set(full["kl"]) - set(KL_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in loss.kl; allowed: {sorted(KL_KEYS)}")
     if full["match_on"] not in MATCH_ON:
         raise ValueError(f"loss.match_on={full['match_on']!r}; expected one of {list(MATCH_ON)}")
     return full
@@ -117,7 +118,7 @@ class VAEModule(RetrievalModule):
             self.decoder_cfg, latent, word_embedding(self.towers.question_tower.token_encoder))
         self.answer_decoder = build_decoder(
             self.decoder_cfg, latent, word_embedding(self.towers.answer_tower.token_encoder))
-        self.recon_loss = TokenReconstructionLoss(loss["reconstruction"])
+        self.recon_loss = TokenReconstructionLoss(reduction=loss["reconstruction"])
         self.kl_loss = GaussianKLLoss()
         self.match_loss = LatentMatchingLoss(**loss["matching"])
         self.alpha, self.gamma = float(loss["alpha"]), float(loss["gamma"])
@@ -166,8 +167,8 @@ class VAEModule(RetrievalModule):
     def kl_schedule(self) -> KLAnnealing:
         if self._kl_schedule is None:
             self._kl_schedule = KLAnnealing(
-                self.training_epochs(), float(self.kl_cfg["rate_factor"]),
-                float(self.kl_cfg["max_beta"]), float(self.kl_cfg["start"]))
+                self.training_epochs(), rate_factor=float(self.kl_cfg["rate_factor"]),
+                max_beta=float(self.kl_cfg["max_beta"]), start=float(self.kl_cfg["start"]))
         return self._kl_schedule
 
     # ---- objective ------------------------------------------------------------------------

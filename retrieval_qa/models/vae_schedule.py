@@ -23,13 +23,19 @@ class KLAnnealing:
     """``beta(epoch) = min(max_beta, start + rate * max(epoch, 0))`` with ``rate =
     rate_factor / epochs``; paper: ``rate_factor = 2``, ``max_beta = 1``, ``start = 0``.
 
-    epochs: the run's total epochs E (fractional allowed, > 0).
+    epochs: the run's total epochs E (fractional allowed, > 0). The others: the keys of
+    ``model.loss.kl`` (conf/model/vae.yaml).
+
+    Example::
+
+        beta = KLAnnealing(100, rate_factor=2.0, max_beta=1.0, start=0.0)
+        beta(10.0)  # 0.2
     """
 
     epochs: float
-    rate_factor: float = 2.0
-    max_beta: float = 1.0
-    start: float = 0.0
+    rate_factor: float
+    max_beta: float
+    start: float
 
     def __post_init__(self) -> None:
         for name in ("epochs", "rate_factor"):

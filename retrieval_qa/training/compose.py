@@ -8,12 +8,17 @@ CPU reductions that many experiments share (conf/profile/cpu.yaml).
 
 An experiment or profile block that names a class (``_target_``) other than the block it
 lands on (a pooler of its own over ``model.towers.pooler``, a new ``trainer.callbacks`` entry)
-is set whole instead of merged key by key: its keys are that class's settings."""
+is set whole instead of merged key by key: its keys are that class's settings.
+
+Last, the blocks named by a short name (``type: gru``, ``name: adamw``) are resolved to their
+``_target_`` and the arguments their class takes (:func:`~retrieval_qa.registry.
+resolve_blocks`): the composed config is what is built, and it is passed down whole; no
+builder reads conf/ again."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -30,6 +35,7 @@ from ..config import (
 )
 from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
 from ..ranges import out_of_range
+from ..registry import resolve_blocks
 from .provenance import COMMAND_LINE, value_sources
 
 __all__ = ["Composed", "compose", "compose_traced", "experiment_profiles", "load_experiment",
@@ -112,12 +118,15 @@ class Composed:
     cfg: DictConfig
     overrides: list[str]
     profile_block: DictConfig | None = None
+    #: ``{place: "key: short name"}`` of the blocks whose short name composition resolved
+    resolved: dict[str, str] = field(default_factory=dict)
 
     def sources(self) -> dict[str, str]:
-        """Where each value came from (:func:`.provenance.value_sources`)."""
+        """Where each value came from (:func:`.provenance.value_sources`); a key that a short
+        name's resolution added (``_target_``, a fixed argument) names that short name."""
         from .provenance import value_sources
 
-        return value_sources(self.cfg, self.overrides)
+        return value_sources(self.cfg, self.overrides, self.resolved)
 
 
 def compose(overrides: Sequence[str]) -> DictConfig:
@@ -165,7 +174,8 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
     cfg.experiment = experiment_name
     cfg.profile = profile
     _check_values(cfg, files, list(overrides))
-    return Composed(cfg, list(overrides), block)
+    resolved = resolve_blocks(cfg)  # after the checks: a mistyped value fails before torch loads
+    return Composed(cfg, list(overrides), block, resolved)
 
 
 def _check_values(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> None:

@@ -7,12 +7,13 @@ it) is its source."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from ..config import load_yaml
+from ..registry import FLAT_SETTINGS, PLACES
 
 __all__ = ["annotated_yaml", "value_sources"]
 
@@ -88,22 +89,36 @@ def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[s
     return layers
 
 
-def value_sources(cfg: DictConfig, overrides: Sequence[str]) -> dict[str, str]:
+def value_sources(cfg: DictConfig, overrides: Sequence[str],
+                  resolved: Mapping[str, str] | None = None) -> dict[str, str]:
     """Each dotted key of ``cfg`` with the last layer that set it (see the module docstring);
-    a layer that sets a list or an empty mapping sets everything under it."""
+    a layer that sets a list or an empty mapping sets everything under it. ``resolved``:
+    ``{place: "key: short name"}`` of the blocks whose short name composition resolved
+    (:func:`~retrieval_qa.registry.resolve_blocks`); the keys it added name the short name, and
+    the settings it moved into a block (a refiner's ``sf``) keep the source of their key."""
     found: dict[str, str] = {}
     for where, keys in _layers(cfg, overrides):
         for key in keys:
             for old in [k for k in found if k.startswith(key + ".")]:
                 del found[old]
             found[key] = where
+
+    def source(key: str) -> str | None:
+        parts = key.split(".")
+        return next((found[k] for n in range(len(parts), 0, -1)
+                     if (k := ".".join(parts[:n])) in found), None)
+
     out = {}
     for key, _ in _leaves(cfg):
-        parts = key.split(".")
-        for n in range(len(parts), 0, -1):
-            if ".".join(parts[:n]) in found:
-                out[key] = found[".".join(parts[:n])]
-                break
+        where = source(key)
+        place = next((p for p in resolved or {} if key.startswith(p + ".")), None)
+        if place is not None and where is None:
+            leaf = key[len(place) + 1:]
+            if leaf in FLAT_SETTINGS.get(PLACES[place], ()):  # moved from beside the block
+                where = source(f"{place.rpartition('.')[0]}.{leaf}".lstrip("."))
+            where = where or f"the short name {resolved[place]} (retrieval_qa/registry.py)"
+        if where is not None:
+            out[key] = where
     return out
 
 

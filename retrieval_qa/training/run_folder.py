@@ -26,6 +26,7 @@ default does cannot be known from the folder)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, SettingsMismatchError
+from ..registry import resolve_blocks
 from ..written import read_report
 from .checkpoints import check_checkpoint, resumable_checkpoint
 
@@ -111,9 +113,24 @@ def _flat(node, prefix: str = "") -> dict:
     return {prefix[:-1]: node}
 
 
+def _with_targets(cfg: DictConfig) -> DictConfig:
+    """A copy of ``cfg`` with its short names resolved, as composition writes them since it
+    resolves them (:func:`~retrieval_qa.registry.resolve_blocks`): a run started before holds
+    ``type: gru`` where a new command holds its ``_target_``, and the settings are the same.
+    A short name that no longer exists is left as it is (it differs)."""
+    out = copy.deepcopy(cfg)
+    try:
+        resolve_blocks(out)
+    except (ValueError, KeyError, ImportError):
+        return cfg
+    return out
+
+
 def _containers(old: DictConfig, new: DictConfig) -> tuple[dict, dict]:
-    """Both configs as plain dicts, resolved; unresolved both when either cannot be (an
-    interpolation of an environment variable that is not set, say)."""
+    """Both configs as plain dicts, their short names resolved, their interpolations too;
+    unresolved both when either cannot be (an interpolation of an environment variable that
+    is not set, say)."""
+    old, new = _with_targets(old), _with_targets(new)
     try:
         return (OmegaConf.to_container(old, resolve=True),
                 OmegaConf.to_container(new, resolve=True))

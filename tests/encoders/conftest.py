@@ -61,15 +61,15 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 def tiny_config(encoder_type: str = "gru", sharing: str = "sde", **overrides):
-    cfg = {
-        "encoder": {
-            "type": encoder_type, "vocab_size": VOCAB, "embedding_dim": 16,
-            "hidden_size": HIDDEN, "num_heads": 4, "dropout": 0.0,
-        },
-        "pooler": {"type": "multihop_attention", "hops": 3, "attention_dim": 8},
-        "projection": {"dim": None},
-        "sharing": sharing,
-    }
+    """A whole towers block: conf/model/dual_encoder.yaml's (the one source of its settings)
+    with a tiny random token table, ``encoder_type`` (a short name), ``sharing`` and
+    ``overrides`` (a dict merges into its section, anything else replaces it)."""
+    from helpers import towers_conf
+
+    cfg = towers_conf(
+        encoder={"type": encoder_type, "vocab_size": VOCAB, "embedding_dim": 16,
+                 "hidden_size": HIDDEN, "num_heads": 4, "dropout": 0.0},
+        pooler={"type": "multihop_attention", "hops": 3, "attention_dim": 8}, sharing=sharing)
     for section, values in overrides.items():
         if isinstance(values, dict):
             cfg[section].update(values)

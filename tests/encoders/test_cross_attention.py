@@ -15,8 +15,7 @@ H = 16
 
 def _block(**kw) -> CrossAttentionBlock:
     torch.manual_seed(0)
-    kw.setdefault("num_heads", 4)
-    kw.setdefault("dropout", 0.0)
+    kw = {"num_heads": 4, "ffn_dim": None, "dropout": 0.0, "activation": "relu", **kw}
     return CrossAttentionBlock(H, **kw).eval()
 
 
@@ -91,8 +90,9 @@ def test_fully_padded_refined_text_gives_finite_output() -> None:
 
 def test_num_heads_must_divide_hidden_size() -> None:
     with pytest.raises(ValueError, match="divisible"):
-        CrossAttentionBlock(10, num_heads=3)
-    CrossAttentionBlock(768, num_heads=12)  # paper setting is fine
+        CrossAttentionBlock(10, num_heads=3, ffn_dim=None, dropout=0.1, activation="relu")
+    CrossAttentionBlock(768, num_heads=12, ffn_dim=None, dropout=0.1,  # the paper's setting
+                        activation="relu")
 
 
 def test_gradients_flow_to_both_inputs() -> None:

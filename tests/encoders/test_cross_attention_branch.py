@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from retrieval_qa.encoders.cross_attention import CrossAttentionBlock
@@ -64,11 +65,14 @@ def _batch(b: int, length: int, n_pad: int = 0, seed: int = 0) -> dict[str, torc
     return {"input_ids": ids, "attention_mask": mask}
 
 
+SETTINGS = {"num_heads": 4, "ffn_dim": None, "dropout": 0.0, "share": False, "activation": "relu"}
+
+
 def _model(**kw) -> CrossAttentionBranch:
     torch.manual_seed(0)
-    kw.setdefault("num_heads", 4)
-    kw.setdefault("dropout", 0.0)
-    return CrossAttentionBranch(EmbeddingEncoder(), kw.pop("pooler", None) or MeanPooler(), **kw).eval()
+    pooler = kw.pop("pooler", None) or MeanPooler()
+    kw = {**SETTINGS, **kw}
+    return CrossAttentionBranch(EmbeddingEncoder(), pooler, **kw).eval()
 
 
 @pytest.mark.parametrize(("n", "m"), [(5, 9), (9, 3)])
@@ -88,7 +92,7 @@ def test_separate_blocks_by_default_and_shared_option() -> None:
     sep = _model()
     assert isinstance(sep.cross_attn_q, CrossAttentionBlock)
     assert sep.cross_attn_q is not sep.cross_attn_a
-    shared = _model(share_cross_attention=True)
+    shared = _model(share=True)
     assert shared.cross_attn_q is shared.cross_attn_a
     n_block = sum(p.numel() for p in sep.cross_attn_q.parameters())
     n_sep = sum(p.numel() for p in sep.parameters())
@@ -146,7 +150,7 @@ def test_penalty_passthrough() -> None:
 def test_separate_answer_modules() -> None:
     torch.manual_seed(0)
     model = CrossAttentionBranch(
-        EmbeddingEncoder(), MeanPooler(), num_heads=4, dropout=0.0,
+        EmbeddingEncoder(), MeanPooler(), **SETTINGS,
         answer_token_encoder=EmbeddingEncoder(), answer_pooler=MeanPooler(),
     )
     model(_batch(2, 5), _batch(2, 4))
@@ -154,8 +158,8 @@ def test_separate_answer_modules() -> None:
     assert len(model.answer_token_encoder.seen_token_types) == 1
     assert len(model.pooler.seen_masks) == 1 and len(model.answer_pooler.seen_masks) == 1
     with pytest.raises(ValueError, match="output_dim"):
-        CrossAttentionBranch(EmbeddingEncoder(), MeanPooler(), num_heads=4,
-                     answer_pooler=MeanPooler(output_dim=4))
+        CrossAttentionBranch(EmbeddingEncoder(), MeanPooler(), **SETTINGS,
+                             answer_pooler=MeanPooler(output_dim=4))
 
 
 def test_gradients_reach_encoder_blocks_and_pooler() -> None:
@@ -168,19 +172,26 @@ def test_gradients_reach_encoder_blocks_and_pooler() -> None:
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
-def test_build_cross_attention_branch_from_config() -> None:
-    from omegaconf import OmegaConf
+def _cross_conf(**cross_attention) -> dict:
+    """conf/model/endx.yaml's ``cross`` block (the one source of its settings) over tiny GRU
+    towers, with ``cross_attention`` over its own."""
+    from helpers import towers_conf
 
+    from retrieval_qa.training.compose import load_group
+
+    conf = OmegaConf.to_container(load_group("model", "endx").cross.cross_attention)
+    towers = towers_conf(
+        encoder={"type": "gru", "vocab_size": VOCAB, "embedding_dim": 16, "hidden_size": H,
+                 "num_layers": 1},
+        pooler={"type": "multihop_attention", "hops": 2, "attention_dim": 8})
+    return {"encoder": towers["encoder"], "pooler": towers["pooler"],
+            "cross_attention": {**conf, **cross_attention}}
+
+
+def test_build_cross_attention_branch_from_config() -> None:
     from retrieval_qa.encoders.cross_attention_branch import build_cross_attention_branch
 
-    cfg = OmegaConf.create(
-        {
-            "encoder": {"type": "gru", "vocab_size": VOCAB, "embedding_dim": 16,
-                        "hidden_size": H, "num_layers": 1},
-            "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 8},
-            "cross_attention": {"num_heads": 4, "share": True, "dropout": 0.0},
-        }
-    )
+    cfg = OmegaConf.create(_cross_conf(num_heads=4, share=True, dropout=0.0))
     torch.manual_seed(0)
     model = build_cross_attention_branch(cfg)
     assert model.cross_attn_q is model.cross_attn_a and model.cross_attn_q.num_heads == 4
@@ -188,24 +199,22 @@ def test_build_cross_attention_branch_from_config() -> None:
     r_q, r_a, penalty = model.encode_pair(_batch(2, 5, n_pad=1), _batch(2, 7))
     assert r_q.shape == r_a.shape == (2, 2 * H)
     assert penalty.item() > 0  # multi-hop penalty of both sides
+    with pytest.raises(ValueError, match=r"unknown key.*'heads'"):
+        build_cross_attention_branch(_cross_conf(heads=4))
     with pytest.raises(ValueError, match="unknown"):
-        build_cross_attention_branch({"cross_attention": {"heads": 4}})
-    with pytest.raises(ValueError, match="unknown"):
-        build_cross_attention_branch({"projection": {}})
+        build_cross_attention_branch({**_cross_conf(), "projection": {}})
 
 
-def test_cross_attention_defaults_come_from_the_endx_conf_file() -> None:
-    from retrieval_qa.config import model_defaults
-    from retrieval_qa.encoders.cross_attention_branch import (
-        build_cross_attention_branch,
-        cross_attention_defaults,
-    )
+def test_the_branch_takes_every_setting_from_its_block() -> None:
+    """Nothing is filled in: a block without a setting is an error naming it (conf/ holds
+    them all; ENDX 4.4's 12 heads and separate blocks among them)."""
+    from retrieval_qa.encoders.cross_attention_branch import build_cross_attention_branch
 
-    defaults = cross_attention_defaults()
-    assert defaults == model_defaults("endx")["cross"]["cross_attention"]
-    assert defaults["num_heads"] == 12 and defaults["share"] is False  # ENDX 4.4
+    cfg = _cross_conf()
+    assert cfg["cross_attention"]["num_heads"] == 12 and cfg["cross_attention"]["share"] is False
     encoder = EmbeddingEncoder(hidden_size=24)
-    model = build_cross_attention_branch({"pooler": {"type": "mean"}}, token_encoder=encoder)
+    model = build_cross_attention_branch(cfg, token_encoder=encoder)
     assert model.cross_attn_q.num_heads == 12 and model.cross_attn_q is not model.cross_attn_a
-    with pytest.raises(ValueError, match=r"allowed: \['activation', 'dropout', 'ffn_dim'"):
-        build_cross_attention_branch({"cross_attention": {"heads": 4}}, token_encoder=encoder)
+    del cfg["cross_attention"]["activation"]
+    with pytest.raises(KeyError, match=r"cross\.cross_attention has no 'activation'"):
+        build_cross_attention_branch(cfg, token_encoder=encoder)

@@ -38,17 +38,20 @@ def batches(batch_factory):
     )
 
 
+def recurrent(kind: str, num_layers: int) -> RecurrentTokenEncoder:
+    return RecurrentTokenEncoder(TokenEmbedder(VOCAB, EMB, padding_idx=0), kind=kind,
+                                 hidden_size=8, num_layers=num_layers, bidirectional=True,
+                                 dropout=0.0)
+
+
 def small_tower(projection: int | None = None) -> Tower:
-    encoder = RecurrentTokenEncoder(TokenEmbedder(VOCAB, EMB), "gru", 8, 1, True, 0.0)
-    proj = Projection(8, projection) if projection else None
-    return Tower(encoder, MeanPooler(8), proj)
+    proj = Projection(8, projection, bias=False) if projection else None
+    return Tower(recurrent("gru", 1), MeanPooler(8), proj, normalize=False, chunk_rows=None)
 
 
 def test_tower_forward_normalize_and_penalty(batch_factory):
-    tower = Tower(
-        RecurrentTokenEncoder(TokenEmbedder(VOCAB, EMB), "lstm", 8, 2, True, 0.0),
-        MeanPooler(8), Projection(8, 5), normalize=True,
-    )
+    tower = Tower(recurrent("lstm", 2), MeanPooler(8), Projection(8, 5, bias=False),
+                  normalize=True, chunk_rows=None)
     ids_, mask = batch_factory([4, 2])
     out = tower(ids_, mask)
     assert out.shape == (2, 5) and tower.output_dim == 5
@@ -56,7 +59,8 @@ def test_tower_forward_normalize_and_penalty(batch_factory):
     emb, penalty = tower.encode(ids_, mask)
     torch.testing.assert_close(emb, out)
     assert penalty.item() == 0.0
-    bare = Tower(tower.token_encoder, MeanPooler(8), torch.nn.Linear(8, 3))
+    bare = Tower(tower.token_encoder, MeanPooler(8), torch.nn.Linear(8, 3), normalize=False,
+                 chunk_rows=None)
     assert bare.output_dim == 3
 
 
@@ -217,13 +221,13 @@ def test_forward_passes_token_type_ids(config_factory, tiny_checkpoint, batch_fa
 def test_dual_towers_validates_its_arguments():
     tower, other = small_tower(4), small_tower(4)
     with pytest.raises(ValueError, match="sde"):
-        DualTowers(tower, other, "sde")
+        DualTowers(tower, other, sharing="sde")
     with pytest.raises(ValueError, match="distinct"):
-        DualTowers(tower, tower, "ade")
+        DualTowers(tower, tower, sharing="ade")
     with pytest.raises(ValueError, match=r"sharing='siamese'.*'sde'.*'ade_spl'"):
-        DualTowers(tower, other, "siamese")
+        DualTowers(tower, other, sharing="siamese")
     with pytest.raises(ValueError, match="projection"):
-        DualTowers(small_tower(), small_tower(), "ade_spl")
+        DualTowers(small_tower(), small_tower(), sharing="ade_spl")
     with pytest.raises(ValueError, match="embedding size"):
-        DualTowers(small_tower(4), small_tower(5), "ade")
-    assert DualTowers(tower, None, "sde").answer_tower is tower
+        DualTowers(small_tower(4), small_tower(5), sharing="ade")
+    assert DualTowers(tower, None, sharing="sde").answer_tower is tower

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from helpers import towers_conf
 
 from retrieval_qa.encoders import (
     ClsPooler,
@@ -122,7 +123,7 @@ def test_multihop_mean_combine_averages_hops():
 def test_the_pooler_keeps_no_penalty_between_calls():
     """The penalty is returned with the batch, never stored: a copy or a pickle of a pooler
     after a training forward holds no graph."""
-    pooler = build_pooler({"type": "multihop_attention"}, H)  # conf's hops and width
+    pooler = build_pooler(towers_conf()["pooler"], H)  # conf's multi-hop pooler
     states, mask = states_and_mask([3, 2], 3)
     pooler.pool(states, mask)
     assert not any(torch.is_tensor(v) and v.requires_grad
@@ -130,9 +131,12 @@ def test_the_pooler_keeps_no_penalty_between_calls():
 
 
 def test_build_pooler_rejects_unknown_values():
+    pooler = towers_conf()["pooler"]
     with pytest.raises(ValueError, match=r"pooler\.type.*multihop_attention"):
-        build_pooler({"type": "max"}, H)
+        build_pooler({**pooler, "type": "max"}, H)
     with pytest.raises(ValueError, match=r"pooler \(_target_ .*MultiHop.*\): combine='sum'"):
-        build_pooler({"combine": "sum"}, H)
-    with pytest.raises(ValueError, match="unknown key"):
-        build_pooler({"heads": 2}, H)
+        build_pooler({**pooler, "combine": "sum"}, H)
+    with pytest.raises(ValueError, match=r"unknown key.*'heads'"):
+        build_pooler({**pooler, "heads": 2}, H)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'combine'"):
+        build_pooler({"type": "multihop_attention", "hops": 2, "attention_dim": 3}, H)

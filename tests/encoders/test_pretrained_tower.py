@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import towers_conf
 
 from retrieval_qa.encoders import build_dual_towers
 from retrieval_qa.pretrained import load_tokenizer, packaged_minilm_path, resolve_pretrained
@@ -20,10 +21,9 @@ def minilm():
 
 def test_minilm_sde_tower_encodes_sentences(minilm):
     tokenizer = load_tokenizer(minilm)
-    model = build_dual_towers(
-        {"encoder": {"type": "pretrained", "pretrained": "minilm"},
-         "pooler": {"type": "mean"}, "projection": {"normalize": True}, "sharing": "sde"}
-    ).eval()
+    model = build_dual_towers(towers_conf(
+        encoder={"type": "pretrained", "pretrained": "minilm"}, pooler={"type": "mean"},
+        projection={"normalize": True}, sharing="sde")).eval()
     assert model.question_tower.token_encoder.hidden_size == 384
     assert "all-MiniLM-L6-v2" in model.question_tower.token_encoder.checkpoint.label
     questions = tokenizer(["What is the capital of France?", "Where is Berlin?"],
@@ -38,11 +38,10 @@ def test_minilm_sde_tower_encodes_sentences(minilm):
 
 
 def test_minilm_ade_ste_shares_embeddings(minilm):
-    model = build_dual_towers(
-        {"encoder": {"type": "pretrained", "pretrained": "minilm"},
-         "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 16},
-         "sharing": "ade_ste"}
-    )
+    model = build_dual_towers(towers_conf(
+        encoder={"type": "pretrained", "pretrained": "minilm"},
+        pooler={"type": "multihop_attention", "hops": 2, "attention_dim": 16},
+        sharing="ade_ste"))
     q_enc, a_enc = model.question_tower.token_encoder, model.answer_tower.token_encoder
     assert q_enc.model.embeddings is a_enc.model.embeddings
     assert q_enc.model.encoder is not a_enc.model.encoder

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import WORDS, save_tiny_t5, word_tokenizer
+from helpers import WORDS, save_tiny_t5, towers_conf, word_tokenizer
 
 from retrieval_qa.encoders import PretrainedTokenEncoder, build_dual_towers
 from retrieval_qa.pretrained import load_model, model_from_config, resolve_pretrained
@@ -39,7 +39,8 @@ def test_load_model_gives_the_encoder_with_its_weights(t5_dir):
 
 def test_encoder_runs_without_decoder_inputs_and_drops_token_types(t5_dir):
     folder, full = t5_dir
-    encoder = PretrainedTokenEncoder.from_pretrained(str(folder)).eval()
+    encoder = PretrainedTokenEncoder.from_pretrained(str(folder),
+                                                     gradient_checkpointing=False).eval()
     batch = _batch(folder)
     assert "token_type_ids" in batch                 # the word tokenizer gives them
     assert encoder.hidden_size == 32 and encoder.input_dim == 32
@@ -53,9 +54,9 @@ def test_encoder_runs_without_decoder_inputs_and_drops_token_types(t5_dir):
 
 
 def _towers(folder, sharing):
-    return build_dual_towers({
-        "encoder": {"type": "pretrained", "pretrained": str(folder), "fallback": None},
-        "pooler": {"type": "mean"}, "projection": {"dim": 16}, "sharing": sharing})
+    return build_dual_towers(towers_conf(
+        encoder={"type": "pretrained", "pretrained": str(folder), "fallback": None},
+        pooler={"type": "mean"}, projection={"dim": 16}, sharing=sharing))
 
 
 def _train_step(model, folder):

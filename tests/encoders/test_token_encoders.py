@@ -17,16 +17,21 @@ VOCAB, EMB, HIDDEN = 100, 16, 32
 
 def embedder(seed: int = 0) -> TokenEmbedder:
     torch.manual_seed(seed)
-    return TokenEmbedder(VOCAB, EMB)
+    return TokenEmbedder(VOCAB, EMB, padding_idx=0)
 
 
-def recurrent(kind: str, bidirectional: bool = True) -> RecurrentTokenEncoder:
-    return RecurrentTokenEncoder(embedder(), kind, HIDDEN, 2, bidirectional, dropout=0.0).eval()
+def recurrent(kind: str, bidirectional: bool = True, **settings) -> RecurrentTokenEncoder:
+    settings = {"hidden_size": HIDDEN, "num_layers": 2, "dropout": 0.0, **settings}
+    return RecurrentTokenEncoder(embedder(), kind=kind, bidirectional=bidirectional,
+                                 **settings).eval()
 
 
-def transformer(positions: str = "learned") -> TransformerTokenEncoder:
-    return TransformerTokenEncoder(embedder(), HIDDEN, 2, 4, dropout=0.0,
-                                   positions=positions, max_positions=64).eval()
+def transformer(positions: str = "learned", embedding=None, **settings
+                ) -> TransformerTokenEncoder:
+    settings = {"hidden_size": HIDDEN, "num_layers": 2, "num_heads": 4, "feedforward_dim": None,
+                "dropout": 0.0, "max_positions": 64, **settings}
+    return TransformerTokenEncoder(embedding or embedder(), positions=positions,
+                                   **settings).eval()
 
 
 ENCODERS = {
@@ -63,7 +68,7 @@ def test_padding_invariance(name, batch_factory, pad_factory):
 def test_recurrent_backward_direction_starts_at_last_token(batch_factory):
     """Packing: in one layer, the backward half of the last real token sees only that token
     (without packing it would have run over the padding first)."""
-    encoder = RecurrentTokenEncoder(embedder(), "gru", HIDDEN, 1, True, dropout=0.0).eval()
+    encoder = recurrent("gru", num_layers=1)
     ids, mask = batch_factory([3], total_length=8)
     with torch.no_grad():
         full = encoder(ids, mask)
@@ -73,30 +78,30 @@ def test_recurrent_backward_direction_starts_at_last_token(batch_factory):
 
 def test_recurrent_rejects_bad_options():
     with pytest.raises(ValueError, match="kind"):
-        RecurrentTokenEncoder(embedder(), "cnn")
+        recurrent("cnn")
     with pytest.raises(ValueError, match="even"):
-        RecurrentTokenEncoder(embedder(), "gru", hidden_size=33, bidirectional=True)
+        recurrent("gru", hidden_size=33)
 
 
 def test_transformer_rejects_bad_options(batch_factory):
     with pytest.raises(ValueError, match="positions"):
-        TransformerTokenEncoder(embedder(), HIDDEN, num_heads=4, positions="rotary")
+        transformer("rotary")
     with pytest.raises(ValueError, match="divisible"):
-        TransformerTokenEncoder(embedder(), HIDDEN, num_heads=5)
-    encoder = TransformerTokenEncoder(embedder(), HIDDEN, num_heads=4, max_positions=4)
+        transformer(num_heads=5)
+    encoder = transformer(max_positions=4)
     with pytest.raises(ValueError, match="max_positions"):
         encoder(*batch_factory([6]))
 
 
 def test_transformer_projects_embeddings_to_hidden_size():
-    encoder = TransformerTokenEncoder(embedder(), hidden_size=HIDDEN, num_heads=4)
+    encoder = transformer()
     assert isinstance(encoder.input_projection, torch.nn.Linear)
-    same = TransformerTokenEncoder(TokenEmbedder(VOCAB, HIDDEN), hidden_size=HIDDEN, num_heads=4)
+    same = transformer(embedding=TokenEmbedder(VOCAB, HIDDEN, padding_idx=0))
     assert isinstance(same.input_projection, torch.nn.Identity)
 
 
 def test_pretrained_encoder_shapes_and_padding(tiny_bert_factory, batch_factory, pad_factory):
-    encoder = PretrainedTokenEncoder(tiny_bert_factory())
+    encoder = PretrainedTokenEncoder(tiny_bert_factory(), gradient_checkpointing=False)
     assert encoder.hidden_size == HIDDEN
     ids, mask = batch_factory([6, 3])
     more_ids, more_mask = pad_factory(ids, mask, 4)
@@ -108,7 +113,7 @@ def test_pretrained_encoder_shapes_and_padding(tiny_bert_factory, batch_factory,
 
 
 def test_pretrained_encoder_passes_token_type_ids(tiny_bert_factory, batch_factory):
-    encoder = PretrainedTokenEncoder(tiny_bert_factory())
+    encoder = PretrainedTokenEncoder(tiny_bert_factory(), gradient_checkpointing=False)
     ids, mask = batch_factory([6])
     types = torch.zeros_like(ids)
     types[:, 3:] = 1
@@ -129,7 +134,7 @@ def test_pretrained_encoder_gradient_checkpointing(tiny_bert_factory, batch_fact
 
 
 def test_pretrained_token_embedder_is_the_embeddings_module(tiny_bert_factory):
-    encoder = PretrainedTokenEncoder(tiny_bert_factory())
+    encoder = PretrainedTokenEncoder(tiny_bert_factory(), gradient_checkpointing=False)
     assert encoder.token_embedder is encoder.model.embeddings
     encoder.freeze_token_embedder()
     emb = encoder.model.embeddings
@@ -147,10 +152,10 @@ def test_token_embedder_from_matrix_copies_and_freezes():
     assert not table.frozen
     table.freeze()
     assert table.frozen and not table.embedding.weight.requires_grad
-    frozen = TokenEmbedder(VOCAB, EMB, freeze=True)
+    frozen = TokenEmbedder(VOCAB, EMB, padding_idx=0, freeze=True)
     assert frozen.frozen
     with pytest.raises(ValueError, match="shape"):
-        TokenEmbedder(VOCAB, EMB, weight=torch.zeros(3, 3))
+        TokenEmbedder(VOCAB, EMB, padding_idx=0, weight=torch.zeros(3, 3))
 
 
 def test_token_embedder_from_local_checkpoint(tiny_checkpoint, tiny_bert_factory):

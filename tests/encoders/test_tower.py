@@ -14,7 +14,7 @@ def _pair(config_factory, tiny_checkpoint, encoder_type, pooler, rows):
         cfg = config_factory("pretrained", encoder={"pretrained": tiny_checkpoint})
     else:
         cfg = config_factory(encoder_type)
-    cfg["pooler"] = {"type": pooler, "hops": 3, "attention_dim": 8}
+    cfg["pooler"]["type"] = pooler
     torch.manual_seed(0)
     whole = build_tower(cfg).eval()
     cfg["encoder"]["chunk_rows"] = rows

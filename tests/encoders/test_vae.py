@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from helpers import towers_conf
+from omegaconf import OmegaConf
 
 from retrieval_qa.encoders import DualTowers
 from retrieval_qa.encoders.vae import (
@@ -16,15 +18,17 @@ from retrieval_qa.encoders.vae import (
     reparameterize,
     towers_from_config,
 )
+from retrieval_qa.training.compose import load_group
 
 VOCAB, LATENT = 60, 6
 
 
 def vae_config(sharing: str = "ade", **extra) -> dict:
-    return {"type": "vae", "latent_dim": LATENT, "sharing": sharing,
-            "encoder": {"type": "gru", "vocab_size": VOCAB, "embedding_dim": 8,
-                        "hidden_size": 12, "dropout": 0.0},
-            "pooler": {"hops": 2, "attention_dim": 5}, **extra}
+    """conf/model/vae.yaml's towers (the one source of their settings), tiny, with ``extra``."""
+    cfg = OmegaConf.to_container(load_group("model", "vae").towers)
+    cfg["encoder"].update(vocab_size=VOCAB, embedding_dim=8, hidden_size=12, dropout=0.0)
+    cfg["pooler"].update(hops=2, attention_dim=5)
+    return {**cfg, "latent_dim": LATENT, "sharing": sharing, **extra}
 
 
 def batch(size: int = 3, length: int = 6, seed: int = 0) -> dict:
@@ -129,8 +133,8 @@ def test_rebuilt_from_the_config_with_the_state_dict():
     b = batch()  # exact: the same weights, shapes and kernels
     assert torch.equal(again.encode_question(**b), towers.encode_question(**b))
     assert torch.equal(again.encode_answer(**b), towers.encode_answer(**b))
-    plain = towers_from_config({k: v for k, v in vae_config().items()
-                                if k not in ("type", "latent_dim")})
+    vae = vae_config()
+    plain = towers_from_config(towers_conf(encoder=vae["encoder"], pooler=vae["pooler"]))
     assert type(plain) is DualTowers
 
 
@@ -141,5 +145,7 @@ def test_config_errors():
         build_vae_towers(vae_config("both"))
     with pytest.raises(ValueError, match="latent_dim"):
         build_vae_towers(vae_config(latent_dim=0))
-    with pytest.raises(ValueError, match="unknown key"):
-        build_vae_towers(vae_config(encoder={"type": "gru", "hidden": 3}))
+    with pytest.raises(ValueError, match=r"unknown key.*'hidden'"):
+        build_vae_towers(vae_config(encoder={**vae_config()["encoder"], "hidden": 3}))
+    with pytest.raises(ValueError, match="chunk_rows"):
+        build_vae_towers(vae_config(encoder={**vae_config()["encoder"], "chunk_rows": 8}))

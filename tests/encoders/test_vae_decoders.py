@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from torch import nn
 
 from retrieval_qa.encoders import build_token_encoder
@@ -20,6 +21,11 @@ from retrieval_qa.encoders.vae_decoders import (
 from retrieval_qa.losses.reconstruction import TokenReconstructionLoss
 
 VOCAB, EMB, LATENT = 40, 8, 5
+
+
+def gru(embedding: nn.Embedding, **settings) -> GRUDecoder:
+    return GRUDecoder(LATENT, embedding, **{"hidden_size": 7, "num_layers": 1, "dropout": 0.0,
+                                            "tie_embeddings": True, **settings})
 
 
 def table(seed: int = 0) -> nn.Embedding:
@@ -38,7 +44,7 @@ def texts(lengths=(6, 4, 2), total: int | None = None, seed: int = 0):
 
 
 def test_gru_decoder_shapes_targets_and_conditioning():
-    dec = GRUDecoder(LATENT, table(), hidden_size=7, num_layers=2, dropout=0.0)
+    dec = gru(table(), num_layers=2)
     ids, mask = texts()
     z = torch.randn(3, LATENT)
     logits, targets, tmask = dec(z, ids, mask)
@@ -50,8 +56,8 @@ def test_gru_decoder_shapes_targets_and_conditioning():
 
 
 def test_gru_decoder_is_causal_and_padding_does_not_matter():
-    dec = GRUDecoder(LATENT, table(), hidden_size=7, dropout=0.0)
-    loss = TokenReconstructionLoss()
+    dec = gru(table())
+    loss = TokenReconstructionLoss(reduction="sequence")
     ids, mask = texts()
     z = torch.randn(3, LATENT)
     logits, _, _ = dec(z, ids, mask)
@@ -66,7 +72,7 @@ def test_gru_decoder_is_causal_and_padding_does_not_matter():
 
 
 def test_mlp_decoder_scores_one_bag_of_words_per_text():
-    dec = MLPDecoder(LATENT, table(), hidden_size=768, dropout=0.0)
+    dec = MLPDecoder(LATENT, table(), hidden_size=768, dropout=0.0, tie_embeddings=True)
     assert dec.hidden[0].out_features == 768  # section 4.3: one 768-unit hidden layer
     ids, mask = texts()
     logits, targets, tmask = dec(torch.randn(3, LATENT), ids, mask)
@@ -76,13 +82,13 @@ def test_mlp_decoder_scores_one_bag_of_words_per_text():
     flipped = ids.clone()
     flipped[0, 1:6] = ids[0, 1:6].flip(0)
     z = torch.randn(3, LATENT)
-    loss = TokenReconstructionLoss()
+    loss = TokenReconstructionLoss(reduction="sequence")
     assert loss(*dec(z, flipped, mask)).item() == pytest.approx(loss(*dec(z, ids, mask)).item())
 
 
 def test_tied_output_uses_the_embedding_table_and_adds_no_vocabulary_matrix():
     emb = table()
-    dec = GRUDecoder(LATENT, emb, hidden_size=7)
+    dec = gru(emb)
     assert dec.output.embedding is emb and dec.embedding is emb
     own = [p for n, p in dec.named_parameters() if p is not emb.weight]
     assert not any(p.shape[0] == VOCAB and p.dim() == 2 for p in own)
@@ -95,7 +101,7 @@ def test_tied_output_uses_the_embedding_table_and_adds_no_vocabulary_matrix():
 
 def test_restricted_output_vocabulary():
     emb = table()
-    out = OutputLayer(7, emb)
+    out = OutputLayer(7, emb, tie=True)
     h = torch.randn(2, 3, 7)
     full = out(h)
     kept = torch.tensor([3, 9, 1, 20, 9])
@@ -109,7 +115,7 @@ def test_restricted_output_vocabulary():
     assert pmask.tolist() == [[True, True, False], [True, True, False]]  # 5: not in the subset
     # the loss of the kept targets is the cross-entropy of the softmax over the subset
     sub = full[..., [1, 3, 9, 20]]
-    loss = TokenReconstructionLoss("token")(out(h), positions, pmask)
+    loss = TokenReconstructionLoss(reduction="token")(out(h), positions, pmask)
     expected = torch.stack([F.cross_entropy(sub[0, 0:1], torch.tensor([1])),
                             F.cross_entropy(sub[0, 1:2], torch.tensor([3])),
                             F.cross_entropy(sub[1, 0:1], torch.tensor([0])),
@@ -138,17 +144,33 @@ def test_training_vocabulary_holds_every_target_token():
 
 
 def test_build_decoder_and_word_embedding(tiny_bert_factory):
+    """``model.decoder`` names its class: by ``_target_`` (composition writes it) or by the
+    short names of configs written before; its keys are the class's arguments."""
+    from helpers import towers_conf
+
+    from retrieval_qa.training.compose import load_group
+
     emb = table()
-    assert isinstance(build_decoder({"type": "gru", "hidden_size": 6}, LATENT, emb), GRUDecoder)
-    assert isinstance(build_decoder({"type": "mlp"}, LATENT, emb), MLPDecoder)
+    conf = OmegaConf.to_container(load_group("model", "vae").decoder)  # type: gru
+    assert isinstance(build_decoder({**conf, "hidden_size": 6}, LATENT, emb), GRUDecoder)
+    mlp = {**conf, "type": "mlp"}  # num_layers: the GRU's, left out
+    assert isinstance(build_decoder(mlp, LATENT, emb), MLPDecoder)
+    target = {"_target_": "retrieval_qa.encoders.vae_decoders.MLPDecoder", "hidden_size": 6,
+              "dropout": 0.0, "tie_embeddings": False, "output_vocab": "full"}
+    assert isinstance(build_decoder(target, LATENT, emb), MLPDecoder)
+    with pytest.raises(TypeError, match=r"model\.decoder \(_target_ .*MLPDecoder.*num_layers"):
+        build_decoder({**target, "num_layers": 1}, LATENT, emb)
     with pytest.raises(ValueError, match="decoder.type"):
-        build_decoder({"type": "lstm"}, LATENT, emb)
-    with pytest.raises(ValueError, match="unknown key"):
-        build_decoder({"hidden": 3}, LATENT, emb)
-    gru = build_token_encoder({"type": "gru", "vocab_size": VOCAB, "embedding_dim": EMB,
-                               "hidden_size": 6})
-    assert word_embedding(gru) is gru.embedder.embedding
+        build_decoder({**conf, "type": "lstm"}, LATENT, emb)
+    with pytest.raises(ValueError, match=r"unknown key.*'hidden'"):
+        build_decoder({**conf, "hidden": 3}, LATENT, emb)
+    with pytest.raises(KeyError, match="output_vocab"):
+        build_decoder({k: v for k, v in conf.items() if k != "output_vocab"}, LATENT, emb)
+    encoder = build_token_encoder(towers_conf(encoder={
+        "type": "gru", "vocab_size": VOCAB, "embedding_dim": EMB, "hidden_size": 6})["encoder"])
+    assert word_embedding(encoder) is encoder.embedder.embedding
     from retrieval_qa.encoders import PretrainedTokenEncoder
 
     bert = tiny_bert_factory()
-    assert word_embedding(PretrainedTokenEncoder(bert)) is bert.embeddings.word_embeddings
+    encoder = PretrainedTokenEncoder(bert, gradient_checkpointing=False)
+    assert word_embedding(encoder) is bert.embeddings.word_embeddings

@@ -71,7 +71,7 @@ def test_dropout_masks_are_replayed():
         return emb, pen
 
     grad_cache_step(encode, module.towers.answer_tower.encode, q_batch, a_batch, module.loss,
-                    2, torch.Tensor.backward)
+                    2, torch.Tensor.backward, 0.0)
     first, second = seen[:3], seen[3:]
     for x, y in zip(first, second, strict=True):
         torch.testing.assert_close(x, y)
