@@ -14,6 +14,26 @@ from retrieval_qa.losses.gam import (
     neighbour_probabilities,
     relation_kl,
 )
+from retrieval_qa.registry import config_values
+from retrieval_qa.training.compose import load_group
+
+#: conf/model/endx.yaml's GAM settings (the paper's; their one source)
+PAPER = {k: v for k, v in config_values(load_group("model", "endx").gam).items()
+         if k in ("kernel", "sigma", "exclude_self", "detach_cross")}
+KERNEL = {k: PAPER[k] for k in ("kernel", "sigma", "exclude_self")}
+
+
+def gam_loss(**kw) -> GeometryAlignmentLoss:
+    return GeometryAlignmentLoss(**{**PAPER, **kw})
+
+
+def probs(x, y, **kw) -> torch.Tensor:
+    return neighbour_probabilities(x, y, **{**KERNEL, **kw})
+
+
+def log_probs(x, y, **kw) -> torch.Tensor:
+    return log_neighbour_probabilities(x, y, **{**KERNEL, **kw})
+
 
 KEYS = ("q|q", "a|a", "a|q", "q|a")
 ONES = dict.fromkeys(KEYS, 1.0)
@@ -44,7 +64,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def _terms(**kw) -> dict[str, torch.Tensor]:
-    gam = GeometryAlignmentLoss(**kw)
+    gam = gam_loss(**kw)
     _, terms = gam.compute_loss_from_embeddings(
         _t(DUAL_Q), _t(DUAL_A), _t(CROSS_Q), _t(CROSS_A), ONES
     )
@@ -94,7 +114,7 @@ def test_a_given_a_hand_computation() -> None:
 
 
 def test_total_is_weighted_sum_eq12() -> None:
-    gam = GeometryAlignmentLoss()
+    gam = gam_loss()
     weights = {"q|q": 1e4, "a|a": 2.0, "a|q": 0.5, "q|a": 0.25}
     total, terms = gam.compute_loss_from_embeddings(
         _t(DUAL_Q), _t(DUAL_A), _t(CROSS_Q), _t(CROSS_A), weights
@@ -117,9 +137,9 @@ def test_total_is_weighted_sum_eq12() -> None:
 def test_kl_matches_torch_batchmean() -> None:
     torch.manual_seed(0)
     cq, ca, dq, da = (torch.randn(6, 4, dtype=torch.float64) for _ in range(4))
-    ours = relation_kl(cq, ca, dq, da)
+    ours = relation_kl(cq, ca, dq, da, **KERNEL)
     ref = F.kl_div(
-        log_neighbour_probabilities(dq, da), log_neighbour_probabilities(cq, ca),
+        log_probs(dq, da), log_probs(cq, ca),
         reduction="batchmean", log_target=True,
     )
     torch.testing.assert_close(ours, ref)
@@ -129,7 +149,7 @@ def test_kl_matches_torch_batchmean() -> None:
 def test_zero_for_identical_geometry(kernel: str) -> None:
     torch.manual_seed(0)
     dual_q, dual_a = torch.randn(8, 5), torch.randn(8, 5)
-    gam = GeometryAlignmentLoss(kernel=kernel, sigma=1.5)
+    gam = gam_loss(kernel=kernel, sigma=1.5)
     total, terms = gam.compute_loss_from_embeddings(dual_q, dual_a, dual_q.clone(), dual_a.clone(), ONES)
     assert abs(total.item()) < 1e-6
     assert all(abs(v.item()) < 1e-6 for v in terms.values())
@@ -141,7 +161,7 @@ def test_zero_for_rotated_embeddings(kernel: str) -> None:
     torch.manual_seed(0)
     dual_q, dual_a = torch.randn(8, 5, dtype=torch.float64), torch.randn(8, 5, dtype=torch.float64)
     rot, _ = torch.linalg.qr(torch.randn(5, 5, dtype=torch.float64))
-    gam = GeometryAlignmentLoss(kernel=kernel)
+    gam = gam_loss(kernel=kernel)
     total, terms = gam.compute_loss_from_embeddings(dual_q, dual_a, dual_q @ rot, dual_a @ rot, ONES)
     assert all(abs(v.item()) < 1e-6 for v in terms.values())
     assert abs(total.item()) < 1e-6
@@ -151,28 +171,28 @@ def test_zero_for_rotated_embeddings(kernel: str) -> None:
 def test_positive_for_different_geometry(kernel: str) -> None:
     torch.manual_seed(1)
     emb = [torch.randn(8, 5) for _ in range(4)]
-    _, terms = GeometryAlignmentLoss(kernel=kernel).compute_loss_from_embeddings(*emb, ONES)
+    _, terms = gam_loss(kernel=kernel).compute_loss_from_embeddings(*emb, ONES)
     assert all(v.item() > 1e-4 for v in terms.values())
 
 
 def test_neighbour_probabilities_orientation_and_exclude_self() -> None:
     x, y = _t([[1.0, 0.0], [0.0, 1.0]]), _t([[2.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
-    p = neighbour_probabilities(x, y)  # P[i, j] = p(y_j | x_i), rows over y
+    p = probs(x, y)  # P[i, j] = p(y_j | x_i), rows over y
     assert p.shape == (2, 3)
     torch.testing.assert_close(p.sum(-1), torch.ones(2, dtype=torch.float64))
     assert p[0].tolist() == pytest.approx(_softmax([2.0, 0.0, 0.0]))
     assert p[1].tolist() == pytest.approx(_softmax([0.0, 0.0, 1.0]))
 
     z = _t(CROSS_Q)
-    p_excl = neighbour_probabilities(z, z, exclude_self=True)
+    p_excl = probs(z, z, exclude_self=True)
     assert torch.all(p_excl.diagonal() == 0)
     torch.testing.assert_close(p_excl.sum(-1), torch.ones(3, dtype=torch.float64))
-    assert torch.isneginf(log_neighbour_probabilities(z, z, exclude_self=True).diagonal()).all()
-    assert torch.all(neighbour_probabilities(z, z, exclude_self=False).diagonal() > 0)
+    assert torch.isneginf(log_probs(z, z, exclude_self=True).diagonal()).all()
+    assert torch.all(probs(z, z, exclude_self=False).diagonal() > 0)
     with pytest.raises(ValueError):
-        neighbour_probabilities(x, y, exclude_self=True)  # not square
+        probs(x, y, exclude_self=True)  # not square
     with pytest.raises(ValueError):
-        neighbour_probabilities(z[:1], z[:1], exclude_self=True)  # no neighbour left
+        probs(z[:1], z[:1], exclude_self=True)  # no neighbour left
 
 
 def test_exclude_self_only_affects_self_relations() -> None:
@@ -181,34 +201,34 @@ def test_exclude_self_only_affects_self_relations() -> None:
     assert on["a|q"].item() == off["a|q"].item()
     assert on["q|a"].item() == off["q|a"].item()
     assert on["q|q"].item() != off["q|q"].item()
-    assert GeometryAlignmentLoss().exclude_self is False  # the paper sums over all k
+    assert PAPER["exclude_self"] is False  # the paper sums over all k
 
 
 def test_gaussian_kernel_hand_computation() -> None:
     x = _t([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
     # Squared distances from x_0: [0, 1, 4]; from x_2: [4, 5, 0].
-    p = neighbour_probabilities(x, x, kernel="gaussian", sigma=1.0)
+    p = probs(x, x, kernel="gaussian", sigma=1.0)
     assert p[0].tolist() == pytest.approx(_softmax([0.0, -1 / 2, -4 / 2]))
     assert p[2].tolist() == pytest.approx(_softmax([-4 / 2, -5 / 2, 0.0]))
     # Proportional to exp(-d^2 / (2 sigma^2)) with sigma = 2.
-    p2 = neighbour_probabilities(x, x, kernel="gaussian", sigma=2.0)
+    p2 = probs(x, x, kernel="gaussian", sigma=2.0)
     k = [math.exp(-d / 8) for d in (0.0, 1.0, 4.0)]
     assert p2[0].tolist() == pytest.approx([v / sum(k) for v in k])
     # exclude_self: renormalised over the other two points.
-    p_ex = neighbour_probabilities(x, x, kernel="gaussian", sigma=1.0, exclude_self=True)
+    p_ex = probs(x, x, kernel="gaussian", sigma=1.0, exclude_self=True)
     k = [math.exp(-1 / 2), math.exp(-4 / 2)]
     assert p_ex[0].tolist() == pytest.approx([0.0, k[0] / sum(k), k[1] / sum(k)])
     # Literal eq. 7: the kernel value itself is the logit.
-    p_lit = neighbour_probabilities(x, x, kernel="gaussian_literal", sigma=1.0)
+    p_lit = probs(x, x, kernel="gaussian_literal", sigma=1.0)
     assert p_lit[0].tolist() == pytest.approx(_softmax([1.0, math.exp(-1 / 2), math.exp(-2)]))
 
 
 def test_gaussian_dual_sigma() -> None:
     x = torch.randn(5, 3, dtype=torch.float64)
-    gam = GeometryAlignmentLoss(kernel="gaussian", sigma=1.0, dual_sigma=2.0)
+    gam = gam_loss(kernel="gaussian", sigma=1.0, dual_sigma=2.0)
     # Same points, dual width doubled: equivalent to dual points halved with the same width.
     _, terms = gam.compute_loss_from_embeddings(x, x, x, x, ONES)
-    _, ref = GeometryAlignmentLoss(kernel="gaussian").compute_loss_from_embeddings(
+    _, ref = gam_loss(kernel="gaussian").compute_loss_from_embeddings(
         x / 2, x / 2, x, x, ONES
     )
     for k in KEYS:
@@ -219,8 +239,8 @@ def test_gaussian_dual_sigma() -> None:
 def test_gradient_routing(detach_cross: bool) -> None:
     torch.manual_seed(0)
     dual_q, dual_a, cross_q, cross_a = (torch.randn(6, 4, requires_grad=True) for _ in range(4))
-    gam = GeometryAlignmentLoss(detach_cross=detach_cross)
-    assert GeometryAlignmentLoss().detach_cross is False  # eq. 13 optimised jointly
+    gam = gam_loss(detach_cross=detach_cross)
+    assert PAPER["detach_cross"] is False  # eq. 13 optimised jointly
     total, _ = gam.compute_loss_from_embeddings(dual_q, dual_a, cross_q, cross_a, ONES)
     total.backward()
     for t in (dual_q, dual_a):
@@ -237,7 +257,7 @@ def test_single_relation_gradients() -> None:
     torch.manual_seed(0)
     dual_q, dual_a = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)
     cross_q, cross_a = torch.randn(4, 3), torch.randn(4, 3)
-    gam = GeometryAlignmentLoss()
+    gam = gam_loss()
     total, _ = gam.compute_loss_from_embeddings(dual_q, dual_a, cross_q, cross_a, {"q|q": 1.0})
     total.backward()
     assert dual_q.grad.abs().sum() > 0
@@ -246,12 +266,12 @@ def test_single_relation_gradients() -> None:
 
 def test_batch_of_one_is_finite() -> None:
     x = [torch.randn(1, 3, requires_grad=True) for _ in range(4)]
-    total, terms = GeometryAlignmentLoss().compute_loss_from_embeddings(*x, ONES)
+    total, terms = gam_loss().compute_loss_from_embeddings(*x, ONES)
     assert total.item() == 0.0 and all(v.item() == 0.0 for v in terms.values())
     total.backward()
 
 
 def test_low_precision_is_upcast() -> None:
     x = [torch.randn(4, 3).bfloat16() for _ in range(4)]
-    total, terms = GeometryAlignmentLoss().compute_loss_from_embeddings(*x, ONES)
+    total, terms = gam_loss().compute_loss_from_embeddings(*x, ONES)
     assert total.dtype == torch.float32 and terms["a|q"].dtype == torch.float32

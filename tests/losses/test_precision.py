@@ -51,7 +51,7 @@ def test_in_batch_softmax_takes_bf16_embeddings_and_scores_them_in_float32():
 
 def test_gam_total_with_paper_weights_is_the_same_inside_autocast():
     dual_q, dual_a, cross_q, cross_a = _embeddings(scale=6.0)
-    gam = GamLoss(detach_cross=False)
+    gam = GamLoss(kernel="inner_product", sigma=1.0, exclude_self=False, detach_cross=False)
     weights = {"q|q": 1e4, "a|a": 1e4, "a|q": 0.5, "q|a": 0.5}
     plain, plain_terms = gam(dual_q, dual_a, cross_q, cross_a, weights)
     with torch.autocast(**BF16):

@@ -17,9 +17,9 @@ def test_loss_by_hand():
     q = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
     p = torch.tensor([[0.3, 0.0], [2.0, 0.0], [0.0, 1.0]])
     # d = 0.3 (within m=0.5: 0), 2.0 ([1.5]+ + 0.5 = 2.0), 1.0 ([0.5]+ + 0.5 = 1.0)
-    per = quadratic_conditional_loss(q, p, margin=0.5, reduction="none")
+    per = quadratic_conditional_loss(q, p, margin=0.5, squared=False, reduction="none")
     torch.testing.assert_close(per, torch.tensor([0.0, 2.0, 1.0]))
-    assert QuadraticConditionalLoss(0.5)(q, p).item() == pytest.approx(1.0)
+    assert QuadraticConditionalLoss(margin=0.5, squared=False)(q, p).item() == pytest.approx(1.0)
     sq = quadratic_conditional_loss(q, p, margin=0.5, squared=True, reduction="none")
     torch.testing.assert_close(sq, torch.tensor([0.0, 4.0, 1.0]))
 
@@ -27,5 +27,5 @@ def test_loss_by_hand():
 def test_gradient_pulls_far_pairs_only():
     q = torch.tensor([[0.0, 0.0], [0.0, 0.0]], requires_grad=True)
     p = torch.tensor([[0.1, 0.0], [3.0, 0.0]])
-    quadratic_conditional_loss(q, p, margin=0.5).backward()
+    quadratic_conditional_loss(q, p, margin=0.5, squared=False).backward()
     assert q.grad[0].abs().sum() == 0 and q.grad[1, 0] < 0

@@ -27,9 +27,9 @@ def test_picks_the_hardest_positive_and_negative_by_hand():
     q = torch.tensor([[0.0, 0.0]])
     p = torch.tensor([[1.0, 0.0], [3.0, 0.0], [2.0, 0.0], [0.5, 0.0]])
     yq, yp = torch.tensor([7]), torch.tensor([7, 7, 9, 9])
-    pos, neg = batch_hard_indices(q, p, yq, yp)
+    pos, neg = batch_hard_indices(q, p, yq, yp, squared=False)
     assert pos.tolist() == [1] and neg.tolist() == [3]   # farthest 7 (d=3), nearest 9 (d=0.5)
-    loss = batch_hard_triplet_loss(q, p, yq, yp, margin=0.1)
+    loss = batch_hard_triplet_loss(q, p, yq, yp, margin=0.1, squared=False)
     assert loss.item() == pytest.approx(3.0 - 0.5 + 0.1)
     assert batch_hard_triplet_loss(q, p, yq, yp, margin=0.1, squared=True).item() == \
         pytest.approx(9.0 - 0.25 + 0.1)
@@ -39,7 +39,7 @@ def test_satisfied_triplet_costs_nothing():
     q = torch.tensor([[0.0, 0.0]])
     p = torch.tensor([[0.1, 0.0], [5.0, 0.0]])
     assert batch_hard_triplet_loss(q, p, torch.tensor([1]), torch.tensor([1, 2]),
-                                   margin=1.0).item() == 0.0
+                                   margin=1.0, squared=False).item() == 0.0
 
 
 @pytest.mark.parametrize("squared", [False, True])
@@ -62,14 +62,15 @@ def test_anchor_without_negative_is_left_out_and_all_such_is_an_error():
     q = torch.zeros(2, 3)
     p = torch.ones(2, 3)
     with pytest.raises(ValueError, match="no anchor"):
-        batch_hard_triplet_loss(q, p, torch.tensor([1, 1]), torch.tensor([1, 1]))
+        batch_hard_triplet_loss(q, p, torch.tensor([1, 1]), torch.tensor([1, 1]),
+                                margin=0.2, squared=False)
     assert batch_hard_triplet_loss(q, p, torch.tensor([1, 2]), torch.tensor([1, 3]),
-                                   reduction="none").shape == (1,)
+                                   margin=0.2, squared=False, reduction="none").shape == (1,)
 
 
 def test_distances_finite_gradient_at_zero():
     a = torch.ones(2, 4, requires_grad=True)
-    d = pairwise_distances(a, a.detach())
+    d = pairwise_distances(a, a.detach(), squared=False)
     d.sum().backward()
     assert torch.isfinite(a.grad).all()
     torch.testing.assert_close(d, torch.cdist(a, a).detach(), atol=1e-5, rtol=0)
@@ -77,4 +78,4 @@ def test_distances_finite_gradient_at_zero():
 
 def test_module_rejects_negative_margin():
     with pytest.raises(ValueError):
-        BatchHardTripletLoss(margin=-1)
+        BatchHardTripletLoss(margin=-1, squared=False)
