@@ -249,15 +249,15 @@ def from_conf(group: str, name: str, **arguments):
     return target_of(node, f"conf/{group}/{name}.yaml")(**values)
 
 
-def towers_conf(**sections) -> dict:
-    """The ``towers`` block of conf/model/dual_encoder.yaml (the one source of its settings)
-    as a plain dict, short names as written, with ``sections`` over it (a dict merges into its
+def towers_conf(model: str = "dual_encoder", /, **sections) -> dict:
+    """The ``towers`` block of conf/model/<model>.yaml (the one source of its settings) as a
+    plain dict, short names as written, with ``sections`` over it (a dict merges into its
     section, anything else replaces it): what the builders take whole."""
     from omegaconf import OmegaConf
 
     from retrieval_qa.training.compose import load_group
 
-    cfg = OmegaConf.to_container(load_group("model", "dual_encoder").towers)
+    cfg = OmegaConf.to_container(load_group("model", model).towers)
     for section, values in sections.items():
         if isinstance(values, dict):
             cfg[section].update(values)

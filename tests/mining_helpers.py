@@ -9,7 +9,7 @@ import hashlib
 from pathlib import Path
 
 import torch
-from helpers import WORDS, synthetic_squad, write_json_gz, write_jsonl_gz
+from helpers import WORDS, synthetic_squad, towers_conf, write_json_gz, write_jsonl_gz
 
 from retrieval_qa.data.splitter import split_sentences
 
@@ -103,12 +103,12 @@ def save_tiny_bert(folder: Path, seed: int = 0) -> Path:
 
 def tiny_towers_config(tokenizer_dir: Path) -> dict:
     tok_size = len(dict.fromkeys(VOCAB))
-    return {"encoder": {"type": "gru", "pretrained": str(tokenizer_dir), "fallback": None,
-                        "vocab_size": tok_size, "embedding_dim": 16, "hidden_size": 16,
-                        "dropout": 0.0, "num_layers": 1},
-            "pooler": {"type": "mean"}, "projection": {"dim": None, "normalize": False,
-                                                        "bias": False},
-            "sharing": "sde"}
+    return towers_conf(
+        encoder={"type": "gru", "pretrained": str(tokenizer_dir), "fallback": None,
+                 "vocab_size": tok_size, "embedding_dim": 16, "hidden_size": 16, "dropout": 0.0,
+                 "num_layers": 1},
+        pooler={"type": "mean"}, projection={"dim": None, "normalize": False, "bias": False},
+        sharing="sde")
 
 
 def save_tiny_retriever(folder: Path, tokenizer_dir: Path, seed: int = 0) -> Path:

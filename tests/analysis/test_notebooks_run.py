@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import towers_conf
 
 papermill = pytest.importorskip("papermill")
 pytest.importorskip("ipykernel")
@@ -56,10 +57,10 @@ def tiny_exports(root: Path, tokenizer_dir: Path) -> dict[str, str]:
     models = {}
     for name, sharing, dim in (("SDE", "sde", None), ("ADE", "ade", None),
                                ("ADE-SPL", "ade_spl", 6)):
-        cfg = {"encoder": {"type": "gru", "vocab_size": vocab, "embedding_dim": 8,
-                           "hidden_size": 8, "dropout": 0.0},
-               "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 4},
-               "projection": {"dim": dim}, "sharing": sharing}
+        cfg = towers_conf(encoder={"type": "gru", "vocab_size": vocab, "embedding_dim": 8,
+                                   "hidden_size": 8, "dropout": 0.0},
+                          pooler={"type": "multihop_attention", "hops": 2, "attention_dim": 4},
+                          projection={"dim": dim}, sharing=sharing)
         torch.manual_seed(0)
         meta = {"max_question_length": 16, "max_answer_length": 24,
                 "answer_with_context": False, "builder": "retrieval_qa.encoders.build_dual_towers",

@@ -9,7 +9,6 @@ from omegaconf import OmegaConf
 
 from retrieval_qa.config import conf_dir
 from retrieval_qa.encoders import (
-    MultiHopSelfAttentionPooler,
     PretrainedTokenEncoder,
     RecurrentTokenEncoder,
     TransformerTokenEncoder,

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import WORDS, save_dual_encoder, save_tiny_bert_model, save_tiny_t5, word_tokenizer
+from helpers import (
+    WORDS,
+    save_dual_encoder,
+    save_tiny_bert_model,
+    save_tiny_t5,
+    towers_conf,
+    word_tokenizer,
+)
 
 pytest.importorskip("sentence_transformers")
 
@@ -67,9 +74,9 @@ def rqa(*argv) -> dict:
 
 
 def bert(path: Path, sharing: str, pooler: str = "mean", projection: dict | None = None) -> dict:
-    return {"encoder": {"type": "pretrained", "pretrained": str(path), "fallback": None},
-            "pooler": {"type": pooler}, "projection": projection or {"dim": None},
-            "sharing": sharing}
+    return towers_conf(encoder={"type": "pretrained", "pretrained": str(path), "fallback": None},
+                       pooler={"type": pooler}, projection=projection or {"dim": None},
+                       sharing=sharing)
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +177,10 @@ def test_towers_sentence_transformers_cannot_express_keep_the_custom_module(
     root, tok = models
     cfg, context = bert(root / "bert", "sde"), case == "context"
     if case == "gru":
-        cfg = {"encoder": {"type": "gru", "vocab_size": len(tok), "embedding_dim": 8,
-                           "hidden_size": 8, "dropout": 0.0},
-               "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 4},
-               "projection": {"dim": None}, "sharing": "sde"}
+        cfg = towers_conf(encoder={"type": "gru", "vocab_size": len(tok), "embedding_dim": 8,
+                                   "hidden_size": 8, "dropout": 0.0},
+                          pooler={"type": "multihop_attention", "hops": 2, "attention_dim": 4},
+                          projection={"dim": None}, sharing="sde")
     elif case == "input_types":
         cfg["encoder"]["input_types"] = True
     src = save_dual_encoder(tmp_path / "src", tok, cfg, "cosine", answer_with_context=context)

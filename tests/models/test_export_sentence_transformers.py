@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import save_dual_encoder
+from helpers import save_dual_encoder, towers_conf
 
 pytest.importorskip("sentence_transformers")
 
@@ -52,15 +52,15 @@ def assets(tmp_path_factory):
 
 
 def gru_config(vocab: int, sharing: str, projection: int | None = None) -> dict:
-    return {"encoder": {"type": "gru", "vocab_size": vocab, "embedding_dim": 8,
-                        "hidden_size": 8, "dropout": 0.0},
-            "pooler": {"type": "multihop_attention", "hops": 2, "attention_dim": 4},
-            "projection": {"dim": projection}, "sharing": sharing}
+    return towers_conf(encoder={"type": "gru", "vocab_size": vocab, "embedding_dim": 8,
+                                "hidden_size": 8, "dropout": 0.0},
+                       pooler={"type": "multihop_attention", "hops": 2, "attention_dim": 4},
+                       projection={"dim": projection}, sharing=sharing)
 
 
 def bert_config(bert: Path, sharing: str, pooler: str = "mean") -> dict:
-    return {"encoder": {"type": "pretrained", "pretrained": str(bert), "fallback": None},
-            "pooler": {"type": pooler}, "projection": {"dim": None}, "sharing": sharing}
+    return towers_conf(encoder={"type": "pretrained", "pretrained": str(bert), "fallback": None},
+                       pooler={"type": pooler}, projection={"dim": None}, sharing=sharing)
 
 
 def rqa(*argv) -> dict:
@@ -172,9 +172,9 @@ def test_answers_with_context_take_sentence_context_pairs(assets, tmp_path, monk
 def test_vae_towers_are_rebuilt_by_their_builder(assets, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _, tok, vocab, _ = assets
-    cfg = {"type": "vae", "encoder": {"vocab_size": vocab, "embedding_dim": 8, "hidden_size": 8,
+    cfg = towers_conf("vae", encoder={"vocab_size": vocab, "embedding_dim": 8, "hidden_size": 8,
                                       "dropout": 0.0},
-           "pooler": {"hops": 2, "attention_dim": 4}, "sharing": "ade", "latent_dim": 5}
+                      pooler={"hops": 2, "attention_dim": 4}, sharing="ade", latent_dim=5)
     src = save_dual_encoder(tmp_path / "src", tok, cfg, "cosine",
                      builder="retrieval_qa.encoders.vae.towers_from_config")
     rqa("export", "--format", "sentence-transformers", "--checkpoint", src,

@@ -56,13 +56,17 @@ def test_paper_defaults_of_the_model_config():
     m = cfg.model
     assert (m._target_, m.mode, m.towers.latent_dim, m.towers.encoder.hidden_size) == (
         "retrieval_qa.models.vae.VAEModule", "cross", 512, 768)
-    assert (m.optimizer.name, m.optimizer.lr, cfg.trainer.max_epochs) == ("adam", 1e-5, 100)
-    assert m.towers.encoder.type == "gru" and m.towers.pooler.type == "multihop_attention"
+    assert (m.optimizer._target_, m.optimizer.lr, cfg.trainer.max_epochs) == (
+        "torch.optim.Adam", 1e-5, 100)
+    assert m.towers.encoder._target_.endswith("RecurrentTokenEncoder") and \
+        m.towers.encoder.kind == "gru"
+    assert m.towers.pooler._target_.endswith("MultiHopSelfAttentionPooler")
+    assert m.decoder._target_.endswith("GRUDecoder") and m.decoder.num_layers == 1
     assert m.loss.kl.rate_factor == 2.0 and m.loss.kl.max_beta == 1.0
     assert compose(["experiment=dual_vae"]).model.mode == "dual"
     cpu = compose(["experiment=dual_vae", "profile=cpu"])
     assert "REDUCED" in cpu.description and cpu.data.max_train_pairs == 20000
-    assert cpu.model.towers.encoder.hidden_size == 256 and cpu.model.decoder.type == "mlp"
+    assert cpu.model.towers.encoder.hidden_size == 256 and cpu.model.decoder._target_.endswith("MLPDecoder")
 
 
 @pytest.mark.parametrize("experiment", ["dual_vae", "cross_vae"])

@@ -212,15 +212,15 @@ def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
     from retrieval_qa.models import artifact
     from retrieval_qa.pipeline import stages
     from retrieval_qa.pipeline.config import RetrieverSpec
-    from tests.helpers import save_dual_encoder, word_tokenizer
+    from tests.helpers import save_dual_encoder, towers_conf, word_tokenizer
 
     pool = tiny_pool()
     words = sorted({w.strip("?.").lower() for t in pool.questions + [c.text for c in
                                                                      pool.candidates]
                     for w in t.split()})
-    cfg = {"encoder": {"type": "gru", "vocab_size": len(words) + 5, "embedding_dim": 8,
-                       "hidden_size": 8, "dropout": 0.0},
-           "pooler": {"type": "mean"}, "projection": {"dim": None}, "sharing": "sde"}
+    cfg = towers_conf(encoder={"type": "gru", "vocab_size": len(words) + 5, "embedding_dim": 8,
+                               "hidden_size": 8, "dropout": 0.0},
+                      pooler={"type": "mean"}, projection={"dim": None}, sharing="sde")
     folder = save_dual_encoder(tmp_path / "m", word_tokenizer(words), cfg, "cosine")
     loads = []
     real = artifact.load_artifact
