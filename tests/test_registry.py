@@ -1,13 +1,24 @@
 """One registry builds every block: ``_target_`` or a short name of SHORT_NAMES, the block's
-keys as arguments (a ``_target_`` block's all of them; a short-named block's those its class
-takes), and the caller's context where the target takes it."""
+keys as arguments (a ``_target_`` block's all of them but its builder's own; a short-named
+block's those its class takes), and the caller's context where the target takes it.
+Composition resolves the short names (resolve_blocks): the composed block shows the class."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
-from retrieval_qa.registry import SHORT_NAMES, instantiate, locate, target_of
+from retrieval_qa.errors import UnknownKeyError
+from retrieval_qa.registry import (
+    BUILDER_KEYS,
+    SHORT_NAMES,
+    instantiate,
+    locate,
+    resolve,
+    resolve_blocks,
+    target_of,
+)
 
 
 class Scaled:
@@ -51,16 +62,54 @@ def test_a_target_block_key_the_target_does_not_take_is_an_error_naming_the_bloc
                     hidden_size=8)
 
 
-def test_shared_keys_reach_only_targets_that_take_them():
-    made = instantiate({"_target_": HERE, "factor": 2, "hops": 4}, "pooler",
-                       shared={"hops", "factor"}, hidden_size=1)
-    assert made.factor == 2
+def test_a_target_block_is_whole_a_short_name_key_in_it_is_an_error():
+    with pytest.raises(TypeError, match=r"pooler \(_target_ .*Scaled\).*'type'"):
+        instantiate({"_target_": HERE, "type": "mean", "factor": 1}, "pooler", "pooler",
+                    hidden_size=2)
 
 
-def test_a_target_wins_over_a_short_name():
-    made = instantiate({"_target_": HERE, "type": "mean", "factor": 1}, "pooler", "pooler",
-                       shared={"type"}, hidden_size=2)
-    assert isinstance(made, Scaled)
+def test_the_builders_keys_are_not_arguments():
+    block = {"_target_": "torch.optim.SGD", "lr": 0.5, "momentum": 0.0,
+             **dict.fromkeys(BUILDER_KEYS["optimizer"], 0)}
+    opt = instantiate(block, "model.optimizer", "optimizer",
+                      params=[torch.nn.Parameter(torch.ones(1))])
+    assert opt.defaults["lr"] == 0.5
+
+
+def test_resolve_writes_the_target_the_fixed_arguments_and_the_keys_the_class_takes():
+    block = {"type": "gru", "hidden_size": 8, "num_heads": 12, "pretrained": "minilm",
+             "dropout": "${model.dropout}"}
+    assert resolve(block, "model.towers.encoder", "encoder") == {
+        "_target_": "retrieval_qa.encoders.recurrent_encoder.RecurrentTokenEncoder",
+        "kind": "gru", "hidden_size": 8, "pretrained": "minilm", "dropout": "${model.dropout}"}
+    named = {"_target_": HERE, "factor": 1}
+    assert resolve(named, "pooler", "pooler") == named
+    with pytest.raises(UnknownKeyError, match=r"model\.towers\.encoder: unknown key.*'hidden'"):
+        resolve({"type": "gru", "hidden": 8}, "model.towers.encoder", "encoder")
+
+
+def test_resolve_blocks_resolves_composed_places_in_place():
+    """Interpolations stay as written (a block that interpolates another follows it), a flat
+    short name gathers its settings into its block, and blocks without a short name (a dual
+    encoder's loss) are left as they are."""
+    cfg = OmegaConf.create({"model": {
+        "towers": {"pooler": {"type": "mean", "hops": 4}},
+        "cross": {"pooler": "${model.towers.pooler}"},
+        "loss": {"similarity": "dot"}, "refiner": "fcrr", "sf": 1.0, "dropout": 0.1,
+        "fc_hidden": None, "conv_filters": 8, "sides": "question"}})
+    assert resolve_blocks(cfg) == {"model.towers.pooler": "type: mean",
+                                   "model.refiner": "refiner: fcrr"}
+    assert OmegaConf.to_container(cfg.model.towers.pooler) == {
+        "_target_": "retrieval_qa.encoders.poolers.MeanPooler"}
+    assert OmegaConf.is_interpolation(cfg.model.cross, "pooler")
+    assert cfg.model.cross.pooler._target_.endswith("MeanPooler")
+    assert OmegaConf.to_container(cfg.model.refiner) == {
+        "_target_": "retrieval_qa.encoders.residual.FCRR", "sf": 1.0, "dropout": 0.1,
+        "fc_hidden": None}
+    assert "sf" not in cfg.model and cfg.model.sides == "question"
+    assert cfg.model.loss == {"similarity": "dot"}
+    again = OmegaConf.to_container(cfg)
+    assert resolve_blocks(cfg) == {} and OmegaConf.to_container(cfg) == again
 
 
 def test_a_value_error_of_the_target_names_the_block():
