@@ -50,10 +50,11 @@ def run_ours(batch: int, mini_batch: int | None) -> dict:
     from retrieval_qa.models.grad_cache import grad_cache_step
     from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
     from retrieval_qa.registry import config_values
-    from retrieval_qa.training.compose import load_group
+    from retrieval_qa.training.compose import compose_group, load_group
 
+    towers = compose_group("model", "dual_encoder", {"towers": TOWERS}).towers  # conf's others
     module = DualEncoderModule(
-        TOWERS, {"similarity": "cosine", "scale": 20.0, "symmetric": False,
+        towers, {"similarity": "cosine", "scale": 20.0, "symmetric": False,
                  "gather_across_processes": False, "penalty_coef": 0.0},
         {"name": "adamw", "lr": 5e-5, "weight_decay": 0.01, "schedule": "constant"},
         gradient_cache={"mini_batch_size": None},

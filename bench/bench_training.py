@@ -110,11 +110,17 @@ def machine(threads: int) -> dict:
 
 
 def towers_config(model: str | None, chunk_rows: int | None) -> dict:
-    """TOWERS with ``model`` (a checkpoint folder; None: the packaged MiniLM) and chunk_rows."""
+    """TOWERS with ``model`` (a checkpoint folder; None: the packaged MiniLM) and chunk_rows,
+    over conf's towers (the other settings)."""
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.training.compose import compose_group
+
     encoder = {**TOWERS["encoder"], "chunk_rows": chunk_rows}
     if model is not None:
         encoder["pretrained"] = model
-    return {**TOWERS, "encoder": encoder}
+    towers = {**TOWERS, "encoder": encoder}
+    return OmegaConf.to_container(compose_group("model", "dual_encoder", {"towers": towers}).towers)
 
 
 def st_model_path(model: str | None) -> str:

@@ -82,11 +82,11 @@ class Side:
         self.tower_parameters = sum(p.numel() for p in towers.question_tower.parameters())
         self.settings = {
             "experiment": experiment, "overrides": overrides,
-            "encoder": {k: cfg.model.towers.encoder[k]
-                        for k in ("type", "num_layers", "hidden_size", "bidirectional")},
-            "pooler": cfg.model.towers.pooler.type, "sharing": cfg.model.towers.sharing,
-            "decoder": cfg.model.decoder.type if "decoder" in cfg.model else None,
-            "optimizer": f"{cfg.model.optimizer.name} lr {cfg.model.optimizer.lr}",
+            "encoder": {k: cfg.model.towers.encoder.get(k) for k in (
+                "_target_", "kind", "num_layers", "hidden_size", "bidirectional")},
+            "pooler": cfg.model.towers.pooler._target_, "sharing": cfg.model.towers.sharing,
+            "decoder": cfg.model.decoder._target_ if "decoder" in cfg.model else None,
+            "optimizer": f"{cfg.model.optimizer._target_} lr {cfg.model.optimizer.lr}",
             "trainable_parameters": self.parameters,
             "one_tower_parameters": self.tower_parameters}
 

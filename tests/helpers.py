@@ -235,13 +235,17 @@ def save_dual_encoder(folder: Path, tokenizer, towers_cfg: dict, similarity: str
 
 def from_conf(group: str, name: str, **arguments):
     """conf/<group>/<name>.yaml's ``_target_`` built with the file's values (their one source)
-    and ``arguments`` over them: a dict merges into the file's dict of that key; anything else
-    replaces the file's value or adds an argument the file does not hold (a tokenizer, a
-    ``dim``)."""
-    from retrieval_qa.registry import config_values, target_of
+    as composition gives them (short names resolved) and ``arguments`` over them: a dict merges
+    into the file's dict of that key; anything else replaces the file's value or adds an
+    argument the file does not hold (a tokenizer, a ``dim``)."""
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.registry import config_values, resolve_blocks, target_of
     from retrieval_qa.training.compose import load_group
 
-    node = load_group(group, name)
+    composed = OmegaConf.create({group: load_group(group, name)})
+    resolve_blocks(composed)
+    node = composed[group]
     values = config_values(node)
     for key, value in arguments.items():
         merge = isinstance(value, dict) and isinstance(values.get(key), dict)

@@ -17,7 +17,7 @@ builder reads conf/ again."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +35,11 @@ from ..config import (
 )
 from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
 from ..ranges import out_of_range
-from ..registry import resolve_blocks
+from ..registry import FLAT_SETTINGS, PLACES, SHORT_NAMES, resolve_blocks
 from .provenance import COMMAND_LINE, value_sources
 
-__all__ = ["Composed", "compose", "compose_traced", "experiment_profiles", "load_experiment",
-           "load_group"]
+__all__ = ["Composed", "compose", "compose_group", "compose_traced", "experiment_profiles",
+           "load_experiment", "load_group"]
 
 
 def _set_whole_blocks(base: DictConfig, extra: DictConfig, prefix: str = "") -> None:
@@ -175,7 +175,59 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
     cfg.profile = profile
     _check_values(cfg, files, list(overrides))
     resolved = resolve_blocks(cfg)  # after the checks: a mistyped value fails before torch loads
+    if block is not None:
+        block = _in_resolved_terms(block, cfg, resolved)
     return Composed(cfg, list(overrides), block, resolved)
+
+
+def _in_resolved_terms(block: DictConfig, cfg: DictConfig, resolved: dict[str, str]
+                       ) -> DictConfig:
+    """A profile block's settings where the resolved config holds them: a short name as its
+    ``_target_``, a flat short name's setting in its block; a setting of a class the block
+    does not build (a GRU's ``num_heads``) is not in effect and left out."""
+    out = OmegaConf.create()
+    for key, value in _leaves(block):
+        if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+            parent, _, leaf = key.rpartition(".")
+            if parent in resolved and leaf == SHORT_NAMES[PLACES[parent]][0]:
+                key, value = f"{parent}._target_", SHORT_NAMES[PLACES[parent]][1].get(
+                    value, {}).get("_target_", value)
+            else:
+                moved = next((p for p in resolved if p.rpartition(".")[0] == parent
+                              and leaf in FLAT_SETTINGS.get(PLACES[p], ())), None)
+                if moved is None or OmegaConf.select(cfg, f"{moved}.{leaf}",
+                                                     default=_ABSENT) is _ABSENT:
+                    continue
+                key = f"{moved}.{leaf}"
+        OmegaConf.update(out, key, value, force_add=True)
+    return out
+
+
+_ABSENT = object()
+
+
+def _leaves(node: DictConfig, prefix: str = ""):
+    """(dotted key, value as written) of every leaf of a config."""
+    for key, value in node.items_ex(resolve=False):
+        if isinstance(value, DictConfig) and len(value):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def compose_group(group: str, name: str, *overrides: Mapping) -> DictConfig:
+    """conf/<group>/<name>.yaml (with its ``extends:``) and ``overrides`` merged over it in
+    order (a key the file lacks is an error), its short names resolved: a part of a config
+    that code outside ``rqa train`` builds (a bench's towers), composed as ``rqa train``
+    composes it, e.g. ``build_dual_towers(compose_group("model", "dual_encoder",
+    {"towers": {"pooler": {"type": "mean"}}}).towers)``."""
+    node = load_group(group, name)
+    OmegaConf.set_struct(node, True)
+    for extra in overrides:
+        node = _merge_strict(node, OmegaConf.create(dict(extra)), f"conf/{group}/{name}.yaml")
+    composed = OmegaConf.create({group: node})
+    resolve_blocks(composed)
+    return composed[group]
 
 
 def _check_values(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> None:

@@ -58,10 +58,16 @@ def test_every_value_has_a_source_and_the_profile_settings_are_the_files(experim
     composed = compose_traced([f"experiment={experiment}", f"profile={profile}"])
     sources = composed.sources()
     assert not [k for k in _leaves(composed.cfg) if k not in sources]
-    block = load_experiment(experiment).profiles[profile]
-    expected = profile_settings(composed.cfg, block)
-    assert profile_settings(composed.cfg, composed.profile_block) == expected
-    assert list(expected["settings"]) and not expected["overridden"]
+    got = profile_settings(composed.cfg, composed.profile_block)
+    assert list(got["settings"]) and not got["overridden"]
+    # the file's settings, a short name (type: mlp) as the _target_ composition resolved
+    read = profile_settings(composed.cfg, load_experiment(experiment).profiles[profile])
+    for key, value in read["settings"].items():
+        if key in read["overridden"]:  # not in the composed config: a resolved short name
+            assert key.endswith((".type", ".name")), key
+            assert got["settings"][key.rpartition(".")[0] + "._target_"]
+        else:
+            assert got["settings"][key] == value, key
 
 
 def test_rqa_train_cfg_prints_the_annotated_config_and_trains_nothing(tmp_path):

@@ -18,13 +18,19 @@ from helpers import (
     synthetic_squad,
     write_json_gz,
 )
+from omegaconf import OmegaConf
 
 from retrieval_qa.cli import main
 from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit
 from retrieval_qa.embeddings import base
 from retrieval_qa.embeddings.static import read_vectors
 from retrieval_qa.evaluation import read_run_file
-from retrieval_qa.training.compose import compose
+from retrieval_qa.registry import config_values
+from retrieval_qa.training.compose import compose, load_group
+
+#: conf/model/residual.yaml's loss settings (their one source)
+TRIPLET = {k: v for k, v in config_values(load_group("model", "residual").loss).items()
+           if k != "name"}
 
 
 @pytest.fixture
@@ -85,12 +91,13 @@ def test_triplet_anchor_follows_the_refined_side():
             return m.compute_loss(q, p, labels), rq, rp
 
     got, rq, rp = loss(sides="question")
-    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
+    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels, **TRIPLET))
     got, rq, rp = loss(sides="paragraph")
-    assert torch.allclose(got, batch_hard_triplet_loss(rp, rq, labels, labels))
+    assert torch.allclose(got, batch_hard_triplet_loss(rp, rq, labels, labels, **TRIPLET))
     got, rq, rp = loss(sides="both")
-    assert torch.allclose(got, 0.5 * (batch_hard_triplet_loss(rq, rp, labels, labels)
-                                      + batch_hard_triplet_loss(rp, rq, labels, labels)))
+    assert torch.allclose(got, 0.5 * (
+        batch_hard_triplet_loss(rq, rp, labels, labels, **TRIPLET)
+        + batch_hard_triplet_loss(rp, rq, labels, labels, **TRIPLET)))
     m = from_conf("model", "residual", dim=8, sides="both").train()
     torch.manual_seed(1)
     m.compute_loss(q, p, labels).backward()
@@ -99,21 +106,53 @@ def test_triplet_anchor_follows_the_refined_side():
     m.zero_grad()
     torch.manual_seed(1)
     rq, rp = m.refine_questions(q), m.refine_paragraphs(p)
-    (0.5 * batch_hard_triplet_loss(rq, rp.detach(), labels, labels)).backward()
+    (0.5 * batch_hard_triplet_loss(rq, rp.detach(), labels, labels, **TRIPLET)).backward()
     for g, x in zip(grads, m.question_refiner.parameters(), strict=True):
         assert torch.allclose(g, x.grad, atol=1e-6)
     got, rq, rp = loss(sides="paragraph", anchor="question")
-    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels))
+    assert torch.allclose(got, batch_hard_triplet_loss(rq, rp, labels, labels, **TRIPLET))
     with pytest.raises(ValueError, match="model.anchor"):
         from_conf("model", "residual", dim=8, anchor="answer")
 
 
 def test_compose_uses_the_paper_settings():
+    """``refiner: convrr`` and its settings beside it compose to the refiner's block (its
+    ``_target_`` and the arguments it takes), ``loss.name`` to the loss's."""
     cfg = compose(["experiment=convrr"])
-    assert cfg.model._target_.endswith("ResidualRefinementModule") and cfg.model.refiner == "convrr"
-    assert (cfg.model.conv_filters, cfg.model.conv_window, cfg.model.conv_stride) == (1024, 5, 2)
-    assert cfg.data.batch_size == 512 and cfg.model.dropout == 0.1 and cfg.model.sf == 1.0
+    assert cfg.model._target_.endswith("ResidualRefinementModule")
+    refiner = OmegaConf.to_container(cfg.model.refiner)
+    assert refiner == {"_target_": "retrieval_qa.encoders.residual.ConvRR", "sf": 1.0,
+                       "dropout": 0.1, "conv_filters": 1024, "conv_window": 5, "conv_stride": 2}
+    assert not {"sf", "dropout", "fc_hidden", "conv_filters"} & set(cfg.model)
+    assert OmegaConf.to_container(cfg.model.loss) == {
+        "_target_": "retrieval_qa.losses.triplet.BatchHardTripletLoss", "margin": 0.2,
+        "squared": False}
+    assert cfg.data.batch_size == 512
     assert cfg.model.optimizer.lr == 1e-3 and cfg.model.optimizer.weight_decay == 1e-3
+    quadratic = compose(["experiment=fcrr", "model.loss.name=quadratic_conditional",
+                         "model.fc_hidden=16"]).model
+    assert quadratic.loss._target_.endswith("QuadraticConditionalLoss")
+    assert quadratic.refiner.fc_hidden == 16 and "conv_filters" not in quadratic.refiner
+
+
+def test_exports_and_checkpoints_of_earlier_versions_load(tmp_path):
+    """Their settings name the refiner and the loss by short name beside the refiner's
+    settings; they build the same module."""
+    from retrieval_qa.models.residual import ResidualRefinementModule, composed_settings
+
+    old = {"dim": 8, "refiner": "fcrr_convrr", "sides": "both", "sf": 1.0, "dropout": 0.1,
+           "fc_hidden": None, "conv_filters": 8, "conv_window": 5, "conv_stride": 2,
+           "loss": {"name": "quadratic_conditional", "margin": 0.2, "squared": False},
+           "optimizer": {"lr": 1e-3, "weight_decay": 1e-3}, "test_ap": True, "anchor": "auto"}
+    torch.manual_seed(0)
+    module = ResidualRefinementModule(**composed_settings(old))
+    assert type(module.question_refiner).__name__ == "FCRRConvRR"
+    assert type(module.loss).__name__ == "QuadraticConditionalLoss"
+    path = tmp_path / "old.ckpt"
+    torch.save({"hyper_parameters": old, "state_dict": module.state_dict()}, path)
+    again = ResidualRefinementModule.from_checkpoint(path)
+    assert all(torch.equal(a, b) for a, b in zip(module.state_dict().values(),
+                                                 again.state_dict().values(), strict=True))
 
 
 def test_evaluate_static_on_paragraphs_and_reqa(data_dir, tmp_path, capsys):
