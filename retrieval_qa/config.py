@@ -90,10 +90,10 @@ def _model_defaults(folders: tuple[str, ...], name: str) -> dict[str, Any]:
 
 
 def model_defaults(name: str) -> dict[str, Any]:
-    """The settings of ``conf/model/<name>.yaml`` (with its ``extends:``) as a plain dict, the
-    defaults of the builders that take a section of it, e.g.
-    ``model_defaults("dual_encoder")["towers"]``. Interpolations (``${model...}``) are left as
-    written; read only sections that have none. A fresh copy on every call."""
+    """The settings of ``conf/model/<name>.yaml`` (with its ``extends:``) as a plain dict, for
+    code that composes a model's settings outside ``rqa train`` (the cross classifier of
+    ``rqa analyze bertqa``). Interpolations (``${model...}``) are left as written; read only
+    sections that have none. A fresh copy on every call."""
     return copy.deepcopy(_model_defaults(tuple(str(d) for d in conf_dirs()), name))
 
 

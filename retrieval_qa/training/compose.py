@@ -36,7 +36,7 @@ from ..config import (
 from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
 from ..ranges import out_of_range
 from ..registry import FLAT_SETTINGS, PLACES, SHORT_NAMES, resolve_blocks
-from .provenance import COMMAND_LINE, value_sources
+from .provenance import COMMAND_LINE, leaves, value_sources
 
 __all__ = ["Composed", "compose", "compose_group", "compose_traced", "experiment_profiles",
            "load_experiment", "load_group"]
@@ -183,36 +183,28 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
 def _in_resolved_terms(block: DictConfig, cfg: DictConfig, resolved: dict[str, str]
                        ) -> DictConfig:
     """A profile block's settings where the resolved config holds them: a short name as its
-    ``_target_``, a flat short name's setting in its block; a setting of a class the block
+    ``_target_``, a flat short name's setting in its block; a setting of a class the config
     does not build (a GRU's ``num_heads``) is not in effect and left out."""
+    def target(place: str, name) -> str:
+        return SHORT_NAMES[PLACES[place]][1].get(name, {}).get("_target_", name)
+
     out = OmegaConf.create()
-    for key, value in _leaves(block):
-        if OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
-            parent, _, leaf = key.rpartition(".")
-            if parent in resolved and leaf == SHORT_NAMES[PLACES[parent]][0]:
-                key, value = f"{parent}._target_", SHORT_NAMES[PLACES[parent]][1].get(
-                    value, {}).get("_target_", value)
-            else:
-                moved = next((p for p in resolved if p.rpartition(".")[0] == parent
-                              and leaf in FLAT_SETTINGS.get(PLACES[p], ())), None)
-                if moved is None or OmegaConf.select(cfg, f"{moved}.{leaf}",
-                                                     default=_ABSENT) is _ABSENT:
+    for key, value in leaves(block):
+        parent, _, leaf = key.rpartition(".")
+        if key in resolved and PLACES[key] in FLAT_SETTINGS:  # refiner: convrr
+            key, value = f"{key}._target_", target(key, value)
+        elif OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
+            if parent in resolved and leaf == SHORT_NAMES[PLACES[parent]][0]:  # type: gru
+                key, value = f"{parent}._target_", target(parent, value)
+            else:  # a flat short name's setting, in its block now, or a key left out
+                key = next((f"{p}.{leaf}" for p in resolved if p.rpartition(".")[0] == parent
+                            and leaf in FLAT_SETTINGS.get(PLACES[p], ())), None)
+                if key is None or OmegaConf.select(cfg, key, default=_ABSENT) is _ABSENT:
                     continue
-                key = f"{moved}.{leaf}"
         OmegaConf.update(out, key, value, force_add=True)
     return out
 
-
 _ABSENT = object()
-
-
-def _leaves(node: DictConfig, prefix: str = ""):
-    """(dotted key, value as written) of every leaf of a config."""
-    for key, value in node.items_ex(resolve=False):
-        if isinstance(value, DictConfig) and len(value):
-            yield from _leaves(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def compose_group(group: str, name: str, *overrides: Mapping) -> DictConfig:

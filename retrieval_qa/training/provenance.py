@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..config import load_yaml
 from ..registry import FLAT_SETTINGS, PLACES
 
-__all__ = ["annotated_yaml", "value_sources"]
+__all__ = ["annotated_yaml", "leaves", "value_sources"]
 
 COMMAND_LINE = "command line"
 
@@ -32,20 +32,20 @@ def _chain(group: str, name: str) -> list[tuple[str, DictConfig]]:
     return out[::-1]
 
 
-def _leaves(node, prefix: str = ""):
+def leaves(node, prefix: str = ""):
     """(dotted key, value) of every leaf of a config (or of its plain container); lists and
     empty mappings are leaves."""
     if isinstance(node, DictConfig):
         node = OmegaConf.to_container(node, resolve=False)
     if isinstance(node, dict) and node:
         for key, value in node.items():
-            yield from _leaves(value, f"{prefix}{key}.")
+            yield from leaves(value, f"{prefix}{key}.")
     else:
         yield prefix[:-1], node
 
 
 def _layer(node: DictConfig, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
-    return [prefix + key for key, _ in _leaves(node)
+    return [prefix + key for key, _ in leaves(node)
             if key.split(".", 1)[0] not in skip]
 
 
@@ -109,7 +109,7 @@ def value_sources(cfg: DictConfig, overrides: Sequence[str],
                      if (k := ".".join(parts[:n])) in found), None)
 
     out = {}
-    for key, _ in _leaves(cfg):
+    for key, _ in leaves(cfg):
         where = source(key)
         place = next((p for p in resolved or {} if key.startswith(p + ".")), None)
         if place is not None and where is None:
