@@ -3,8 +3,8 @@
 The optimiser: ``_target_`` naming any ``torch.optim.Optimizer`` class (its keyword arguments
 are the block's keys, the schedule's keys excepted), or the short names ``name: adamw | adam
 | adafactor | sgd`` of retrieval_qa/registry.py (which composition turns into the target);
-``lr`` and ``weight_decay``. The schedule: ``schedule: constant | linear`` (linear decay to 0 after an
-optional linear warm-up of ``warmup_steps`` or ``warmup_ratio`` of the total steps).
+``lr`` and ``weight_decay``. The schedule: ``schedule: constant | linear`` (linear decay to 0
+after an optional linear warm-up of ``warmup_steps`` or ``warmup_ratio`` of the total steps).
 """
 
 from __future__ import annotations

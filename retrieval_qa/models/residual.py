@@ -1,13 +1,12 @@
 """Residual refinement of frozen embeddings (residual-embedding paper, 3.2, 4.3) as a
 LightningModule: a refiner (FCRR, ConvRR or both) on the question side, the paragraph side,
 or both (``sides``), trained with the batch-hard triplet loss (or the quadratic regression
-conditional loss) on (question, its paragraph) vectors. The refiner and the loss are the
-classes that ``model.refiner`` and ``model.loss`` name (their ``_target_``, or the short
-names ``refiner: fcrr | convrr | fcrr_convrr`` and ``loss.name: triplet |
-quadratic_conditional`` of retrieval_qa/registry.py, which configs and exports written
-before keep); validation and test rank every
+conditional loss) on (question, its paragraph) vectors; validation and test rank every
 paragraph for every question (recall@k; AP on test), and every question for every paragraph
-(Table 10's direction: ``val/p2q_*``, ``test["p2q"]``).
+(Table 10's direction: ``val/p2q_*``, ``test["p2q"]``). The refiner and the loss are the
+classes that ``model.refiner`` and ``model.loss`` name: their ``_target_``, or the short names
+``refiner: fcrr | convrr | fcrr_convrr`` and ``loss.name: triplet | quadratic_conditional``
+of retrieval_qa/registry.py, which configs and exports written before keep.
 
 Triplet anchors (``anchor``): ``question`` (a question's hardest positive and negative
 paragraphs in the batch, Table 9), ``paragraph`` (a paragraph's hardest positive and negative
