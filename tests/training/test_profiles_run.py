@@ -113,7 +113,7 @@ def _narrower(cfg) -> list[str]:
     VAE latent 512 -> 32): the paper's widths cost minutes here, and the width is the one
     thing the tiny data cannot tell apart."""
     towers = cfg.model.get("towers")
-    if towers is None or towers.encoder.type == "pretrained":
+    if towers is None or towers.encoder._target_.endswith(".PretrainedTokenEncoder"):
         return []
     narrow = ["model.towers.encoder.hidden_size=48"]
     if "decoder" in cfg.model:
