@@ -174,7 +174,7 @@ device-collect: $(STAMP)
 	$(DEVICE_CHECK) --unbundle "$(BUNDLE)"
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_search.py
+	$(BIN)/python -m bench.bench_search
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -21,7 +21,7 @@ encoding gives the whole second segment id 1) and no separate question cap; the 
 absolute difference of the two sides' probabilities is reported (it shows they agree).
 Rounds alternate the order of the sides (ABBA) after an untimed warm-up.
 
-Usage: HF_HUB_OFFLINE=1 python bench/bench_mining.py [--questions 64] [--top-k 10]
+Usage: HF_HUB_OFFLINE=1 python -m bench.bench_mining [--questions 64] [--top-k 10]
        [--max-length 128] [--batch-size 32] [--chunk 256] [--rounds 2] [--threads 1]
        [--out results/bench_mining.json]
 """
@@ -33,19 +33,13 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+
+from bench.common import RESULTS, add_threads_arg, machine, write_json
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-
-import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_training import machine  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def triples(questions: int, top_k: int, seed: int) -> tuple[list[str], list[str], list[str]]:
@@ -123,7 +117,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--chunk", type=int, default=256, help="pairs per scorer call (the miner's)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads_arg(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS / "bench_mining.json"))
     args = ap.parse_args()
@@ -169,7 +163,7 @@ def main() -> None:
         "machine": machine(torch.get_num_threads()),
         "wall_seconds": round(time.perf_counter() - wall, 1),
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(result, args.out)
     print(json.dumps(result, indent=2))
 
 

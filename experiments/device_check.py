@@ -74,13 +74,13 @@ REHEARSAL_CAPS = {"max_val_questions": 10, "val_questions": 10, "max_test_questi
 REHEARSAL_TRAIN = ["trainer.max_steps=2", "trainer.max_epochs=1", "data.batch_size=4",
                    "trainer.compile=null", "threads=1", "logger.name=none",
                    "trainer.enable_progress_bar=false"]
-#: the rehearsal's bench options (script name -> option -> value; None: drop the flag)
+#: the rehearsal's bench options (module -> option -> value; None: drop the flag)
 REHEARSAL_BENCH = {
-    "bench_encoding.py": {"--device": "cpu", "--precision": "32", "--n": "48",
-                          "--n-questions": "24", "--rounds": "1", "--batch-size": "16",
-                          "--threads": "1"},
-    "bench_training.py": {"--device": "cpu", "--precision": "32", "--batch-size": "4",
-                          "--warmup": "1", "--steps": "2", "--threads": "1"},
+    "bench.bench_encoding": {"--device": "cpu", "--precision": "32", "--n": "48",
+                             "--n-questions": "24", "--rounds": "1", "--batch-size": "16",
+                             "--threads": "1"},
+    "bench.bench_training": {"--device": "cpu", "--precision": "32", "--batch-size": "4",
+                             "--warmup": "1", "--steps": "2", "--threads": "1"},
 }
 REHEARSAL_TABLE2 = ["ROWS=BM25,Dual-GRUs", "JOBS=2"]
 #: the rehearsal runs a queue through its first pass only (the later sections repeat the
@@ -257,9 +257,9 @@ def steps_of(item: Item, ctx: Context) -> list[Step]:
 
 def shrink(argv: list[str], kind: str) -> list[str]:
     """The rehearsal's version of one step (see the module docstring)."""
-    script = Path(argv[1]).name if len(argv) > 1 else ""
-    if script in REHEARSAL_BENCH:
-        for option, value in REHEARSAL_BENCH[script].items():
+    module = argv[2] if argv[1:2] == ["-m"] and len(argv) > 2 else ""
+    if module in REHEARSAL_BENCH:
+        for option, value in REHEARSAL_BENCH[module].items():
             argv = set_option(argv, option, value)
         return argv
     if kind == "table2":
@@ -628,8 +628,7 @@ def fits(item: Item, ctx: Context) -> bool:
 
 def run(items: list[Item], ctx: Context, retry_failed: bool = False) -> dict:
     """Run the unfinished items that fit; returns {finished, left, done_before, stopped}."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from device_timing import Utilisation
+    from bench.gpu_utilisation import Utilisation
 
     done_before = [i.id for i in items if finished(i, ctx.output_root, retry_failed)]
     pending = [i for i in items if i.id not in done_before]
