@@ -1,6 +1,6 @@
 """Planning a sweep (`rqa sweep FILE`): the file found, read and checked, its runs proposed
 and each composed into ``rqa train`` overrides and a run folder; nothing is run here
-(:mod:`retrieval_qa.app.sweep_run` runs the plan).
+(:mod:`.run` runs the plan).
 
 `rqa sweep FILE`: run a wandb sweep file (``conf/sweeps/``) here, without a wandb server.
 

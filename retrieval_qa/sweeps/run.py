@@ -2,7 +2,7 @@
 subprocess (``python -m retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this
 process; finished runs are kept, signals stop the sweep after the run saves its checkpoint,
 and the summary and the comparison table are written at the end. The plan comes from
-:mod:`retrieval_qa.app.sweep_plan`."""
+:mod:`.plan`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..analysis.sweep_runs import read_run_plan
 from ..written import read_report, write_text
-from .sweep_plan import (
+from .plan import (
     DEFAULT_OUTPUT_DIR,
     PlannedRun,
     _fmt,
@@ -228,7 +228,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
                   + f" -> {r.run_dir}", file=sys.stderr, flush=True)
     summary = _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
     if not dry_run and any(r.status in ("reused", "finished") for r in runs):
-        from ..analysis.sweeps import sweep_table
+        from .table import sweep_table
 
         summary["table"] = sweep_table(sweep_dir, output_dir=sweep_dir)["files"]
     if stopped_by:
