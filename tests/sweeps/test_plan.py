@@ -4,6 +4,7 @@ run's command is the one `wandb agent` runs."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,9 @@ def test_every_run_of_every_sweep_composes_with_its_values(path, tmp_path):
                 assert OmegaConf.select(cfg, name) == value, name
         assert cfg.logger.name == "wandb" and cfg.logger.mode == "offline"
         assert cfg.logger.group == sweep["name"]
+    # the shell line of a run composes to the run's own config: nothing for an agent to fill
+    assert "${" not in runs[0].train_command
+    assert compose(shlex.split(runs[0].train_command)[2:]) == runs[0].config
 
 
 def test_under_wandb_agent_each_run_has_its_own_folder(monkeypatch):

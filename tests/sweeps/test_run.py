@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     out = tmp_path / "sweeps"
     plan = run_sweep(path, output_dir=out, dry_run=True)
     assert plan["counts"] == {"planned": 2} and not out.exists()
-    assert plan["runs"][0]["overrides"][-1] == f"output_dir={out / 'tiny' / 'hops=1'}"
+    assert plan["runs"][0]["command"].endswith(f"output_dir={out / 'tiny' / 'hops=1'}")
 
     calls = []
 
@@ -116,6 +117,29 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     summary = run_sweep(path, output_dir=out)
     assert calls == [1, 1] and summary["interrupted"] and summary["exit_code"] == 130
     assert summary["counts"] == {"interrupted": 1, "not run": 1}
+
+
+def test_a_dry_runs_command_runs_as_printed_into_the_sweeps_run_folder(setup_dirs, tmp_path,
+                                                                      monkeypatch, capsys):
+    monkeypatch.setenv("RQA_THREADS", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    assert main(["sweep", str(path), "--output-dir", str(out), "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(plan["commands"]) == {"command", "agent_command"}  # what each one is
+    first = plan["runs"][0]
+    # what `wandb agent` runs: online, its folder named by the agent's run id
+    assert "logger.mode=online" in first["agent_command"]
+    words = shlex.split(first["command"])  # what runs here: one shell line, nothing to fill in
+    assert words[:2] == ["rqa", "train"] and "${" not in first["command"]
+    assert "logger.mode=offline" in words and "logger.mode=online" not in words
+    assert main(words[1:]) == 0  # run as printed
+    run_dir = Path(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["checkpoint"]).parent
+    assert run_dir == Path(first["run_dir"]) and list((run_dir / "wandb").glob("offline-run-*"))
+    again = run_sweep(path, output_dir=out, dry_run=True)  # the sweep's own run: not run again
+    assert [r["status"] for r in again["runs"]] == ["reused", "planned"]
 
 
 def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
