@@ -269,7 +269,7 @@ def cmd_train(args) -> dict:
 
 
 def cmd_sweep(args) -> dict:
-    from .app.sweep_run import run_sweep
+    from .sweeps.run import run_sweep
 
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
@@ -561,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "its profile, an `extends:` parent, or the command line)")
     tr.set_defaults(func=cmd_train)
 
-    from .app.sweep_plan import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
+    from .sweeps.plan import DEFAULT_OUTPUT_DIR as SWEEPS_DIR
 
     sw = add_parser(sub, "sweep", help="run a wandb sweep file here, without a wandb server: "
                                        "each run `rqa train` with wandb offline, resumable",

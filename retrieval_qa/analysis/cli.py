@@ -346,7 +346,7 @@ def run_analysis(args) -> dict:
             raise ConflictingOptionsError("side-by-side: --merge TABLE_JSON pools into a "
                                           "sweep's table (fix: give --sweep DIR with it)")
         if args.sweep:
-            from .sweeps import sweep_table
+            from ..sweeps.table import sweep_table
 
             metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
             logged = [k.strip() for k in args.last_logged.split(",")] if args.last_logged else ()

@@ -141,8 +141,10 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
     JSON result, not after it at interpreter exit)."""
     if trainer is None:
         return
+    from pytorch_lightning.loggers import WandbLogger
+
     for logger in trainer.loggers:
-        if type(logger).__name__ == "WandbLogger":
+        if isinstance(logger, WandbLogger):
             import wandb
 
             wandb.finish()

@@ -1,4 +1,4 @@
-"""Fixtures of the application-layer tests: the training tests' synthetic data dir."""
+"""Fixtures of the sweep tests: the training tests' synthetic data dir."""
 
 from __future__ import annotations
 
@@ -8,4 +8,4 @@ from helpers import TINY_SQUAD, make_dirs
 
 @pytest.fixture(scope="module")
 def setup_dirs(tmp_path_factory):
-    return make_dirs(tmp_path_factory.mktemp("app"), TINY_SQUAD)
+    return make_dirs(tmp_path_factory.mktemp("sweeps"), TINY_SQUAD)

@@ -1,6 +1,6 @@
 """Planning a sweep (`rqa sweep FILE`): the file found, read and checked, its runs proposed
 and each composed into ``rqa train`` overrides and a run folder; nothing is run here
-(:mod:`retrieval_qa.app.sweep_run` runs the plan).
+(:mod:`.run` runs the plan).
 
 `rqa sweep FILE`: run a wandb sweep file (``conf/sweeps/``) here, without a wandb server.
 
@@ -19,9 +19,10 @@ online. Here the same file is run by a local controller built from wandb's own p
   parameter, ``str(value)``), so a parameter is an ``rqa train`` override: ``seed``,
   ``experiment`` or any config key (``model.gam.detach_cross``); a dict value sets several keys
   of one node at once (``model.cross_loss: {similarity: dot, scale: 1.0}``);
-- then the runner adds its own overrides: ``logger=wandb``, offline, grouped by the sweep's name,
-  and ``output_dir`` = ``<output-dir>/<sweep>/<setting>`` (the setting: the swept values other
-  than the seed), so every run has its usual run folder,
+- then the runner sets its own overrides in place of the command's: ``logger=wandb``,
+  ``logger.mode=offline`` (no server: ``wandb sync`` uploads the runs later), grouped by the
+  sweep's name, and ``output_dir`` = ``<output-dir>/<sweep>/<setting>`` (the setting: the swept
+  values other than the seed), so every run has its usual run folder,
   ``<output-dir>/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/``, with ``sweep.json``
   (its parameters and commands) beside ``result.json`` and the offline wandb files.
 
@@ -40,6 +41,7 @@ import hashlib
 import json
 import random
 import re
+import shlex
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,7 +287,7 @@ class PlannedRun:
     params: dict[str, Any]
     setting: dict[str, Any]
     label: str
-    command: list[str]            # what `wandb agent` runs
+    command: list[str]            # what `wandb agent` runs (online, after `wandb sweep FILE`)
     overrides: list[str]          # what this runner gives `rqa train`
     run_dir: str
     status: str = "planned"       # planned | reused | finished | failed | interrupted | not run
@@ -293,6 +295,22 @@ class PlannedRun:
     seconds: float | None = None
     returncode: int | None = None
     config: Any = field(default=None, repr=False)  # the composed config (rqa train's)
+
+    @property
+    def train_command(self) -> str:
+        """The shell line that runs this run as the runner runs it: ``rqa train`` and the
+        overrides, each quoted for a POSIX shell."""
+        return " ".join(_shell_word(w) for w in (*_PROGRAM, *self.overrides))
+
+
+def _shell_word(word: str) -> str:
+    """``word`` as a POSIX shell reads it back: as is when it needs no quotes, in double quotes
+    when nothing in it is special there (a dict value: ``"k={'a': 1}"``), else in single
+    quotes (:func:`shlex.quote`)."""
+    quoted = shlex.quote(word)
+    if quoted == word or any(c in word for c in '"$`\\!'):
+        return quoted
+    return f'"{word}"'
 
 
 def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | None = None,
@@ -315,7 +333,8 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
                f"output_dir={sweep_dir / label}"]
         if threads and not any(w.startswith("threads=") for w in words):
             own.append(f"threads={threads}")
-        overrides = [*words, *own]
+        replaced = {w.split("=", 1)[0] for w in own}
+        overrides = [*(w for w in words if w.split("=", 1)[0] not in replaced), *own]
         # the seed changes no key: one composition per setting (composing takes ~0.2 s)
         seeds = [w for w in overrides if w.startswith("seed=")]
         key = tuple(w for w in overrides if not w.startswith("seed="))

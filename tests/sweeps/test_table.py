@@ -8,9 +8,9 @@ import pytest
 
 from retrieval_qa.analysis.common import pool_spreads, spread
 from retrieval_qa.analysis.sweep_runs import load_sweep_runs
-from retrieval_qa.analysis.sweeps import sweep_table
 from retrieval_qa.cli import main
 from retrieval_qa.errors import SettingsMismatchError
+from retrieval_qa.sweeps.table import sweep_table
 
 
 def _run(root, index, setting, seed, mrr=None, label=None):

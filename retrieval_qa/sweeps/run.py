@@ -2,7 +2,7 @@
 subprocess (``python -m retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this
 process; finished runs are kept, signals stop the sweep after the run saves its checkpoint,
 and the summary and the comparison table are written at the end. The plan comes from
-:mod:`retrieval_qa.app.sweep_plan`."""
+:mod:`.plan`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..analysis.sweep_runs import read_run_plan
 from ..written import read_report, write_text
-from .sweep_plan import (
+from .plan import (
     DEFAULT_OUTPUT_DIR,
     PlannedRun,
     _fmt,
@@ -31,6 +31,14 @@ from .sweep_plan import (
 )
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "run_sweep"]
+
+#: what the two commands of a run in a dry run's summary are
+COMMANDS = {
+    "command": "runs this run here as `rqa sweep` runs it (offline wandb, the sweep's run "
+               "folder): copy it to a shell",
+    "agent_command": "what `wandb agent` runs for the same parameters after `wandb sweep FILE` "
+                     "(online; the agent fills ${oc.env:WANDB_RUN_ID,...} with its run's id)",
+}
 
 
 # ----------------------------------------------------------------------------- running
@@ -71,13 +79,12 @@ def _forward_signals(proc: subprocess.Popen, received: list[int]):
 
 
 def _train(run: PlannedRun) -> tuple[int, int | None]:
-    """``rqa train`` with the run's overrides in a subprocess (offline wandb); returns its exit
-    status and the signal that stopped the sweep, if one did."""
+    """``rqa train`` with the run's overrides in a subprocess; returns its exit status and the
+    signal that stopped the sweep, if one did."""
     # the runs import this package from where the runner did (not another checkout's install)
     root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "WANDB_MODE": "offline",
-           "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
     received: list[int] = []
     proc = subprocess.Popen([sys.executable, "-m", "retrieval_qa.cli", "train", *run.overrides],
                             env=env, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -87,18 +94,16 @@ def _train(run: PlannedRun) -> tuple[int, int | None]:
 
 
 def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
-    """``train(compose_traced(overrides))`` in this process (no interpreter start-up and imports per
-    run, about 25 s on a busy 2-core machine: for sweeps of tiny runs); wandb offline as in
-    :func:`_train`. A signal stops the run as ``rqa train`` stops (checkpoint saved, exit
-    128+N); bad input is exit 2 and a crash exit 1, as ``rqa train`` exits."""
+    """``train(compose_traced(overrides))`` in this process (no interpreter start-up and imports
+    per run, about 25 s on a busy 2-core machine: for sweeps of tiny runs). A signal stops the
+    run as ``rqa train`` stops (checkpoint saved, exit 128+N); bad input is exit 2 and a crash
+    exit 1, as ``rqa train`` exits."""
     import traceback
 
     from ..errors import RunInterrupted, UsageError
     from ..training.compose import compose_traced
     from ..training.run import train
 
-    before = os.environ.get("WANDB_MODE")
-    os.environ["WANDB_MODE"] = "offline"
     try:
         with contextlib.redirect_stdout(sys.stderr):
             train(compose_traced(run.overrides))
@@ -112,11 +117,6 @@ def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
     except Exception:  # a crash of one run fails that run, as in a subprocess
         traceback.print_exc(file=sys.stderr)
         rc = 1
-    finally:
-        if before is None:
-            os.environ.pop("WANDB_MODE", None)
-        else:
-            os.environ["WANDB_MODE"] = before
     return rc, (rc - 128 if rc in (130, 143) else None)
 
 
@@ -228,7 +228,7 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
                   + f" -> {r.run_dir}", file=sys.stderr, flush=True)
     summary = _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
     if not dry_run and any(r.status in ("reused", "finished") for r in runs):
-        from ..analysis.sweeps import sweep_table
+        from .table import sweep_table
 
         summary["table"] = sweep_table(sweep_dir, output_dir=sweep_dir)["files"]
     if stopped_by:
@@ -260,6 +260,8 @@ def _summary(sweep, name, path, method, metric, runs, sweep_dir, dry_run, start)
     return {"sweep": name, "file": str(path), "method": method, "metric": sweep.get("metric"),
             "dry_run": dry_run, "output_dir": str(sweep_dir), "swept": varying(sweep),
             "runs": [{k: getattr(r, k) for k in keep}
-                     | ({"command": r.command, "overrides": r.overrides} if dry_run else {})
+                     | ({"command": r.train_command, "agent_command": r.command} if dry_run
+                        else {})
                      for r in runs],
+            **({"commands": COMMANDS} if dry_run else {}),
             "counts": counts, "best": best, "seconds": round(time.perf_counter() - start, 1)}

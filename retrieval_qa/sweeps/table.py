@@ -17,9 +17,9 @@ That folder is itself a sweep folder: ``--sweep <table dir>/runs/<sweep>`` recom
 table from the committed files alone.
 
 ``baseline=`` names a row (its label) the others are tested against, question by question
-(:mod:`.compare`: the difference of the first metric, its paired bootstrap 95 % interval and
-the randomisation p-value Holm-corrected across the rows, seeds averaged per question); rows
-whose runs kept no per-question records say so in that column.
+(:mod:`retrieval_qa.analysis.compare`: the difference of the first metric, its paired
+bootstrap 95 % interval and the randomisation p-value Holm-corrected across the rows, seeds
+averaged per question); rows whose runs kept no per-question records say so in that column.
 
 ``merge=`` pools the runs of the folder into an earlier table of the same sweep (its
 ``sweep_table.json``, e.g. the committed one made on another machine), setting by setting,
@@ -32,9 +32,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..evaluation.per_question import RUN_DIR_NAME as PER_QUESTION
-from ..written import read_json_or_refuse
-from .common import (
+from ..analysis.common import (
     METRIC_LABELS,
     METRICS,
     RUN_FILES,
@@ -48,7 +46,10 @@ from .common import (
     write_json,
     write_markdown,
 )
-from .sweep_runs import load_sweep_runs
+from ..analysis.sweep_runs import load_sweep_runs
+from ..evaluation.per_question import RUN_DIR_NAME as PER_QUESTION
+from ..written import read_json_or_refuse
+from .plan import metric_value
 
 
 def _show(value) -> str:
@@ -70,10 +71,10 @@ def _last_logged(run: dict, keys: Sequence[str]) -> dict[str, float | None]:
 def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name: str,
                     logged: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
     """Each finished run's ``sweep.json`` and small ``result.json`` (the report without its
-    checkpoint paths, :func:`.common.run_copy`, with the ``last_logged`` values of ``logged``) under
-    ``out/runs/<name>/<its folder in the sweep>/``, with the run folder's JSON files named in
-    ``extra`` where present (e.g. a study's evaluations of the run on other pools); returns the
-    result files written.
+    checkpoint paths, :func:`~retrieval_qa.analysis.common.run_copy`, with the ``last_logged``
+    values of ``logged``) under ``out/runs/<name>/<its folder in the sweep>/``, with the run
+    folder's JSON files named in ``extra`` where present (e.g. a study's evaluations of the run
+    on other pools); returns the result files written.
     Nothing is written when ``out`` is the sweep folder or inside it (the runs are there, and
     copies would be read as runs of the sweep)."""
     root, where = Path(sweep_dir).resolve(), out.resolve()
@@ -97,12 +98,6 @@ def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name
                 write_json(target / file, json.loads(
                     (Path(run["run_dir"]) / file).read_text(encoding="utf-8")))
     return written
-
-
-def _metric(report: dict, name: str) -> float | None:
-    from ..app.sweep_plan import metric_value
-
-    return metric_value(report, name)
 
 
 def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
@@ -144,7 +139,7 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
             "run_dirs": [m["run_dir"] for m in done],
             **{m: spread([(r.get("test") or {}).get("metrics", {}).get(m) for r in reports])
                for m in metrics},
-            "sweep_metric": spread([_metric(r, sweep_metric) for r in reports])
+            "sweep_metric": spread([metric_value(r, sweep_metric) for r in reports])
             if sweep_metric else None,
             "best_val": spread([r.get("best_val_score") for r in reports]),
             "last_logged": {k: spread([last[k] for last in lasts]) for k in logged},
@@ -309,8 +304,8 @@ def baseline_column(rows: list[dict], baseline: str, metric: str) -> dict:
     averaged per question), its paired bootstrap 95 % interval, the randomisation p-value
     Holm-corrected across the rows tested, and * where that p < 0.05; "no per-question
     records" where a run of the row (or of the baseline) kept none."""
+    from ..analysis.compare import Setting, compare_settings
     from ..evaluation.per_question import read_per_question
-    from .compare import Setting, compare_settings
 
     labels = [r["label"] for r in rows]
     if baseline not in labels:

@@ -1,149 +1,23 @@
-"""`rqa sweep`: every file of conf/sweeps passes wandb's own sweep-config checks and composes
-at every grid point; a 2-run grid of tiny models runs end to end (offline wandb files in the
-run folders, the comparison table), and a second invocation runs nothing."""
+"""Running `rqa sweep`: a 2-run grid of tiny models runs end to end (offline wandb files in the
+run folders, the comparison table), a second invocation runs nothing, and a run folder of other
+settings or damaged state stops the sweep before anything runs."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import tiny_overrides  # setup_dirs: tests/app/conftest.py
+from helpers import tiny_overrides  # setup_dirs: tests/sweeps/conftest.py
 from omegaconf import OmegaConf
 
-from retrieval_qa.app import sweep_run as sweep_mod
-from retrieval_qa.app.sweep_plan import (
-    agent_command,
-    check_sweep,
-    find_sweep_file,
-    load_sweep,
-    local_problems,
-    metric_value,
-    plan_runs,
-    propose,
-    setting_label,
-    wandb_violations,
-)
-from retrieval_qa.app.sweep_run import run_sweep
 from retrieval_qa.cli import main
+from retrieval_qa.sweeps import run as sweep_mod
+from retrieval_qa.sweeps.run import run_sweep
 from retrieval_qa.training.compose import compose
-
-REPO = Path(__file__).resolve().parents[2]
-SWEEP_FILES = sorted((REPO / "conf" / "sweeps").glob("*.yaml"))
-
-
-def test_there_are_sweep_files():
-    names = {p.stem for p in SWEEP_FILES}
-    assert {"sde_ade", "endx_confounds", "dual_vs_endx", "vaes"} <= names
-
-
-@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
-def test_every_sweep_file_passes_wandbs_checks(path):
-    sweep = load_sweep(path)
-    assert wandb_violations(sweep) == []  # wandb's local-controller (jsonschema) check
-    assert local_problems(sweep) == []
-    assert sweep["name"] == path.stem and sweep["metric"]["name"] in ("test/mrr", "val/r@1")
-    # `wandb agent` runs `rqa train ... key=value` unchanged (online), the runner offline
-    assert sweep["command"][:2] == ["rqa", "train"] and "${args_no_hyphens}" in sweep["command"]
-    # online, one folder per wandb run: the agent sets WANDB_RUN_ID for the run's process
-    folder = f"output_dir=runs/sweeps/{path.stem}/${{oc.env:WANDB_RUN_ID,no-agent}}"
-    assert folder in sweep["command"]
-
-
-@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: p.stem)
-def test_every_run_of_every_sweep_composes_with_its_values(path, tmp_path):
-    sweep = load_sweep(path)
-    runs = plan_runs(sweep, path.stem, tmp_path)  # composes each run: a bad key raises
-    assert len({r.run_dir for r in runs}) == len(runs)  # one folder per run
-    for r in runs:
-        cfg = r.config  # composed from r.overrides (once per setting: the seed changes no key)
-        for name, value in r.params.items():
-            if name == "seed":
-                assert r.run_dir.endswith(f"-seed{value}")
-            elif name == "experiment":
-                assert cfg.experiment == value
-            elif isinstance(value, dict):  # a dict value sets those keys of the node
-                node = OmegaConf.to_container(OmegaConf.select(cfg, name), resolve=True)
-                assert {k: node[k] for k in value} == value, (name, node)
-            else:
-                assert OmegaConf.select(cfg, name) == value, name
-        assert cfg.logger.name == "wandb" and cfg.logger.mode == "offline"
-        assert cfg.logger.group == sweep["name"]
-
-
-def test_under_wandb_agent_each_run_has_its_own_folder(monkeypatch):
-    sweep = load_sweep(find_sweep_file("endx_confounds"))
-    params = propose(sweep)[0]
-    words = agent_command(sweep, params)[2:]  # what `wandb agent` runs after `rqa train`
-    monkeypatch.setenv("WANDB_RUN_ID", "abc123")
-    assert compose(words).output_dir == "runs/sweeps/endx_confounds/abc123"
-
-
-def test_wandbs_check_rejects_a_broken_file():
-    broken = {"method": "grd", "parameters": {"seed": {"valus": [1, 2]}},
-              "metric": {"name": "test/mrr", "goal": "up"}, "command": ["python", "x.py"]}
-    violations = wandb_violations(broken)
-    assert any("grd" in v for v in violations) and any("up" in v for v in violations)
-    assert local_problems(broken)  # not `rqa train ... ${args_no_hyphens}`
-    with pytest.raises(ValueError, match="grd"):
-        check_sweep(broken)
-    typo = {"method": "grid", "parameters": {"seed": {"value": 1}},
-            "command": ["rqa", "train", "${args}"]}
-    assert wandb_violations(typo) == [] and any("${args}" in p for p in local_problems(typo))
-    as_string = {"method": "grid", "command": ["rqa", "train", "${args_no_hyphens}"],
-                 "parameters": {"model.gam.final.qq": {"values": ["1e4", 1.0]}}}
-    assert any("1e4" in p for p in local_problems(as_string))  # YAML reads 1e4 as a string
-
-
-def test_agent_command_is_what_wandb_agent_runs():
-    sweep = {"command": ["${env}", "rqa", "train", "profile=cpu", "${args_no_hyphens}"]}
-    params = {"model.gam.detach_cross": False, "model.gam.final": {"qq": 1.0, "aa": 1.0},
-              "seed": 2}
-    assert agent_command(sweep, params) == [
-        "rqa", "train", "profile=cpu", "model.gam.detach_cross=False",
-        "model.gam.final={'qq': 1.0, 'aa': 1.0}", "seed=2"]
-
-
-def test_grid_random_and_bayes_proposals():
-    grid = {"method": "grid", "parameters": {"a": {"values": [1, 2]}, "seed": {"values": [1, 2]},
-                                             "c": {"value": "x"}}}
-    assert propose(grid) == [{"a": 1, "c": "x", "seed": 1}, {"a": 1, "c": "x", "seed": 2},
-                             {"a": 2, "c": "x", "seed": 1}, {"a": 2, "c": "x", "seed": 2}]
-    rand = {"method": "random", "parameters": {
-        "lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-2},
-        "b": {"values": ["p", "q", "r"]}}}
-    first = propose(rand, count=5, seed=3)
-    assert first == propose(rand, count=5, seed=3)  # seeded: a rerun proposes the same runs
-    assert propose(rand, count=8, seed=3)[:5] == first  # and a longer one extends it
-    assert first != propose(rand, count=5, seed=4)
-    assert all(1e-4 <= r["lr"] <= 1e-2 and isinstance(r["lr"], float) for r in first)
-    with pytest.raises(ValueError, match="--count"):
-        propose(rand)
-    bayes = {**rand, "method": "bayes", "metric": {"name": "test/mrr", "goal": "maximize"}}
-    with pytest.raises(ValueError, match="wandb agent"):
-        propose(bayes, count=2)
-    assert len(propose(bayes, method="random", count=2)) == 2
-
-
-def test_setting_labels_and_metric_values():
-    assert setting_label({}) == "default"
-    assert setting_label({"model.gam.final": {"qq": 1.0, "aa": 1.0},
-                          "model.gam.detach_cross": True}) == "final=qq-1+aa-1,detach_cross=True"
-    assert setting_label({"a.x": 1, "b.x": 2}) == "a.x=1,b.x=2"  # same tail: full keys
-    assert len(setting_label({f"k{i}": "v" * 20 for i in range(10)})) <= 120
-    report = {"test": {"metrics": {"mrr": 30.0}}, "monitor": "val/r@1", "best_val_score": 25.0,
-              "last_val": {"val/r@1": 20.0, "val/mrr": 31.0}}
-    assert metric_value(report, "test/mrr") == 30.0
-    assert metric_value(report, "val/r@1") == 25.0  # the monitored one: best, as selected
-    assert metric_value(report, "val/mrr") == 31.0 and metric_value(report, None) is None
-
-
-def test_sweep_names_resolve_to_conf_sweeps():
-    assert find_sweep_file("vaes") == REPO / "conf" / "sweeps" / "vaes.yaml"
-    with pytest.raises(FileNotFoundError, match="sde_ade"):
-        find_sweep_file("no_such_sweep")
 
 
 def _tiny_sweep(setup_dirs, tmp_path) -> Path:
@@ -226,7 +100,7 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     out = tmp_path / "sweeps"
     plan = run_sweep(path, output_dir=out, dry_run=True)
     assert plan["counts"] == {"planned": 2} and not out.exists()
-    assert plan["runs"][0]["overrides"][-1] == f"output_dir={out / 'tiny' / 'hops=1'}"
+    assert plan["runs"][0]["command"].endswith(f"output_dir={out / 'tiny' / 'hops=1'}")
 
     calls = []
 
@@ -243,6 +117,29 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
     summary = run_sweep(path, output_dir=out)
     assert calls == [1, 1] and summary["interrupted"] and summary["exit_code"] == 130
     assert summary["counts"] == {"interrupted": 1, "not run": 1}
+
+
+def test_a_dry_runs_command_runs_as_printed_into_the_sweeps_run_folder(setup_dirs, tmp_path,
+                                                                      monkeypatch, capsys):
+    monkeypatch.setenv("RQA_THREADS", "1")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    path = _tiny_sweep(setup_dirs, tmp_path)
+    out = tmp_path / "sweeps"
+    assert main(["sweep", str(path), "--output-dir", str(out), "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(plan["commands"]) == {"command", "agent_command"}  # what each one is
+    first = plan["runs"][0]
+    # what `wandb agent` runs: online, its folder named by the agent's run id
+    assert "logger.mode=online" in first["agent_command"]
+    words = shlex.split(first["command"])  # what runs here: one shell line, nothing to fill in
+    assert words[:2] == ["rqa", "train"] and "${" not in first["command"]
+    assert "logger.mode=offline" in words and "logger.mode=online" not in words
+    assert main(words[1:]) == 0  # run as printed
+    run_dir = Path(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["checkpoint"]).parent
+    assert run_dir == Path(first["run_dir"]) and list((run_dir / "wandb").glob("offline-run-*"))
+    again = run_sweep(path, output_dir=out, dry_run=True)  # the sweep's own run: not run again
+    assert [r["status"] for r in again["runs"]] == ["reused", "planned"]
 
 
 def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
