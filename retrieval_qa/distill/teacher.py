@@ -75,15 +75,18 @@ def build_lists(teacher: dict, data: dict, evaluation: dict, folder: Path, key: 
 
 def score_lists(model, records: list[dict], batch_size: int, bar) -> list[list[float]]:
     """The teacher's score of each list's entries (gold first), ``batch_size`` pairs a
-    forward pass."""
+    forward pass, the pairs taken by length (less padding: a third less time on a CPU)."""
     questions = [r["question"] for r in records for _ in range(1 + len(r["negatives"]))]
     sentences = [t for r in records for t in [r["gold"][1], *(s for _, s in r["negatives"])]]
-    flat: list[float] = []
-    for lo in range(0, len(questions), batch_size):
-        part = model.score_pairs(questions[lo:lo + batch_size], sentences[lo:lo + batch_size],
+    order = sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
+    flat = [0.0] * len(questions)
+    for lo in range(0, len(order), batch_size):
+        rows = order[lo:lo + batch_size]
+        part = model.score_pairs([questions[i] for i in rows], [sentences[i] for i in rows],
                                  batch_size)
-        flat += part.float().cpu().tolist()
-        bar.update(len(part))
+        for i, value in zip(rows, part.float().cpu().tolist(), strict=True):
+            flat[i] = value
+        bar.update(len(rows))
     out, at = [], 0
     for r in records:
         n = 1 + len(r["negatives"])
