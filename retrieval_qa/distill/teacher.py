@@ -154,7 +154,8 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
             scores = score_lists(reranker, records[lo:hi], int(teacher["batch_size"]), bar)
             done[name] = {"format": FORMAT, "key": digest(key), "first": lo,
                           "lists": lists_digest(records[lo:hi]), "scores": scores,
-                          "seconds": round(time.perf_counter() - start, 3)}
+                          "seconds": round(time.perf_counter() - start, 3),
+                          "device": device, "threads": torch.get_num_threads()}
             write_json_gz(folder / SHARDS / name, done[name])
     scoring = sum(s["seconds"] for s in done.values())
     summary = {"output": str(folder), "key": digest(key), "teacher": str(teacher_folder(teacher)),
@@ -163,6 +164,7 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
                "first_stage": lists["first_stage"],
                "seconds": {"lists": lists["seconds"], "scoring": round(scoring, 1),
                            "per_1000_pairs": round(1000 * scoring / max(sum(pairs), 1), 2)},
-               "scored_on": device, "threads": torch.get_num_threads()}
+               "scored_on": sorted({f"{s.get('device')}, {s.get('threads')} threads"
+                                    for s in done.values()})}
     write_text(folder / SUMMARY, json.dumps(summary, indent=2))
     return summary

@@ -10,6 +10,8 @@ similarity (``scale * cos`` under the CPU profile) of the question with the gold
 
     in_batch_weight * in-batch softmax(q, gold sentences) + weight * distillation(list scores)
 
+(plus the pooler's penalty of the gold pairs, for a pooler that has one).
+
 Export, evaluation and inference are the dual encoder's: the export is a
 ``DualEncoderInference`` folder (a pipeline stage's ``checkpoint:``, ``rqa evaluate
 --checkpoint``, ``rqa export --format sentence-transformers --checkpoint``).
