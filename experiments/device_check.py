@@ -73,7 +73,7 @@ SMOKE_DISTILL = {"reranker": 200, "questions": 1000}
 #: the rehearsal's caps (its pools are tiny): smoke items and the queue's training lines
 REHEARSAL_CAPS = {"max_val_questions": 10, "val_questions": 10, "max_test_questions": 20,
                   "max_train_documents": 8, "max_test_documents": 4}
-REHEARSAL_DISTILL = {"reranker": 10, "questions": 20}
+REHEARSAL_DISTILL = {"reranker": 10, "questions": 20}   # the same on the tiny pools
 #: the rehearsal's training settings: every `rqa train` of every item (keys all configs have)
 REHEARSAL_TRAIN = ["trainer.max_steps=2", "trainer.max_epochs=1", "data.batch_size=4",
                    "trainer.compile=null", "threads=1", "logger.name=none",

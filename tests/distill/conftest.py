@@ -1,5 +1,5 @@
 """Fixtures of the distillation tests: the synthetic training file and a tiny teacher world
-(tests/distill_helpers.py), made once per module."""
+(tests/distill_helpers.py), made once per session."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from distill_helpers import make_teacher_world
 from helpers import TINY_SQUAD, eval_conf, make_dirs
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def world(tmp_path_factory):
     import torch
     from transformers import BertTokenizerFast
