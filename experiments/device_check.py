@@ -67,9 +67,13 @@ VERSIONS = ("torch", "transformers", "pytorch-lightning", "sentence-transformers
 SMOKE_CAPS = {"max_val_questions": 500, "val_questions": 500, "max_test_questions": 1000,
               "max_train_documents": 400, "max_test_documents": 100}
 SMOKE_MINE_DOCUMENTS = 200
+#: smoke of the distillation: questions of its reranker (a quick one, trained as a
+#: prerequisite) and of the teacher's scores, over BM25-with-context lists
+SMOKE_DISTILL = {"reranker": 200, "questions": 1000}
 #: the rehearsal's caps (its pools are tiny): smoke items and the queue's training lines
 REHEARSAL_CAPS = {"max_val_questions": 10, "val_questions": 10, "max_test_questions": 20,
                   "max_train_documents": 8, "max_test_documents": 4}
+REHEARSAL_DISTILL = {"reranker": 10, "questions": 20}   # the same on the tiny pools
 #: the rehearsal's training settings: every `rqa train` of every item (keys all configs have)
 REHEARSAL_TRAIN = ["trainer.max_steps=2", "trainer.max_epochs=1", "data.batch_size=4",
                    "trainer.compile=null", "threads=1", "logger.name=none",
@@ -207,9 +211,9 @@ def set_option(argv: list[str], option: str, value: str | None) -> list[str]:
 
 
 def smoke_steps(train: list[str], ctx: Context) -> list[Step]:
-    """A smoke item's `rqa train` with its pool caps, and the mining prerequisites its data
-    config asks for (an exported retriever, a classifier, mined pairs), made once per work
-    root with the same smoke settings."""
+    """A smoke item's `rqa train` with its pool caps, and the prerequisites its data config
+    asks for (mining: an exported retriever, a classifier, mined pairs; distillation: a
+    reranker and its scores), made once per work root with the same smoke settings."""
     from retrieval_qa.training.compose import compose
 
     overrides = train[2:]
@@ -238,6 +242,19 @@ def smoke_steps(train: list[str], ctx: Context) -> list[Step]:
                            "--retriever", str(retriever), "--output", str(mined),
                            "--max-documents", str(SMOKE_MINE_DOCUMENTS), "--quiet"],
                           mined / "summary.json"))
+    if "teacher" in cfg.data:  # distillation: a reranker, then its scores of BM25 lists
+        sizes = REHEARSAL_DISTILL if ctx.rehearsal else SMOKE_DISTILL
+        reranker, scores = prereq / "reranker", prereq / "teacher"
+        steps.append(Step(["python", "-m", "retrieval_qa.pipeline.train_reranker",
+                           "loss=listwise", f"questions={sizes['reranker']}", "max_minutes=null",
+                           "model.training.accelerator=auto", f"output={reranker}"],
+                          reranker / "training.json"))
+        teacher = ["data.teacher.pipeline=bm25_context", f"data.teacher.reranker={reranker}",
+                   f"data.teacher.questions={sizes['questions']}",
+                   f"data.teacher.output={scores}"]
+        steps.append(Step(["python", "experiments/distill_teacher.py", *overrides, *teacher,
+                           "--quiet"], scores / "teacher.json"))
+        caps += teacher
     steps.append(Step(["rqa", "train", *overrides, *caps, *extra]))
     return steps
 

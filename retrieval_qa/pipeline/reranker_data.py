@@ -34,6 +34,21 @@ class RerankExample:
     source: str   # gold | bm25 | same_paragraph
 
 
+def training_side(full: RetrievalPool, val_fraction: float, split_seed: int
+                  ) -> tuple[RetrievalPool, RetrievalPool]:
+    """(the training side, the validation pool) of the training file ``full`` under the data
+    module's split: the training side holds the training pairs' questions and every sentence
+    of their paragraphs (a paragraph may also hold validation answers)."""
+    from ..data.reqa import reassemble
+    from ..data.split import train_val_split
+
+    train_pairs, val = train_val_split(full, val_fraction, split_seed)
+    docs = {p.context for p in train_pairs}
+    side = reassemble(full, f"{full.pool}-train-side",
+                      [c for c in full.candidates if c.context in docs], train_pairs)
+    return side, val
+
+
 def bm25_top(pool: RetrievalPool, scorer, top_k: int, block: int = 256) -> list[np.ndarray]:
     """Each question's BM25 top ``top_k`` candidate indices (the evaluator's top-k order)."""
     out = []

@@ -55,21 +55,16 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
 
     from ..baselines.bm25 import BM25Scorer, BM25Settings
     from ..data import load_pool
-    from ..data.reqa import reassemble
-    from ..data.split import train_val_split
     from ..models.cross_encoder import CrossEncoderReranker
     from ..training.cross_classifier import LossRecorder
-    from .reranker_data import bm25_top, rerank_examples
+    from .reranker_data import bm25_top, rerank_examples, training_side
     from .tuning import question_subset
 
     if cfg["loss"] not in ("listwise", "bce"):  # before any data is read
         raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
     start = time.perf_counter()
     full, _ = load_pool(cfg["dataset"], cfg["pool"], data_dir)
-    train_pairs, _ = train_val_split(full, cfg["val_fraction"], cfg["split_seed"])
-    docs = {p.context for p in train_pairs}
-    side = reassemble(full, f"{full.pool}-train-side",
-                      [c for c in full.candidates if c.context in docs], train_pairs)
+    side, _ = training_side(full, cfg["val_fraction"], cfg["split_seed"])
     pool = question_subset(side, cfg["questions"], cfg["seed"])
     scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")),
                         progress=progress)
