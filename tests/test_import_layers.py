@@ -25,7 +25,7 @@ LAYERS = (
     ("embeddings", "export", "training"),
     ("mining",),
     ("pipeline", "analysis"),
-    ("sweeps",),
+    ("sweeps", "distill"),
     ("cli",),
     ("cli_reference",),
 )
