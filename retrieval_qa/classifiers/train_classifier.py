@@ -111,7 +111,8 @@ def train_cross_classifier(train_pool: RetrievalPool, overrides: Mapping[str, An
         run_dir, {"classifier": settings, "seed": seed,
                   "train_pool": f"{train_pool.dataset}/{train_pool.pool}",
                   "train_pairs": len(train_pool.pairs)}, "auto",
-        f"give the training another folder, or remove {run_dir}/checkpoints")
+        f"another run_dir for these settings (rqa analyze bertqa: --output-dir), or remove "
+        f"{run_dir}/checkpoints to train them there")
     torch.manual_seed(seed)
     model = CrossAttentionClassifier(**settings)
     data = ClassifierPairDataModule(train_pool, model.tokenizer, batch_size=batch_size,

@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     args = p.parse_args(argv)
-    from ..errors import RunInterrupted
+    from ..errors import RunInterrupted, UsageError
     from ..runtime import apply_threads
 
     apply_threads(None)
@@ -161,6 +161,9 @@ def main(argv=None) -> int:
         print(json.dumps({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
                           "global_step": e.global_step, "resume": "run the same command again"}))
         return e.exit_code
+    except UsageError as e:  # bad input named with its fix (other settings in the folder...)
+        print(f"train_reranker: error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(out, default=str))
     write_text(Path(cfg["output"]) / "training.json", json.dumps(out, indent=2, default=str))
     return 0

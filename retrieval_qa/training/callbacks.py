@@ -275,7 +275,7 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
     def save(self, trainer) -> str:
         self.dirpath.mkdir(parents=True, exist_ok=True)
         tmp = self.dirpath / ".last.ckpt.tmp"
-        trainer.save_checkpoint(tmp)
+        trainer.save_checkpoint(tmp, weights_only=False)
         if trainer.is_global_zero:
             os.replace(tmp, self.last_path)
         self._last_saved_step = trainer.global_step

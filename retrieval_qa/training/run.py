@@ -174,7 +174,7 @@ def train(composed: Composed | DictConfig) -> dict:
                     if k.startswith("val/")}  # before the test loop replaces them
         chooser = next((c for c in trainer.callbacks
                         if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
-        best = chooser.best_model_path or None if chooser else None
+        best = (chooser.best_model_path or None) if chooser else None
         if best:
             check_checkpoint(best, "best checkpoint", "resume=never to train the run again",
                              keys=("state_dict",))

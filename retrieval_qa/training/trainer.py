@@ -43,20 +43,19 @@ from .callbacks import ResumableCheckpoints, on_gpu
 RUNNER_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps", "checkpoint_every_minutes",
                "weights_every_minutes", "progress_refresh_steps", "compile", "callbacks")
 
-#: Lightning's info lines that every training printed and that say nothing about the run
-#: (dropped by message, nothing else of Lightning's log)
-NOISE_LINES = (re.compile(r"💡 Tip: For seamless cloud logging and experiment tracking, try "
-                          r"installing \[litlogger\]"),)
+#: Lightning's advertisement that every training printed (dropped by its text, nothing else
+#: of Lightning's log)
+NOISE_LINE = re.compile(r"💡 Tip: For seamless cloud logging and experiment tracking, try "
+                        r"installing \[litlogger\]")
 #: torch's deprecation of the ``LeafSpec`` that Lightning's own ``_pytree`` helpers use
 NOISE_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
 
 
-class _DropLines(logging.Filter):
-    """Drops the records whose message matches one of :data:`NOISE_LINES`."""
+class _DropTip(logging.Filter):
+    """Drops the records whose message is :data:`NOISE_LINE`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not any(p.match(message) for p in NOISE_LINES)
+        return not NOISE_LINE.match(record.getMessage())
 
 
 def silence_third_party_noise() -> None:
@@ -69,8 +68,8 @@ def silence_third_party_noise() -> None:
     from lightning_fabric.utilities.rank_zero import rank_zero_module
 
     log = rank_zero_module.log  # the logger behind rank_zero_info, whoever set it
-    if not any(isinstance(f, _DropLines) for f in log.filters):
-        log.addFilter(_DropLines())
+    if not any(isinstance(f, _DropTip) for f in log.filters):
+        log.addFilter(_DropTip())
 
 
 def resolve_precision(trainer_cfg: Mapping[str, Any]) -> str:

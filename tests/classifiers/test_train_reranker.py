@@ -98,11 +98,22 @@ def test_a_training_stopped_by_a_signal_resumes_to_the_uninterrupted_weights(
     assert_same_training(straight, resumed)
 
 
+def overrides(data, out, *more) -> list[str]:
+    """The command line of :func:`settings`."""
+    return ["--data-dir", str(data), "questions=20", "epochs=2", "max_minutes=null",
+            f"output={out}", f"model.pretrained={data / 'bert'}", "model.max_length=48",
+            "model.training.batch_size=8", *more]
+
+
 def test_other_settings_are_refused_and_resume_never_starts_over(data, tmp_path, capsys):
     out = tmp_path / "model"
     train_reranker(settings(data, out, epochs=1), data, progress=False)
     with pytest.raises(SettingsMismatchError, match=r"epochs: 1 -> 2.*resume=never"):
         train_reranker(settings(data, out), data, progress=False)
+    capsys.readouterr()
+    assert main(overrides(data, out)) == 2  # the command: one line naming the fix, status 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("train_reranker: error:") and "epochs: 1 -> 2" in line
     report = train_reranker(settings(data, out, resume="never"), data, progress=False)
     assert report["resumed_from"] is None and report["steps_done"] == report["steps_planned"]
     assert "resume=never: removed" in capsys.readouterr().err
@@ -110,11 +121,8 @@ def test_other_settings_are_refused_and_resume_never_starts_over(data, tmp_path,
 
 def test_the_command_prints_the_interrupted_run_and_exits_with_the_signal(
         data, tmp_path, monkeypatch, capsys):
-    overrides = ["questions=20", "epochs=2", "max_minutes=null", f"output={tmp_path / 'm'}",
-                 f"model.pretrained={data / 'bert'}",
-                 "model.max_length=48", "model.training.batch_size=8"]
     signal_at_step(monkeypatch, 2, signal.SIGTERM)
-    assert main(["--data-dir", str(data), *overrides]) == 128 + signal.SIGTERM
+    assert main(overrides(data, tmp_path / "m")) == 128 + signal.SIGTERM
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["interrupted"] is True and out["global_step"] == 2
     assert out["checkpoint"] == str(tmp_path / "m" / "checkpoints" / "last.ckpt")
