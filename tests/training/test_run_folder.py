@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from retrieval_qa.cli import main
 from retrieval_qa.training import run_folder
-from retrieval_qa.training.checkpoints import checkpoint_problem
+from retrieval_qa.training.checkpoints import checkpoint_problem, resumable_checkpoint
 from retrieval_qa.training.compose import compose
 
 SHORT = ("trainer.max_steps=3", "trainer.max_epochs=1")
@@ -155,6 +155,20 @@ def test_a_damaged_last_checkpoint_beside_best_weights_only_is_refused(
     assert code == 2 and str(last) in line and "empty" in line
     assert "best-" in line and "weights only" in line and "resume=never" in line
     assert _files(tmp_path) == before
+
+
+def test_a_folder_of_weights_only_checkpoints_starts_the_run_with_a_note(tmp_path):
+    """Killed after a best checkpoint and before the first last.ckpt: nothing can resume the
+    run, nothing is damaged; it starts from its beginning and says why."""
+    import torch
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    best = folder / "best-epoch=0-step=7.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}, "epoch": 0, "global_step": 7}, best)
+    checkpoint, notes = resumable_checkpoint(folder, "unused")
+    assert checkpoint is None and len(notes) == 1
+    assert str(best) in notes[0] and "weights only" in notes[0] and "beginning" in notes[0]
 
 
 def test_no_whole_checkpoint_is_refused_naming_the_file(setup_dirs, tmp_path, capsys):
