@@ -45,7 +45,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 def triples(questions: int, top_k: int, seed: int) -> tuple[list[str], list[str], list[str]]:
     """The miner's kind of pairs: BM25 top-k sentences of sampled test questions."""
     from retrieval_qa.data import load_pool
-    from retrieval_qa.mining.neighbours import bm25_neighbours, known_positives
+    from retrieval_qa.data.pool_index import known_positives
+    from retrieval_qa.mining.neighbours import bm25_neighbours
 
     pool, _ = load_pool("multireqa_squad", "test")
     rows = sorted(random.Random(seed).sample(range(len(pool.questions)), questions))
@@ -96,7 +97,7 @@ class Plain:
 
 
 def padding(model, q, a, c, batch_size: int, sort: bool) -> dict:
-    from retrieval_qa.data.classifier_examples import encode_triples
+    from retrieval_qa.mining.examples import encode_triples
 
     enc = encode_triples(model.tokenizer, q, a, c, model.max_length, model.max_question_length,
                          model.context_segment)

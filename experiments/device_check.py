@@ -245,7 +245,7 @@ def smoke_steps(train: list[str], ctx: Context) -> list[Step]:
     if "teacher" in cfg.data:  # distillation: a reranker, then its scores of BM25 lists
         sizes = REHEARSAL_DISTILL if ctx.rehearsal else SMOKE_DISTILL
         reranker, scores = prereq / "reranker", prereq / "teacher"
-        steps.append(Step(["python", "-m", "retrieval_qa.pipeline.train_reranker",
+        steps.append(Step(["python", "-m", "retrieval_qa.classifiers.train_reranker",
                            "loss=listwise", f"questions={sizes['reranker']}", "max_minutes=null",
                            "model.training.accelerator=auto", f"output={reranker}"],
                           reranker / "training.json"))

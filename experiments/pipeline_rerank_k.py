@@ -49,9 +49,9 @@ def main() -> None:
     p.add_argument("--checkpoint", default=None,
                    help="the reranker export to use instead of the pipeline's")
     args = p.parse_args()
+    from retrieval_qa.classifiers.reranker import CrossEncoderReranker
     from retrieval_qa.config import load_yaml
     from retrieval_qa.data import load_pool
-    from retrieval_qa.models.cross_encoder import CrossEncoderReranker
     from retrieval_qa.pipeline.config import load_pipeline
     from retrieval_qa.pipeline.run import run_pipeline
     from retrieval_qa.pipeline.tuning import question_subset

@@ -18,8 +18,8 @@ def make_teacher_world(root: Path, data_dir: Path, tokenizer) -> dict:
     tiny dual encoder export) and ``root``/pipeline.yaml over them; returns their paths."""
     import json
 
+    from retrieval_qa.classifiers.train_reranker import train_reranker
     from retrieval_qa.config import load_yaml, plain
-    from retrieval_qa.pipeline.train_reranker import train_reranker
 
     bert = root / "bert"
     save_tiny_bert_model(bert, tokenizer, hidden=16)

@@ -23,6 +23,7 @@ LAYERS = (
     ("evaluation", "losses", "encoders"),
     ("models", "baselines"),
     ("embeddings", "export", "training"),
+    ("classifiers",),
     ("mining",),
     ("pipeline", "analysis"),
     ("sweeps", "distill"),

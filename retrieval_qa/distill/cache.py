@@ -52,7 +52,7 @@ def teacher_folder(teacher: dict) -> Path:
         folder = cfg.reranker.checkpoint
     if not Path(folder).is_dir():
         raise InputFileError("teacher", folder, "is not a folder", "train the reranker first "
-                             "(python -m retrieval_qa.pipeline.train_reranker output=...)")
+                             "(python -m retrieval_qa.classifiers.train_reranker output=...)")
     return Path(folder)
 
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from ..data.errors import DataFormatError
+from ..data.pool_index import known_positives
 from ..data.types import RetrievalPool
 from ..errors import InputFileError
-from ..mining.neighbours import known_positives
 from ..pipeline.config import PipelineConfig, RetrieverSpec
 from ..pipeline.ranking import ordered
 from ..pipeline.run import fuse, pool_folder, tune_fusion

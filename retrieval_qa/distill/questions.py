@@ -4,7 +4,7 @@ Questions: the training side of the training file (the data module's 9:1 split, 
 validation question, nor a test pool's), less every question the teacher was trained on.
 The reranker's training drew its questions with
 :func:`~retrieval_qa.pipeline.tuning.question_subset` over the same training side
-(:func:`~retrieval_qa.pipeline.reranker_data.training_side`) with the ``questions`` and
+(:func:`~retrieval_qa.classifiers.reranker_data.training_side`) with the ``questions`` and
 ``seed`` its ``training.json`` records; the same draw is made again here and every question
 with one of those texts is left out. ``count`` of the remaining questions are then drawn
 with ``seed`` (all with null).
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..classifiers.reranker_data import training_side
 from ..data.reqa import reassemble
+from ..data.subsets import question_subset
 from ..data.types import RetrievalPool
 from ..errors import InputFileError, UsageError
-from ..pipeline.reranker_data import training_side
-from ..pipeline.tuning import question_subset
 from ..written import read_json_or_refuse
 
 #: the record the reranker's training writes into its export folder
-#: (retrieval_qa/pipeline/train_reranker.py)
+#: (retrieval_qa/classifiers/train_reranker.py)
 RECORD = "training.json"
 #: its settings that decide which questions it trained on
 DRAW_KEYS = ("dataset", "pool", "val_fraction", "split_seed", "questions", "seed")
@@ -36,7 +36,7 @@ def reranker_draw(folder: str | Path) -> dict:
     """The settings of the teacher's question draw (:data:`DRAW_KEYS`), read from its
     ``training.json``."""
     path = Path(folder) / RECORD
-    fix = ("give the folder written by python -m retrieval_qa.pipeline.train_reranker (its "
+    fix = ("give the folder written by python -m retrieval_qa.classifiers.train_reranker (its "
            f"{RECORD} records which training questions it saw, which the distillation "
            "leaves out)")
     if not path.is_file():

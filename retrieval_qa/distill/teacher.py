@@ -147,7 +147,7 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
             if name in done:
                 continue
             if reranker is None:
-                from ..models.cross_encoder import CrossEncoderReranker
+                from ..classifiers.reranker import CrossEncoderReranker
 
                 reranker = CrossEncoderReranker.load(teacher_folder(teacher), device)
             start = time.perf_counter()

@@ -241,7 +241,7 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
                                      seconds=first_seconds))
     if cfg.reranker is not None:
         if reranker is None:
-            from ..models.cross_encoder import CrossEncoderReranker
+            from ..classifiers.reranker import CrossEncoderReranker
 
             reranker = CrossEncoderReranker.load(cfg.reranker.checkpoint)
         def score_pairs(questions, sentences):

@@ -121,8 +121,8 @@ def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
 
 def test_reranker_examples_follow_the_negative_rules():
     from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
+    from retrieval_qa.classifiers.reranker_data import bm25_top, rerank_examples
     from retrieval_qa.config import load_yaml
-    from retrieval_qa.pipeline.reranker_data import bm25_top, rerank_examples
 
     pool = tiny_pool()
     scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))

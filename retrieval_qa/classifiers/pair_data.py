@@ -1,5 +1,5 @@
 """Training data of the concatenated-pair classifier
-(:class:`retrieval_qa.models.cross_classifier.CrossAttentionClassifier`): balanced batches of
+(:class:`retrieval_qa.classifiers.pair_classifier.CrossAttentionClassifier`): balanced batches of
 gold (question, answer sentence) pairs of a pool and sampled negatives, tokenised as
 ``[CLS] question [SEP] sentence [SEP]``.
 
@@ -9,6 +9,8 @@ gold (question, answer sentence) pairs of a pool and sampled negatives, tokenise
   pool; never a gold sentence of the question. Deterministic for a seed.
 * :class:`ClassifierPairStream`: ``steps`` such batches, tokenised (an iterable dataset whose
   items are whole batches: use it with ``batch_size=None``).
+* :class:`PairStreamLoader`: the stream's loader, resumable (a resumed run's pass starts
+  where the checkpoint's step left it).
 * :class:`ClassifierPairDataModule`: the stream as a Lightning DataModule (training only).
 """
 
@@ -21,7 +23,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from .types import RetrievalPool
+from ..data.types import RetrievalPool
 
 #: Inputs of a Hugging Face encoder that a tokenised pair batch may carry.
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -29,7 +31,7 @@ MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 _NEGATIVE_TRIES = 100
 
 __all__ = ["MODEL_KEYS", "ClassifierPairDataModule", "ClassifierPairSampler",
-           "ClassifierPairStream", "encode_pairs"]
+           "ClassifierPairStream", "PairStreamLoader", "encode_pairs"]
 
 
 def encode_pairs(tokenizer, questions: Sequence[str], sentences: Sequence[str],
@@ -97,12 +99,35 @@ class ClassifierPairStream(IterableDataset):
         self.batch_size = int(batch_size)
         self.steps = int(steps)
         self.max_length = int(max_length)
+        self.skip = 0  # the next pass draws its first `skip` batches without yielding them
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        for _ in range(self.steps):
+        skip, self.skip = self.skip, 0
+        for step in range(self.steps):
             questions, sentences, labels = self.sampler.batch(self.batch_size)
-            yield {**encode_pairs(self.tokenizer, questions, sentences, self.max_length),
-                   "labels": labels}
+            if step >= skip:
+                yield {**encode_pairs(self.tokenizer, questions, sentences, self.max_length),
+                       "labels": labels}
+
+
+class PairStreamLoader(DataLoader):
+    """The batches of a :class:`ClassifierPairStream` (``batch_size=None``), one a training
+    step: a pass that starts at global step ``n`` of ``owner``'s Trainer (a run resumed from a
+    checkpoint, its sampler seeded afresh) first draws the ``n`` batches the run trained on
+    (drawn, not tokenised), so it hands out the batches the uninterrupted run gets next. Its
+    own generator: starting the loader draws a seed from it, not from the global torch
+    generator that the model's dropout uses."""
+
+    def __init__(self, stream: ClassifierPairStream, owner: pl.LightningDataModule | None = None
+                 ) -> None:
+        super().__init__(stream, batch_size=None, generator=torch.Generator())
+        self.owner = owner
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        # a generator: runs at the first batch, after Lightning restored a checkpoint's step
+        trainer = getattr(self.owner, "trainer", None)
+        self.dataset.skip = int(trainer.global_step) if trainer is not None else 0
+        yield from super().__iter__()
 
 
 class ClassifierPairDataModule(pl.LightningDataModule):
@@ -118,7 +143,5 @@ class ClassifierPairDataModule(pl.LightningDataModule):
         self.stream = ClassifierPairStream(self.sampler, tokenizer, batch_size, steps,
                                            max_length)
 
-    def train_dataloader(self) -> DataLoader:
-        # its own generator: starting the loader draws a seed from it, not from the global
-        # torch RNG that the model's dropout uses
-        return DataLoader(self.stream, batch_size=None, generator=torch.Generator())
+    def train_dataloader(self) -> PairStreamLoader:
+        return PairStreamLoader(self.stream, owner=self)

@@ -1,10 +1,13 @@
 """Train the cross-encoder reranker on ReQA SQuAD training pairs with first-stage hard
 negatives and export it as a sentence-transformers CrossEncoder folder:
 
-    python -m retrieval_qa.pipeline.train_reranker [--config FILE] [key=value ...]
+    python -m retrieval_qa.classifiers.train_reranker [--config FILE] [key=value ...]
 
 Settings: ``conf/pipeline/training/reranker.yaml`` (key=value overrides its keys). Prints one
-JSON object (the settings, example counts, losses, time, the export folder)."""
+JSON object (the settings, example counts, losses, time, the export folder). The Trainer is
+:func:`~retrieval_qa.training.trainer.build_trainer`'s (conf/trainer/classifier.yaml); the
+resumable ``<output>/checkpoints/last.ckpt`` is written at each epoch's end, on a clock and on
+SIGTERM/SIGINT, and the same command resumes from it to the uninterrupted run's weights."""
 
 from __future__ import annotations
 
@@ -17,16 +20,19 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
 from ..config import apply_overrides, load_yaml, load_yaml_file, plain
+from ..training.trainer import fit
 from ..written import write_text
+
+#: settings that do not change what is trained: where the export goes, how the command starts
+NEUTRAL = ("output", "resume")
 
 
 def _collate(model, listwise: bool):
     """Batches of pairs (``listwise`` false), or of groups (each a question's gold example
     and its negatives), flattened with each row's ``group``."""
-    from ..data.classifier_pairs import encode_pairs
+    from .pair_data import encode_pairs
 
     def collate(items):
         examples = [e for group in items for e in group] if listwise else items
@@ -51,17 +57,33 @@ def question_groups(examples: list) -> list[list]:
 
 
 def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
-    import pytorch_lightning as pl
+    """Build the examples, train the reranker with the settings ``cfg``
+    (conf/pipeline/training/reranker.yaml's keys) and export it to ``cfg["output"]``; the
+    JSON report. The training keeps its resumable checkpoints in ``<output>/checkpoints``
+    (with the settings they belong to): the same settings again resume from them (a finished
+    training: nothing more is trained), other settings are refused unless
+    ``resume=never``.
 
+    Example::
+
+        cfg = plain(load_yaml("pipeline/training/reranker.yaml"))
+        report = train_reranker({**cfg, "questions": 500, "output": "runs/reranker/small"})
+    """
     from ..baselines.bm25 import BM25Scorer, BM25Settings
     from ..data import load_pool
-    from ..models.cross_encoder import CrossEncoderReranker
-    from ..training.cross_classifier import LossRecorder
+    from ..data.resumable import ResumableShuffleLoader
+    from ..data.subsets import question_subset
+    from .reranker import CrossEncoderReranker
     from .reranker_data import bm25_top, rerank_examples, training_side
-    from .tuning import question_subset
+    from .train_classifier import LossRecorder, classifier_trainer, resumable_training
 
     if cfg["loss"] not in ("listwise", "bce"):  # before any data is read
         raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
+    output = Path(cfg["output"])
+    checkpoint = resumable_training(
+        output, {k: v for k, v in cfg.items() if k not in NEUTRAL}, str(cfg["resume"]),
+        "output=DIR to train into a folder of its own, or resume=never to start "
+        f"{output / 'checkpoints'} over")
     start = time.perf_counter()
     full, _ = load_pool(cfg["dataset"], cfg["pool"], data_dir)
     side, _ = training_side(full, cfg["val_fraction"], cfg["split_seed"])
@@ -83,22 +105,19 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
         batch_size = max(1, batch_size // (1 + int(cfg["hard_negatives"])
                                            + int(cfg["same_paragraph_negatives"])))
     random.Random(int(cfg["seed"])).shuffle(items)
-    loader = DataLoader(items, batch_size=batch_size, shuffle=True,
-                        collate_fn=_collate(model, listwise),
-                        generator=torch.Generator().manual_seed(int(cfg["seed"])))
+    loader = ResumableShuffleLoader(items, seed=int(cfg["seed"]), batch_size=batch_size,
+                                    collate_fn=_collate(model, listwise))
     steps = int(cfg["epochs"]) * len(loader)
     recorder = LossRecorder(steps, 25, "reranker")
     max_time = ({"minutes": float(cfg["max_minutes"])} if cfg.get("max_minutes") else None)
-    trainer = pl.Trainer(max_steps=steps, max_epochs=int(cfg["epochs"]),
-                         accelerator=settings["training"]["accelerator"], devices=1,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0,
-                         max_time=max_time, callbacks=[recorder])
+    trainer = classifier_trainer(output, recorder, max_steps=steps,
+                                 max_epochs=int(cfg["epochs"]), max_time=max_time,
+                                 accelerator=settings["training"]["accelerator"])
     train_start = time.perf_counter()
-    trainer.fit(model, train_dataloaders=loader)
+    fit(trainer, model, checkpoint, train_dataloaders=loader)
     train_seconds = time.perf_counter() - train_start
     model.eval()
-    folder = model.export(cfg["output"])
+    folder = model.export(output)
     losses = recorder.losses
     return {"output": str(folder), "pretrained": model.pretrained_checkpoint.label,
             "train_side_questions": len(side.questions), "questions": len(pool.questions),
@@ -109,6 +128,7 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
             "first_loss": round(losses[0], 4) if losses else None,
             "last_loss": round(statistics.fmean(losses[-25:]), 4) if losses else None,
             "data_seconds": round(data_seconds, 1), "train_seconds": round(train_seconds, 1),
+            "resumed_from": None if checkpoint is None else str(checkpoint),
             "settings": cfg}
 
 
@@ -119,6 +139,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     args = p.parse_args(argv)
+    from ..errors import RunInterrupted, UsageError
     from ..runtime import apply_threads
 
     apply_threads(None)
@@ -127,8 +148,17 @@ def main(argv=None) -> int:
     cfg = plain(apply_overrides(cfg, args.overrides))
     import contextlib
 
-    with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
-        out = train_reranker(cfg, args.data_dir)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
+            out = train_reranker(cfg, args.data_dir)
+    except RunInterrupted as e:  # last.ckpt is saved: the same command resumes
+        print(f"train_reranker: {e}", file=sys.stderr)
+        print(json.dumps({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
+                          "global_step": e.global_step, "resume": "run the same command again"}))
+        return e.exit_code
+    except UsageError as e:  # bad input named with its fix (other settings in the folder...)
+        print(f"train_reranker: error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(out, default=str))
     write_text(Path(cfg["output"]) / "training.json", json.dumps(out, indent=2, default=str))
     return 0

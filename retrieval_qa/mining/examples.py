@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from ..data.errors import DataFormatError
 from ..written import atomic_path
-from .errors import DataFormatError
 
 SOURCES = ("gold", "bm25", "dense", "same_document")
 

@@ -4,13 +4,13 @@ paper's "BERTQA" (Table 6) and the scorer that supervised mining needs.
 ``[CLS] question [SEP] sentence [SEP]`` goes through a pretrained encoder (any Hugging Face
 encoder, :func:`retrieval_qa.pretrained.resolve_pretrained`; offline the packaged MiniLM), a
 linear head on the [CLS] state gives one logit, and training minimises binary cross-entropy
-on batches of gold pairs and sampled negatives (:mod:`retrieval_qa.data.classifier_pairs`).
+on batches of gold pairs and sampled negatives (:mod:`retrieval_qa.classifiers.pair_data`).
 Unlike a dual encoder, every (question, candidate) pair needs its own forward pass, so it
 scores a few candidates well but cannot index a corpus.
 
 Settings: ``conf/model/cross_classifier.yaml`` (:meth:`CrossAttentionClassifier.from_config`
 reads it; the constructor takes its keys). Training with a ``pl.Trainer``:
-:func:`retrieval_qa.training.cross_classifier.train_cross_classifier`.
+:func:`retrieval_qa.classifiers.train_classifier.train_cross_classifier`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from ..config import model_defaults
-from ..data.classifier_pairs import MODEL_KEYS, encode_pairs
-from .optim import lightning_optimizers
+from ..models.optim import lightning_optimizers
+from .pair_data import MODEL_KEYS, encode_pairs
 
 __all__ = ["CrossAttentionClassifier"]
 
@@ -43,7 +43,7 @@ class CrossAttentionClassifier(pl.LightningModule):
         score_batch_size: pairs per forward pass in :meth:`score_pairs` / :meth:`score`.
         optimizer: ``name``, ``lr``, ``weight_decay``, ``schedule``, warm-up
             (:mod:`retrieval_qa.models.optim`); the schedule spans the Trainer's steps.
-        training: how :func:`~retrieval_qa.training.cross_classifier.train_cross_classifier`
+        training: how :func:`~retrieval_qa.classifiers.train_classifier.train_cross_classifier`
             trains it (steps, batch_size, same_paragraph, accelerator); kept with the
             hyperparameters so a checkpoint says how it was trained.
     """

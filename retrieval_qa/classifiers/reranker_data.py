@@ -11,7 +11,7 @@ split: the validation side is left for tuning the fusion):
 
 The mining classifier's rules (:mod:`retrieval_qa.mining.negatives`): a sentence whose text is
 a gold answer of the question string anywhere in the pool (same answer, gold copies;
-:func:`~retrieval_qa.mining.neighbours.known_positives`) is never a negative, and a question's
+:func:`~retrieval_qa.data.pool_index.known_positives`) is never a negative, and a question's
 negatives are different sentence texts. A source with too few sentences left gives fewer.
 """
 
@@ -62,7 +62,7 @@ def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
                     same_paragraph: int, seed: int) -> tuple[list[RerankExample], dict]:
     """The examples of every question of ``pool`` (see the module docstring); ``top[q]``: its
     first-stage candidates, best first. Returns (examples, counts per source and shortfall)."""
-    from ..mining.neighbours import known_positives
+    from ..data.pool_index import known_positives
 
     rng = random.Random(seed)
     positives = known_positives(pool)

@@ -7,12 +7,12 @@ import torch
 from helpers import WORDS, synthetic_squad, write_json_gz
 from transformers import BertTokenizerFast
 
-from retrieval_qa.data import load_pool
-from retrieval_qa.data.classifier_pairs import (
+from retrieval_qa.classifiers.pair_data import (
     ClassifierPairDataModule,
     ClassifierPairSampler,
     encode_pairs,
 )
+from retrieval_qa.data import load_pool
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from retrieval_qa.models.cross_encoder import CrossEncoderReranker
+from retrieval_qa.classifiers.reranker import CrossEncoderReranker
 from tests.helpers import WORDS, save_tiny_bert_model, word_tokenizer
 
 PAIRS = [("what is the fact", "the fact is a place"), ("where is the city", "a city"),
@@ -43,9 +43,9 @@ def test_export_loads_in_sentence_transformers_with_our_scores(reranker, tmp_pat
 
 @pytest.mark.filterwarnings("ignore:You are trying to .self.log")
 def test_a_listwise_step_is_the_grouped_softmax_of_the_question_groups(reranker):
+    from retrieval_qa.classifiers.reranker_data import RerankExample
+    from retrieval_qa.classifiers.train_reranker import _collate, question_groups
     from retrieval_qa.losses.listwise import grouped_softmax_loss
-    from retrieval_qa.pipeline.reranker_data import RerankExample
-    from retrieval_qa.pipeline.train_reranker import _collate, question_groups
 
     examples = [RerankExample(q, s, int(i == 0), "gold" if i == 0 else "bm25")
                 for q in ("what is the fact", "where is the city")

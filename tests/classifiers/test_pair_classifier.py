@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
-from helpers import WORDS, synthetic_squad, write_json_gz
+from helpers import WORDS, signal_at_step, synthetic_squad, write_json_gz
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
+from retrieval_qa.classifiers.pair_classifier import CrossAttentionClassifier
+from retrieval_qa.classifiers.pair_data import ClassifierPairDataModule
+from retrieval_qa.classifiers.train_classifier import train_cross_classifier
 from retrieval_qa.config import conf_dir, model_defaults
 from retrieval_qa.data import load_pool
-from retrieval_qa.data.classifier_pairs import ClassifierPairDataModule
-from retrieval_qa.models.cross_classifier import CrossAttentionClassifier
-from retrieval_qa.training.cross_classifier import train_cross_classifier
+from retrieval_qa.errors import RunInterrupted, SettingsMismatchError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -42,7 +45,7 @@ def test_conf_file_names_the_class_and_holds_every_argument():
     path = conf_dir() / "model" / "cross_classifier.yaml"
     cfg = OmegaConf.load(path)
     assert list(cfg)[:2] == ["_target_", "name"] and cfg.name == "cross_classifier"
-    assert cfg._target_ == "retrieval_qa.models.cross_classifier.CrossAttentionClassifier"
+    assert cfg._target_ == "retrieval_qa.classifiers.pair_classifier.CrossAttentionClassifier"
     settings = CrossAttentionClassifier.settings()
     assert set(settings) == set(cfg) - {"_target_", "name"}
     # the BERTQA defaults of the ENDX study (formerly argparse defaults)
@@ -118,3 +121,33 @@ def test_the_same_seed_trains_the_same_model(env):
                                   seed=5, log_every=0)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name  # exact: the same computation twice in one process
+
+
+def test_a_training_stopped_by_a_signal_resumes_to_the_uninterrupted_weights(
+        env, tmp_path, monkeypatch):
+    """With a folder, the training keeps its resumable checkpoints there: stopped by SIGTERM
+    after step 3 of 6, the same call resumes to the weights and losses of an uninterrupted
+    training (dropout on: the random-number states and the sampler's position are restored);
+    called again when finished, it trains nothing more. Exact: the same computation in one
+    process."""
+    settings = tiny(env, dropout=0.3, training={"steps": 6, "batch_size": 4})
+    straight, a = train_cross_classifier(env[1], settings, seed=2, log_every=0,
+                                         run_dir=tmp_path / "a")
+    with monkeypatch.context() as m:
+        signal_at_step(m, 3, signal.SIGTERM)
+        with pytest.raises(RunInterrupted):
+            train_cross_classifier(env[1], settings, seed=2, log_every=0, run_dir=tmp_path / "b")
+    resumed, b = train_cross_classifier(env[1], settings, seed=2, log_every=0,
+                                        run_dir=tmp_path / "b")
+    assert b["resumed_from"] == str(tmp_path / "b" / "checkpoints" / "last.ckpt")
+    assert (a["first_loss"], a["last_loss"]) == (b["first_loss"], b["last_loss"])
+    for (name, x), y in zip(straight.state_dict().items(), resumed.state_dict().values(),
+                            strict=True):
+        assert torch.equal(x, y), name
+    again, c = train_cross_classifier(env[1], settings, seed=2, log_every=0,
+                                      run_dir=tmp_path / "a")
+    assert c["resumed_from"] == str(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(x, y) for x, y in zip(straight.state_dict().values(),
+                                                 again.state_dict().values(), strict=True))
+    with pytest.raises(SettingsMismatchError, match=r"seed: 2 -> 3"):
+        train_cross_classifier(env[1], settings, seed=3, log_every=0, run_dir=tmp_path / "a")

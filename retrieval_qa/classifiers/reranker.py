@@ -2,7 +2,7 @@
 ``CrossEncoder`` folder.
 
 It starts from the cross-attention classifier
-(:class:`~retrieval_qa.models.cross_classifier.CrossAttentionClassifier`: the same
+(:class:`~retrieval_qa.classifiers.pair_classifier.CrossAttentionClassifier`: the same
 ``[CLS] question [SEP] sentence [SEP]`` input, settings, binary cross-entropy training step
 and scoring methods); the network is the Hugging Face sequence-classification model of the
 same encoder with one label (for BERT-family encoders: the pooler on [CLS], dropout, a linear
@@ -10,7 +10,7 @@ head), so that :meth:`export` is a folder ``CrossEncoder(path)`` loads offline a
 exactly as this module does (raw logits: the export's activation is the identity).
 
 Settings: ``conf/model/cross_classifier.yaml`` (the parent's keys); training:
-:mod:`retrieval_qa.pipeline.train_reranker`.
+:mod:`retrieval_qa.classifiers.train_reranker`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ..written import Damaged, read_json, refuse, write_text
-from .cross_classifier import CrossAttentionClassifier
+from .pair_classifier import CrossAttentionClassifier
 
 __all__ = ["CrossEncoderReranker"]
 
@@ -92,12 +92,12 @@ class CrossEncoderReranker(CrossAttentionClassifier):
         if not meta.is_file():
             raise FileNotFoundError(f"{folder} holds no {META_FILE}: pass a folder written by "
                                     "CrossEncoderReranker.export (python -m "
-                                    "retrieval_qa.pipeline.train_reranker --output)")
+                                    "retrieval_qa.classifiers.train_reranker --output)")
         try:
             settings = dict(read_json(meta, ("settings",))["settings"])
         except Damaged as damage:
             raise refuse(damage, "reranker file", "train and export the reranker again (python "
-                         "-m retrieval_qa.pipeline.train_reranker --output)") from None
+                         "-m retrieval_qa.classifiers.train_reranker --output)") from None
         settings.pop("pretrained_label", None)
         settings.update(pretrained=str(folder), fallback=None)
         return cls(**settings).to(map_location).eval()
