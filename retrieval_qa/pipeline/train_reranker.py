@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from ..config import apply_overrides, load_yaml, load_yaml_file, plain
+from ..config import load_yaml, load_yaml_file, plain
 from ..written import write_text
 
 
@@ -125,11 +125,13 @@ def main(argv=None) -> int:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     args = p.parse_args(argv)
     from ..runtime import apply_threads
+    from .composition import compose_file
 
     apply_threads(None)
     cfg = (load_yaml_file(args.config) if args.config
            else load_yaml("pipeline/training/reranker.yaml"))
-    cfg = plain(apply_overrides(cfg, args.overrides))
+    cfg = plain(compose_file(cfg, args.config or "conf/pipeline/training/reranker.yaml",
+                             args.overrides))  # strict keys, conf/ranges.yaml
     import contextlib
 
     with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
