@@ -154,7 +154,7 @@ def _stage_defaults(kind: str | None) -> tuple[str, DictConfig] | None:
 
 
 def _arguments(target) -> list[str]:
-    """The keyword arguments ``target`` names (none for one that takes ``**kwargs`` only)."""
+    """The keyword arguments ``target`` names."""
     try:
         parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):
@@ -168,9 +168,8 @@ def _stage(cfg: DictConfig, slot: str, registry_kind: str, layers, source: str,
     of its kind's file, or the arguments its ``_target_`` takes."""
     block = OmegaConf.select(cfg, slot)
     if not isinstance(block, DictConfig):
-        raise PipelineConfigError(_where(slot, layers, source), slot,
-                                  f"{OmegaConf.to_container(block) if block is not None else None!r}"
-                                  " is not a mapping", "write the stage as key: value lines")
+        raise PipelineConfigError(_where(slot, layers, source), slot, f"{block!r} is not a "
+                                  "mapping", "write the stage as key: value lines")
     key, names = SHORT_NAMES[registry_kind]
     if registry_kind == "reranker" and not any(
             _where(f"{slot}.{k}", layers, "") for k in ("_target_", key)):
@@ -191,11 +190,10 @@ def _stage(cfg: DictConfig, slot: str, registry_kind: str, layers, source: str,
     found = _stage_defaults(getattr(target, "kind", None))
     defaults = found[1] if found else OmegaConf.create()
     allowed = {*defaults.keys(), "_target_" if "_target_" in block else key}
-    if "_target_" in block:  # and the arguments of the class it names
-        allowed |= set(_arguments(target)) - {"name"}
+    if "_target_" in block:  # and the arguments of the class it names (its **kwargs too)
+        allowed |= {n for n in (*_arguments(target), *block) if n != "name" and takes(target, n)}
     for name in block:
-        if name in allowed or ("_target_" in block and name != "name"
-                               and not _arguments(target) and takes(target, name)):
+        if name in allowed:
             continue
         allowed = sorted(allowed)
         raise PipelineConfigError(_where(f"{slot}.{name}", layers, source), f"{slot}.{name}",
@@ -206,10 +204,11 @@ def _stage(cfg: DictConfig, slot: str, registry_kind: str, layers, source: str,
         named = OmegaConf.create({k: block[k] for k in ("_target_", key) if k in block})
         block = OmegaConf.merge(named, defaults, block)  # the class first, then its settings
         OmegaConf.update(cfg, slot, block, merge=False)
-    for name in sorted(OmegaConf.missing_keys(block)):
-        raise PipelineConfigError(_where(slot, layers, source), f"{slot}.{name}", "missing",
-                                  f"give it ({found[0]} says what it holds)" if found
-                                  else "give it")
+    missing = sorted(OmegaConf.missing_keys(block))
+    if missing:
+        raise PipelineConfigError(_where(slot, layers, source), f"{slot}.{missing[0]}",
+                                  "missing", f"give it ({found[0]} says what it holds)"
+                                  if found else "give it")
 
 
 def _compose(top: str, node: DictConfig, overrides: Sequence[str]) -> Pipeline:
