@@ -173,7 +173,8 @@ def cmd_evaluate(args) -> dict:
     from .embeddings.evaluate import cmd_evaluate_embeddings, wants_embeddings  # issue 12
 
     # every --pipeline option leads there, so one given without --pipeline is an error there
-    if args.pipeline or args.from_run_files or args.pipeline_dir or args.max_questions:
+    if args.pipeline or args.from_run_files or args.pipeline_dir or args.max_questions \
+            or args.cfg:
         from .pipeline.cli import cmd_evaluate_pipeline
 
         return cmd_evaluate_pipeline(args, eval_cfg=load_yaml("eval/default.yaml"), load=_load)
@@ -543,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pipeline_arguments(ev)
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                    help="--model bm25 settings over conf/model/bm25.yaml, e.g. k1=0.9 b=0.4")
+                    help="--model bm25 settings over conf/model/bm25.yaml, e.g. k1=0.9 b=0.4; "
+                         "with --pipeline, its keys, e.g. reranker.top_k=10")
     ev.set_defaults(func=cmd_evaluate)
 
     tr = sub.add_parser("train", help="train a method: rqa train experiment=NAME [profile=cpu]",
@@ -728,7 +730,7 @@ def _run_parsed(args: argparse.Namespace, out) -> int:
         message = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
         print("rqa: error: " + " ".join(str(message).split("\n")), file=sys.stderr)
         return 2
-    if args.func is cmd_train and args.cfg:  # `rqa train --cfg`: the YAML, not JSON
+    if args.func in (cmd_train, cmd_evaluate) and args.cfg:  # --cfg: the YAML, not JSON
         out.write(result["text"])
         out.flush()
     elif result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout

@@ -78,3 +78,16 @@ class RunInterrupted(Exception):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+def did_you_mean(word: str, choices) -> str:
+    """`` Did you mean: 'x'?`` naming the choices closest to a misspelt ``word`` (as
+    OmegaConf's strict configs say it), or an empty string when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=3)
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f" Did you mean: {close[0]!r}?"
+    return f" Did you mean one of: {', '.join(map(repr, close))}?"

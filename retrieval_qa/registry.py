@@ -51,6 +51,13 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "wandb": {"_target_": "retrieval_qa.training.loggers.wandb_logger"},
         "none": {"_target_": "retrieval_qa.training.loggers.no_logger"},
     }),
+    "retriever": ("kind", {  # a pipeline's first stages (conf/pipeline)
+        "bm25": {"_target_": "retrieval_qa.pipeline.retrievers.BM25Retriever"},
+        "dual_encoder": {"_target_": "retrieval_qa.pipeline.retrievers.DenseRetriever"},
+    }),
+    "reranker": ("kind", {
+        "cross_encoder": {"_target_": "retrieval_qa.pipeline.rerankers.CrossEncoderStage"},
+    }),
 }
 
 

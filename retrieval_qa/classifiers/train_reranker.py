@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import apply_overrides, load_yaml, load_yaml_file, plain
+from ..config import load_yaml, load_yaml_file, plain
 from ..training.trainer import fit
 from ..written import write_text
 
@@ -141,11 +141,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from ..errors import RunInterrupted, UsageError
     from ..runtime import apply_threads
+    from ..training.compose import compose_file
 
     apply_threads(None)
     cfg = (load_yaml_file(args.config) if args.config
            else load_yaml("pipeline/training/reranker.yaml"))
-    cfg = plain(apply_overrides(cfg, args.overrides))
+    cfg = plain(compose_file(cfg, args.config or "conf/pipeline/training/reranker.yaml",
+                             args.overrides))  # strict keys, conf/ranges.yaml
     import contextlib
 
     try:

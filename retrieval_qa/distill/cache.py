@@ -28,8 +28,7 @@ import json
 from pathlib import Path
 
 from ..errors import InputFileError, SettingsMismatchError, UsageError
-from ..pipeline.config import load_pipeline
-from ..pipeline.stages import stage_settings
+from ..pipeline.composition import load_pipeline
 from ..written import Damaged, atomic_path, check, read_back, read_json
 from .questions import check_same_side, reranker_draw
 
@@ -63,7 +62,7 @@ def cache_key(teacher: dict, data: dict) -> dict:
 
     cfg = load_pipeline(teacher["pipeline"])
     for spec in cfg.retrievers:
-        if spec.checkpoint is not None and not Path(spec.checkpoint).is_dir():
+        if getattr(spec, "checkpoint", None) is not None and not Path(spec.checkpoint).is_dir():
             raise InputFileError(f"data.teacher.pipeline={teacher['pipeline']}",
                                  spec.checkpoint, f"the model of its stage {spec.name!r} is "
                                  "not a folder", "export or train it first (see the pipeline "
@@ -75,7 +74,7 @@ def cache_key(teacher: dict, data: dict) -> dict:
            "teacher": {"model": artifact_digest(folder)},
            "teacher_training_questions": draw,
            "first_stage": {"pipeline": cfg.name, "top_k": cfg.top_k,
-                           "stages": {s.name: stage_settings(s, cfg.top_k)
+                           "stages": {s.name: s.run_settings(cfg.top_k)
                                       for s in cfg.retrievers},
                            "fusion": dataclasses.asdict(cfg.fusion),
                            "tuning": dataclasses.asdict(cfg.tuning)},

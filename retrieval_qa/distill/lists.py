@@ -32,7 +32,7 @@ from ..data.errors import DataFormatError
 from ..data.pool_index import known_positives
 from ..data.types import RetrievalPool
 from ..errors import InputFileError
-from ..pipeline.config import PipelineConfig, RetrieverSpec
+from ..pipeline.composition import Pipeline
 from ..pipeline.ranking import ordered
 from ..pipeline.run import fuse, pool_folder, tune_fusion
 from ..pipeline.stages import (
@@ -40,7 +40,6 @@ from ..pipeline.stages import (
     StageRun,
     run_retriever,
     settings_file,
-    stage_settings,
 )
 from ..written import Damaged, read_json
 
@@ -54,12 +53,12 @@ def _recorded(run_file: Path) -> dict | None:
         return None
 
 
-def stage_run(spec: RetrieverSpec, top_k: int, pool: RetrievalPool, folder: Path, *,
+def stage_run(spec, top_k: int, pool: RetrievalPool, folder: Path, *,
               evaluation: dict, progress: bool) -> StageRun:
     """One retriever's lists on ``pool``: read from its run file under ``folder`` when that
     was written under the same settings, else computed (and written there)."""
     run_file = folder / pool_folder(pool) / f"{spec.name}{RUN_SUFFIX}"
-    if run_file.is_file() and _recorded(run_file) == stage_settings(spec, top_k):
+    if run_file.is_file() and _recorded(run_file) == spec.run_settings(top_k):
         try:
             return StageRun.from_file(spec.name, pool, run_file, tuple(evaluation["ks"]))
         except (InputFileError, DataFormatError) as e:
@@ -69,7 +68,7 @@ def stage_run(spec: RetrieverSpec, top_k: int, pool: RetrievalPool, folder: Path
                          memory_mb=float(evaluation["memory_mb"]))
 
 
-def first_stage(cfg: PipelineConfig, pool: RetrievalPool, folder: str | Path, *, data_dir,
+def first_stage(cfg: Pipeline, pool: RetrievalPool, folder: str | Path, *, data_dir,
                 evaluation: dict, progress: bool) -> tuple[list[tuple], dict]:
     """The pipeline's fused first-stage lists (candidate indices, fused scores) of every
     question of ``pool``, and what was done: the fusion settings (as tuned), each stage's

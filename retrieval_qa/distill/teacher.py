@@ -48,7 +48,7 @@ def build_lists(teacher: dict, data: dict, evaluation: dict, folder: Path, key: 
                 progress: bool) -> dict:
     """Step 1 (see the module docstring): the lists file's content, written."""
     from ..data import load_pool
-    from ..pipeline.config import load_pipeline
+    from ..pipeline.composition import load_pipeline
     from ..progress import stage
     from .lists import first_stage, question_lists
     from .questions import distill_pool, reranker_questions

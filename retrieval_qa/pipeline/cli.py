@@ -1,4 +1,5 @@
-"""``rqa evaluate --pipeline NAME [--from-run-files DIR]``: the options and the command."""
+"""``rqa evaluate --pipeline NAME [--from-run-files DIR] [--cfg] [KEY=VALUE ...]``: the
+options and the command."""
 
 from __future__ import annotations
 
@@ -24,23 +25,30 @@ def add_pipeline_arguments(p) -> None:
     p.add_argument("--max-questions", type=int, default=None, metavar="N",
                    help="--pipeline: evaluate a seeded subset of N questions (every candidate "
                         "kept; seed: the pipeline's tuning.split_seed)")
+    p.add_argument("--cfg", action="store_true",
+                   help="--pipeline: print the composed pipeline without running it, each "
+                        "value followed by where it came from (conf/pipeline.yaml, the file, "
+                        "an `extends:` parent, a stage's conf/pipeline/stages file, or the "
+                        "command line's KEY=VALUE settings)")
 
 
 def cmd_evaluate_pipeline(args, eval_cfg, load) -> dict:
     if not args.pipeline:
-        raise ConflictingOptionsError("--from-run-files / --pipeline-dir / --max-questions "
-                                      "belong to --pipeline (fix: add --pipeline NAME)")
+        raise ConflictingOptionsError("--from-run-files / --pipeline-dir / --max-questions / "
+                                      "--cfg belong to --pipeline (fix: add --pipeline NAME)")
     other = [o for o, v in (("--model", args.model), ("--checkpoint", args.checkpoint),
                             ("--run-file", args.run_file), ("--work-dir", args.work_dir))
              if v]
-    if other or args.overrides:
+    if other:
         raise ConflictingOptionsError(
-            f"--pipeline {args.pipeline} does not combine with {other or args.overrides}: the "
-            "pipeline's config names its retrievers and settings (fix: drop them, or edit "
-            "the conf/pipeline file)")
-    from .config import load_pipeline
+            f"--pipeline {args.pipeline} does not combine with {other}: the pipeline's config "
+            "names its retrievers and settings (fix: drop them, or edit the conf/pipeline "
+            "file, or give its keys as KEY=VALUE)")
+    from .composition import load_pipeline
 
-    cfg = load_pipeline(args.pipeline)
+    cfg = load_pipeline(args.pipeline, args.overrides)
+    if args.cfg:  # what would run, each value with its source; nothing run
+        return {"text": cfg.annotated()}
     if args.from_run_files and not Path(args.from_run_files).is_dir():
         raise InputFileError("--from-run-files", args.from_run_files, "is not a folder",
                              "give the --pipeline-dir of an earlier rqa evaluate --pipeline")

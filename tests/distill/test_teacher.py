@@ -66,7 +66,7 @@ def test_the_lists_follow_the_fused_order_and_the_negative_rules(world, settings
     from retrieval_qa.data.pool_index import known_positives
     from retrieval_qa.distill.lists import first_stage, question_lists
     from retrieval_qa.distill.questions import distill_pool, reranker_draw, reranker_questions
-    from retrieval_qa.pipeline.config import load_pipeline
+    from retrieval_qa.pipeline.composition import load_pipeline
     from retrieval_qa.pipeline.ranking import ordered
 
     teacher, data, evaluation = settings
@@ -198,11 +198,11 @@ def test_a_folder_of_other_settings_is_refused_and_rebuild_starts_it_over(world,
 
 def test_the_questions_the_teacher_trained_on_are_left_out_exactly(world, monkeypatch):
     """The draw made again from the teacher's training.json is the one its training made."""
+    from retrieval_qa.classifiers import reranker_data
     from retrieval_qa.classifiers.reranker_data import training_side
     from retrieval_qa.classifiers.train_reranker import train_reranker
     from retrieval_qa.data import load_pool
     from retrieval_qa.distill.questions import distill_pool, reranker_draw, reranker_questions
-    from retrieval_qa.classifiers import reranker_data
 
     seen = {}
 

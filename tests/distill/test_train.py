@@ -99,7 +99,7 @@ def test_rqa_train_distill_exports_evaluates_and_serves_as_a_pipeline_stage(worl
 
     from retrieval_qa.data import load_pool
     from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
-    from retrieval_qa.pipeline.config import parse_pipeline
+    from retrieval_qa.pipeline.composition import parse_pipeline
     from retrieval_qa.pipeline.run import run_pipeline
 
     overrides = _overrides(world, tmp_path)
