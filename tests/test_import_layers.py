@@ -81,7 +81,7 @@ def _layer(module: str) -> str:
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "retrieval_qa.app.sweep_run" in graph["retrieval_qa.cli"]
+    assert "retrieval_qa.app.sweep_run" in graph["retrieval_qa.cli.sweep"]
     assert "retrieval_qa.data.pool_index" in graph["retrieval_qa.data.datamodule"]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import conf_names, load_group, load_yaml, load_yaml_file, merge_extends, plain
-from ..errors import UsageError
+from ..errors import UsageError, did_you_mean
 
 RETRIEVER_KINDS = ("bm25", "dual_encoder")
 FUSION_METHODS = ("none", "rrf", "convex")
@@ -253,7 +253,8 @@ def load_pipeline(name: str, overrides: dict[str, Any] | None = None) -> Pipelin
         cfg = merge_extends("pipeline", cfg)
     else:
         if name not in conf_names("pipeline"):
-            raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: use one of "
+            raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: "
+                             f"{did_you_mean(name, conf_names('pipeline'))}use one of "
                              f"{conf_names('pipeline')}, or a path to a .yaml file)")
         cfg, source = load_group("pipeline", name), f"conf/pipeline/{name}.yaml"
     raw = plain(cfg)

@@ -16,7 +16,7 @@ from helpers import TINY_SQUAD, write_json_gz
 
 from retrieval_qa.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 BAD_SWEEP_TYPE = """\
 method: grid
