@@ -39,7 +39,8 @@ def conf_names(group: str) -> list[str]:
 def load_yaml(relative: str) -> DictConfig:
     path = next((d / relative for d in conf_dirs() if (d / relative).is_file()), None)
     if path is None:
-        group, names = Path(relative).parent.as_posix(), conf_names(Path(relative).parent.as_posix())
+        group = Path(relative).parent.as_posix()
+        names = conf_names(group)
         raise FileNotFoundError(f"config {relative} not found in {[str(d) for d in conf_dirs()]}; "
                                 f"{did_you_mean(Path(relative).stem, names)}available in "
                                 f"{group}/: {names}")

@@ -151,6 +151,8 @@ CASES = {
     "sweep override type": (["sweep", "{in}/bad_type.yaml", "--dry-run"],
                             ["run 1", "trainer.max_steps", "an integer"]),
     "sweep run numbers": (["sweep", "{in}/bad_type.yaml", "--runs", "one"], ["--runs"]),
+    "sweep count not a number": (["sweep", "{in}/bad_type.yaml", "--count", "two"],
+                                 ["--count", "'two' is not a whole number"]),
     # rqa data stats
     "data stats unknown pool": (["data", "stats", "--data-dir", "{data}", "--pool", "test"],
                                 ["'test'", "dev"]),
