@@ -32,9 +32,9 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
-# docs/cli-reference.md from the parsers (tests/test_cli_reference.py checks it is current)
+# docs/cli-reference.md from the parsers (tests/cli/test_reference.py checks it is current)
 docs: $(STAMP)
-	$(BIN)/python -m retrieval_qa.cli_reference > docs/cli-reference.md
+	$(BIN)/python -m retrieval_qa.cli.reference > docs/cli-reference.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench

@@ -28,13 +28,7 @@ LAYERS = (
     ("pipeline", "analysis"),
     ("sweeps", "distill"),
     ("cli",),
-    ("cli_reference",),
 )
-
-#: command-line modules that still live inside a lower package: they belong to the command
-#: line's layer (``cli``), whatever folder holds them
-COMMAND_LINE = ("retrieval_qa.analysis.cli", "retrieval_qa.mining.cli",
-                "retrieval_qa.pipeline.cli")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -79,8 +73,6 @@ def import_graph() -> dict[str, set[str]]:
 def package_of(module: str) -> str:
     """The package (or top-level module) of retrieval_qa that a module belongs to; "" for
     retrieval_qa itself."""
-    if module in COMMAND_LINE:
-        return "cli"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -130,7 +122,7 @@ def upward(packages: dict[str, set[str]], level: dict[str, int]) -> list[str]:
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "retrieval_qa.sweeps.run" in graph["retrieval_qa.cli"]
+    assert "retrieval_qa.sweeps.run" in graph["retrieval_qa.cli.sweep"]
     assert "retrieval_qa.data.pool_index" in graph["retrieval_qa.data.datamodule"]
     packages = package_graph(graph)
     assert {"sweeps", "analysis", "training"} <= packages["cli"]
@@ -149,9 +141,6 @@ def test_every_package_has_one_layer_and_every_name_there_exists():
     assert not packages - set(names), (f"packages without a layer: {sorted(packages - set(names))}"
                                        " (give each its place in LAYERS)")
     assert not set(names) - packages, f"LAYERS names no package: {sorted(set(names) - packages)}"
-    modules = import_graph()
-    assert all(m in modules for m in COMMAND_LINE), \
-        f"COMMAND_LINE names modules that are gone: {[m for m in COMMAND_LINE if m not in modules]}"
 
 
 def test_no_package_import_cycles():
@@ -174,7 +163,7 @@ def test_the_checks_find_a_cycle_and_an_upward_arrow():
     assert _cycle({"a": {"b"}, "b": set()}) is None
     modules = {"retrieval_qa.data.x": {"retrieval_qa.training.y"},
                "retrieval_qa.training.y": {"retrieval_qa.data.z", "retrieval_qa.training.w"},
-               "retrieval_qa.analysis.cli": {"retrieval_qa.sweeps.table"}}
+               "retrieval_qa.cli.analyze": {"retrieval_qa.sweeps.table"}}
     packages = package_graph(modules)
     assert packages == {"data": {"training"}, "training": {"data"}, "cli": {"sweeps"}}
     assert _cycle(packages) == ["data", "training", "data"]

@@ -179,8 +179,8 @@ def _stage(cfg: DictConfig, slot: str, registry_kind: str, layers, source: str,
     if "_target_" not in block and block.get(key) not in names:
         given = block.get(key)
         raise PipelineConfigError(_where(f"{slot}.{key}", layers, source), f"{slot}.{key}",
-                                  f"{given!r} is not a {registry_kind} kind."
-                                  f"{did_you_mean(given, names)}",
+                                  f"{given!r} is not a {registry_kind} kind; "
+                                  f"{did_you_mean(given, names)}".rstrip(),
                                   f"use one of {list(names)}, or a _target_ naming the class "
                                   "(package.module.Name)")
     try:
@@ -197,7 +197,7 @@ def _stage(cfg: DictConfig, slot: str, registry_kind: str, layers, source: str,
             continue
         allowed = sorted(allowed)
         raise PipelineConfigError(_where(f"{slot}.{name}", layers, source), f"{slot}.{name}",
-                                  f"unknown key.{did_you_mean(name, allowed)}",
+                                  f"unknown key; {did_you_mean(name, allowed)}".rstrip(),
                                   f"use one of {allowed}" + (f" ({found[0]})" if found else ""))
     if found:
         stage_layers.append((found[0], layer_keys(defaults, f"{slot}.")))
@@ -280,8 +280,8 @@ def _pipeline(cfg: DictConfig, sources: dict, top: str) -> Pipeline:
     if isinstance(weights, dict):
         extra = [n for n in weights if n not in names]
         if extra:
-            raise error(f"fusion.weights.{extra[0]}", "not a retriever of the pipeline."
-                        f"{did_you_mean(extra[0], names)}", f"use one of {names}")
+            raise error(f"fusion.weights.{extra[0]}", "not a retriever of the pipeline; "
+                        f"{did_you_mean(extra[0], names)}".rstrip(), f"use one of {names}")
         missing = [n for n in names if n not in weights]
         if missing:
             raise error(f"fusion.weights.{missing[0]}", "missing",
@@ -323,7 +323,8 @@ def load_pipeline(name: str, overrides: Sequence[str] = ()) -> Pipeline:
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return _compose(str(path), load_yaml_file(path, "pipeline config"), overrides)
     if name not in conf_names("pipeline"):
-        raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: use one of "
+        raise UsageError(f"--pipeline {name}: no conf/pipeline/{name}.yaml (fix: "
+                         f"{did_you_mean(name, conf_names('pipeline'))}use one of "
                          f"{conf_names('pipeline')}, or a path to a .yaml file)")
     return _compose(f"conf/pipeline/{name}.yaml", load_yaml(f"pipeline/{name}.yaml"),
                     overrides)

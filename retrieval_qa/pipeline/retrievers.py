@@ -55,7 +55,7 @@ class BM25Retriever:
         allowed = sorted(set(_bm25_defaults()) - {"name"})
         for key in settings:
             if key not in allowed:
-                raise ValueError(f"settings.{key}: unknown key.{did_you_mean(key, allowed)} "
+                raise ValueError(f"settings.{key}: unknown key; {did_you_mean(key, allowed)}"
                                  f"(fix: use one of {allowed}, the keys of "
                                  "conf/model/bm25.yaml)")
         self.name, self.settings = name, dict(settings)

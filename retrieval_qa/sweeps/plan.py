@@ -51,7 +51,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from ..config import conf_dirs, yaml_error_line
-from ..errors import InputFileError
+from ..errors import InputFileError, did_you_mean
 from ..training.compose import compose
 from ..training.run_folder import run_dir
 
@@ -85,7 +85,8 @@ def find_sweep_file(name_or_path: str | Path) -> Path:
             if candidate.is_file():
                 return candidate
     names = sorted({f.stem for d in conf_dirs() for f in (d / "sweeps").glob("*.yaml")})
-    raise FileNotFoundError(f"sweep file {name_or_path!r} not found (a path, or one of "
+    raise FileNotFoundError(f"sweep file {name_or_path!r} not found ("
+                            f"{did_you_mean(Path(name_or_path).stem, names)}a path, or one of "
                             f"conf/sweeps/: {names})")
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ..analysis.sweep_runs import read_run_plan
+from ..progress import QUIET_TRAINING
 from ..written import read_report, write_text
 from .plan import (
     DEFAULT_OUTPUT_DIR,
@@ -151,12 +152,13 @@ def _reusable(runs: list[PlannedRun], name: str, output_dir) -> list[PlannedRun]
 def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = False,
               output_dir: str | Path = DEFAULT_OUTPUT_DIR, method: str | None = None,
               seed: int = 0, threads: str | None = None, in_process: bool = False,
-              only: list[int] | None = None) -> dict:
+              only: list[int] | None = None, quiet: bool = False) -> dict:
     """Run (or with ``dry_run`` only plan) a sweep file; returns the summary: every run with
     its parameters, folder, status and metric, and the comparison table's files. Each run is
     ``rqa train`` in a subprocess (as ``wandb agent`` runs it), or with ``in_process`` in this
     process. ``only``: run just these run numbers (as ``dry_run`` lists them), in this order;
-    their folders are the full sweep's, so the rest can be run later."""
+    their folders are the full sweep's, so the rest can be run later. ``quiet``: the runs
+    show no progress bar and no model summary (as ``rqa train --quiet``)."""
     start = time.perf_counter()
     path = find_sweep_file(file)
     sweep = load_sweep(path)
@@ -194,6 +196,8 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
                                      f"into {sweep_dir}")
         for r in todo:
             r.status = "running"
+            if quiet:
+                r.overrides = [*r.overrides, *QUIET_TRAINING]
             write_text(Path(r.run_dir) / "sweep.json", json.dumps(
                 {"sweep": name, "file": str(path), "method": method, "metric": metric,
                  "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index,

@@ -28,7 +28,7 @@ from ..config import (
     override_value,
     yaml_error_line,
 )
-from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
+from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError, did_you_mean
 from ..ranges import out_of_range
 from .provenance import COMMAND_LINE, value_sources
 
@@ -161,6 +161,7 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
     if profile != "paper":
         if profile not in profiles:
             raise UsageError(f"experiment {experiment_name!r} has no profile {profile!r}; "
+                             f"{did_you_mean(profile, ['paper', *profiles])}"
                              f"profiles: ['paper', {', '.join(map(repr, profiles))}]")
         block = profiles[profile]
         cfg = merge_strict(cfg, block, f"profile {profile!r} of {experiment_name}")

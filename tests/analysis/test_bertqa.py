@@ -56,9 +56,9 @@ def test_bertqa_end_to_end(env, tmp_path, rqa):
 
 
 def test_flags_given_override_the_classifier_conf_and_the_rest_come_from_it():
-    from retrieval_qa.analysis.cli import classifier_overrides
     from retrieval_qa.classifiers.pair_classifier import CrossAttentionClassifier
     from retrieval_qa.cli import build_parser
+    from retrieval_qa.cli.analyze import classifier_overrides
 
     args = build_parser().parse_args(["analyze", "bertqa", "--model", "A=x", "--steps", "7",
                                       "--lr", "0.001"])

@@ -117,8 +117,8 @@ def test_a_retriever_of_ones_own_is_named_by_its_target_and_runs(tmp_path):
     recorded = json.loads((tmp_path / "tiny-dev" / "words.run.settings.json").read_text())
     assert recorded["kind"] == "word_count" and out["settings"]["retrievers"]["words"]["scale"] == 1
     raw["retrievers"]["words"]["scael"] = 2.0
-    with pytest.raises(UsageError, match=r"mine\.yaml: retrievers\.words\.scael: unknown key\. "
-                                         r"Did you mean: 'scale'\?.*fix:"):
+    with pytest.raises(UsageError, match=r"mine\.yaml: retrievers\.words\.scael: unknown key; "
+                                         r"did you mean 'scale'\?.*fix:"):
         parse_pipeline(raw, "mine.yaml")
 
 
@@ -130,15 +130,15 @@ def test_unknown_keys_name_the_file_that_holds_them_and_what_was_meant(tmp_path)
         load_pipeline(str(path))
     path.write_text("extends: hybrid_ft\nretrievers:\n  minilm_ft: {chekpoint: x}\n")
     with pytest.raises(UsageError, match=r"mine\.yaml: retrievers\.minilm_ft\.chekpoint: "
-                                         r"unknown key\. Did you mean: 'checkpoint'\?"):
+                                         r"unknown key; did you mean 'checkpoint'\?"):
         load_pipeline(str(path))
-    with pytest.raises(UsageError, match=r"command line: reranker\.topk: unknown key\. Did you "
-                                         r"mean: 'top_k'\?"):
+    with pytest.raises(UsageError, match=r"command line: reranker\.topk: unknown key; did you "
+                                         r"mean 'top_k'\?"):
         load_pipeline("hybrid_ft_rerank", ["reranker.topk=3"])
-    with pytest.raises(UsageError, match="tuning.max_question.*Did you mean"):
+    with pytest.raises(UsageError, match="tuning.max_question.*(Did|did) you mean"):
         load_pipeline("hybrid_ft", ["tuning.max_question=3"])
     with pytest.raises(UsageError, match=r"retrievers\.bm25\.kind: 'bm52' is not a retriever "
-                                         r"kind\. Did you mean: 'bm25'\?"):
+                                         r"kind; did you mean 'bm25'\?"):
         load_pipeline("hybrid_convex", ["retrievers.bm25.kind=bm52"])
 
 
@@ -176,7 +176,7 @@ def test_the_reranker_training_settings_are_strict_and_ranged():
         train_main(["epochs=0"])  # before any data is read
     with pytest.raises(OutOfRangeError, match=r"model\.optimizer\.lr=-1"):
         train_main(["model.optimizer.lr=-1"])
-    with pytest.raises(UnknownKeyError, match="Did you mean"):
+    with pytest.raises(UnknownKeyError, match="(Did|did) you mean"):
         train_main(["hard_negative=3"])
 
 

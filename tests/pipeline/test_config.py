@@ -75,7 +75,7 @@ def test_bad_configs_name_the_key_and_the_fix():
     _bad({"topk": 3}, "topk")
     _bad({"top_k": 0}, "top_k")
     _bad({"retrievers": {"a": {"kind": "splade"}}}, "retrievers.a.kind")
-    assert "settings.stemer: unknown key. Did you mean: 'stemmer'?" in _bad(
+    assert "settings.stemer: unknown key; did you mean 'stemmer'?" in _bad(
         {"retrievers": {"a": {"kind": "bm25", "settings": {"stemer": None}}}}, "retrievers.a (")
     _bad({"retrievers": {"a": {"kind": "bm25", "batch_size": 8}}}, "retrievers.a.batch_size")
     _bad({"retrievers": {"a": {"kind": "dual_encoder"}}}, "retrievers.a.checkpoint")

@@ -32,7 +32,23 @@ def test_evaluate_bm25_and_recompute_from_run_file(capsys, tiny_squad_file, tmp_
     assert obj["question_unit"] == "question_text"
     code, again, _ = _run(capsys, "metrics", "--run-file", str(run))
     assert again["metrics"] == pytest.approx(obj["metrics"], abs=1e-3)
-    assert again["question_unit"] == "question_text"
+    assert again["question_unit"] == "question_text" and again["kind"] == "run file"
+    # the per-question record beside it (gzip): the same metrics, from its exact ranks
+    code, record, _ = _run(capsys, "metrics", "--run-file",
+                           str(tmp_path / "run.questions.jsonl.gz"))
+    assert code == 0 and record["kind"] == "per-question record"
+    assert record["metrics"] == pytest.approx(obj["metrics"], abs=1e-3)
+    assert record["question_unit"] == "question_text"
+
+
+def test_metrics_names_a_gzip_file_that_is_no_record(capsys, tmp_path):
+    import gzip
+
+    other = tmp_path / "other.jsonl.gz"
+    other.write_bytes(gzip.compress(b'{"a": 1}\n'))
+    code, obj, err = _run(capsys, "metrics", "--run-file", str(other))
+    assert code == 2 and obj is None and len(err.strip().splitlines()) == 1
+    assert "other.jsonl.gz" in err and "per-question record" in err
 
 
 def test_unknown_override_fails_with_key_named(capsys, tiny_squad_file):

@@ -1,21 +1,32 @@
 """``rqa mine --classifier CKPT --retriever CKPT --output DIR``: the miner of
-:mod:`.miner` on a training pool; settings from ``conf/mine/default.yaml``, flags override.
-Running the same command again resumes an interrupted job (finished shards are not scored
-again); the JSON summary is the last line of stdout."""
+:mod:`retrieval_qa.mining.miner` on a training pool; settings from ``conf/mine/default.yaml``,
+flags override. Running the same command again resumes an interrupted job (finished shards are
+not scored again); the JSON summary is the last line of stdout."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..config import load_yaml
 from ..errors import InputFileError
+from .parsing import add_command
+
+EXAMPLES = """\
+example:
+  rqa mine --classifier runs/mining_classifier/cpu-seed42/model \\
+      --retriever runs/mining_dual/cpu-seed42/model --output runs/mined"""
 
 _FLAGS = ("dataset", "pool", "max_documents", "seed", "top_k", "threshold", "weight_power",
           "shard_questions", "chunk_pairs", "score_batch_size", "device")
 
 
-def add_mine_arguments(p: argparse.ArgumentParser) -> None:
+def add_parser(sub) -> None:
+    p = add_command(sub, "mine", run=run, epilog=EXAMPLES,
+                    help="supervised mining: retriever neighbours labelled by the classifier "
+                         "(resumes when --output exists)",
+                    description="Supervised mining: the retriever's neighbours of each "
+                                "question, labelled by the classifier; the pairs it accepts "
+                                "are new training data. Resumes when --output exists.")
     p.add_argument("--classifier", required=True,
                    help="the classifier: the `checkpoint` folder of `rqa train "
                         "experiment=mining_classifier` (or a .ckpt of that run)")
@@ -31,18 +42,17 @@ def add_mine_arguments(p: argparse.ArgumentParser) -> None:
             kind = int
         p.add_argument(f"--{key.replace('_', '-')}", type=kind, default=None,
                        help=f"default {value} (conf/mine/default.yaml)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def cmd_mine(args) -> dict:
+def run(args) -> dict:
     import torch
 
     from ..data import load_pool
     from ..data.subsets import document_subset
+    from ..mining.classifier_data import artifact_digest
+    from ..mining.miner import Miner, MiningSettings
+    from ..mining.scorer import ClassifierScorer
     from ..models.artifact import load_artifact
-    from .classifier_data import artifact_digest
-    from .miner import Miner, MiningSettings
-    from .scorer import ClassifierScorer
 
     for option, path in (("--classifier", args.classifier), ("--retriever", args.retriever)):
         if not Path(path).exists():  # before the pool is read

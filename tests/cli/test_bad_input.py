@@ -16,7 +16,8 @@ from helpers import TINY_SQUAD, write_json_gz
 
 from retrieval_qa.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+RECORDS = REPO / "results" / "compare"  # committed per-question records
 
 BAD_SWEEP_TYPE = """\
 method: grid
@@ -49,8 +50,8 @@ CASES = {
     "train unknown key": (["train", "experiment=dual_gru", "trainer.max_step=5"],
                           ["trainer.max_step", "Did you mean"]),
     "train no experiment": (["train", "profile=cpu"], ["experiment=NAME", "dual_gru"]),
-    "train unknown experiment": (["train", "experiment=dual_gruu"],
-                                 ["experiment/dual_gruu.yaml", "dual_gru"]),
+    "train unknown experiment": (["train", "experiment=no_such_method"],
+                                 ["experiment/no_such_method.yaml", "dual_gru"]),
     "train unknown profile": (["train", "experiment=dual_gru", "profile=laptop"],
                               ["'laptop'", "profiles"]),
     "train threads": (["train", "experiment=dual_gru", "threads=many"], ["threads", "auto"]),
@@ -150,6 +151,8 @@ CASES = {
     "sweep override type": (["sweep", "{in}/bad_type.yaml", "--dry-run"],
                             ["run 1", "trainer.max_steps", "an integer"]),
     "sweep run numbers": (["sweep", "{in}/bad_type.yaml", "--runs", "one"], ["--runs"]),
+    "sweep count not a number": (["sweep", "{in}/bad_type.yaml", "--count", "two"],
+                                 ["--count", "'two' is not a whole number"]),
     # rqa data stats
     "data stats unknown pool": (["data", "stats", "--data-dir", "{data}", "--pool", "test"],
                                 ["'test'", "dev"]),
@@ -175,6 +178,25 @@ CASES = {
     "analyze similarity without ENDX": (["analyze", "similarity", "--dual-model", "{in}"],
                                         ["--endx-run"]),
     "analyze unknown analysis": (["analyze", "tables"], ["invalid choice"]),
+    # a mistyped name: the close ones named (difflib), then the choices
+    "mistyped command": (["evalute"], ["'evalute'", "did you mean 'evaluate'?"]),
+    "train mistyped experiment": (["train", "experiment=dual_gruu"],
+                                  ["did you mean 'dual_gru'", "available in experiment/"]),
+    "train mistyped profile": (["train", "experiment=dual_gru", "profile=cpuu"],
+                               ["did you mean 'cpu'?", "profiles"]),
+    "train mistyped group file": (["train", "experiment=dual_gru", "model=dual_encodr"],
+                                  ["did you mean 'dual_encoder'?"]),
+    "evaluate mistyped dataset": (["evaluate", "--dataset", "reqa_sqad"],
+                                  ["did you mean 'reqa_squad'", "multireqa_bioasq"]),
+    "evaluate mistyped pool": (["evaluate", "--data-dir", "{data}", "--pool", "devv"],
+                               ["'devv'", "did you mean 'dev'?"]),
+    "evaluate mistyped pipeline": (["evaluate", "--pipeline", "hybrid_rf"],
+                                   ["did you mean 'hybrid_rrf'", "hybrid_convex"]),
+    "sweep mistyped file": (["sweep", "vae", "--dry-run"], ["did you mean 'vaes'?"]),
+    "compare mistyped metric": (["compare", str(RECORDS / "bm25.questions.jsonl.gz"),
+                                 str(RECORDS / "bm25_context.questions.jsonl.gz"), "--metrics",
+                                 "mr"], ["--metrics mr", "did you mean 'mrr'?"]),
+    "analyze mistyped analysis": (["analyze", "one-to-mny"], ["did you mean 'one-to-many'?"]),
 }
 
 

@@ -1,7 +1,7 @@
 """The command-line reference (docs/cli-reference.md), generated from the parsers of
 :func:`retrieval_qa.cli.build_parser`, so it cannot drift from what ``rqa --help`` says.
 
-    python -m retrieval_qa.cli_reference > docs/cli-reference.md
+    python -m retrieval_qa.cli.reference > docs/cli-reference.md
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .cli import build_parser
+from .main import build_parser
 
 WIDTH = 100  # the help is wrapped at a fixed width, whatever the terminal
 
@@ -28,7 +28,7 @@ def reference() -> str:
     os.environ["COLUMNS"] = str(WIDTH)
     try:
         parts = ["# `rqa` command reference", "",
-                 "Generated from the parsers by `python -m retrieval_qa.cli_reference` "
+                 "Generated from the parsers by `python -m retrieval_qa.cli.reference` "
                  "(`make docs`); a test fails when this file is out of date. Conventions, "
                  "errors and examples: [cli.md](cli.md).", ""]
         for name, parser in _subcommands(build_parser(), "rqa"):

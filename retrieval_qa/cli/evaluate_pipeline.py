@@ -1,16 +1,17 @@
-"""``rqa evaluate --pipeline NAME [--from-run-files DIR] [--cfg] [KEY=VALUE ...]``: the
-options and the command."""
+"""``rqa evaluate --pipeline NAME [--from-run-files DIR] [--cfg] [KEY=VALUE ...]``: the options
+of a retrieval pipeline (conf/pipeline/) and its run (:mod:`retrieval_qa.pipeline.run`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..errors import ConflictingOptionsError, InputFileError
+from .pools import load
 
 DEFAULT_RUN_DIR = "runs/pipeline"
 
 
-def add_pipeline_arguments(p) -> None:
+def add_arguments(p) -> None:
     p.add_argument("--pipeline", default=None, metavar="NAME",
                    help="run a retrieval pipeline: conf/pipeline/NAME.yaml or a .yaml path "
                         "(first-stage retrievers, fusion, reranker); its run files go to "
@@ -32,7 +33,13 @@ def add_pipeline_arguments(p) -> None:
                         "command line's KEY=VALUE settings)")
 
 
-def cmd_evaluate_pipeline(args, eval_cfg, load) -> dict:
+def wanted(args) -> bool:
+    """Whether any option of a pipeline is given (without --pipeline: an error in :func:`run`)."""
+    return bool(args.pipeline or args.from_run_files or args.pipeline_dir or args.max_questions
+                or args.cfg)
+
+
+def run(args, eval_cfg) -> dict:
     if not args.pipeline:
         raise ConflictingOptionsError("--from-run-files / --pipeline-dir / --max-questions / "
                                       "--cfg belong to --pipeline (fix: add --pipeline NAME)")
@@ -44,20 +51,20 @@ def cmd_evaluate_pipeline(args, eval_cfg, load) -> dict:
             f"--pipeline {args.pipeline} does not combine with {other}: the pipeline's config "
             "names its retrievers and settings (fix: drop them, or edit the conf/pipeline "
             "file, or give its keys as KEY=VALUE)")
-    from .composition import load_pipeline
+    from ..pipeline.composition import load_pipeline
 
     cfg = load_pipeline(args.pipeline, args.overrides)
     if args.cfg:  # what would run, each value with its source; nothing run
-        return {"text": cfg.annotated()}
+        return cfg.annotated()
     if args.from_run_files and not Path(args.from_run_files).is_dir():
         raise InputFileError("--from-run-files", args.from_run_files, "is not a folder",
                              "give the --pipeline-dir of an earlier rqa evaluate --pipeline")
     pool, _ = load(args)
     if args.max_questions:
-        from .tuning import question_subset
+        from ..pipeline.tuning import question_subset
 
         pool = question_subset(pool, args.max_questions, cfg.tuning.split_seed)
-    from .run import run_pipeline
+    from ..pipeline.run import run_pipeline
 
     run_dir = args.pipeline_dir or f"{DEFAULT_RUN_DIR}/{cfg.name}"
     return run_pipeline(cfg, pool, run_dir, from_run_files=args.from_run_files,

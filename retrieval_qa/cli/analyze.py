@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..analysis.common import DEFAULT_OUTPUT_DIR, parse_named
 from ..errors import ConflictingOptionsError, InputFileError
-from .common import DEFAULT_OUTPUT_DIR, parse_named
+from .parsing import add_command
+from .pools import add_data_args, load
 
 CLASSIFIER_CONF = "conf/model/cross_classifier.yaml"
 
-ANALYZE_DESCRIPTION = """\
+DESCRIPTION = """\
 Analyses of trained models (exported folders, --model NAME=DIR) and of finished runs
 (--report NAME=RUN, --sweep DIR): metrics on one-to-many subsets (ENDX Table 4, Figure 2),
 question-question similarity matrices (Figure 3), BERTQA against dual encoders with timings
@@ -63,20 +65,6 @@ examples:
 }
 
 
-def _data_args(p: argparse.ArgumentParser, pool_help: str = "evaluation pool") -> None:
-    from ..data.registry import DATASETS
-
-    p.add_argument("--dataset", default="reqa_squad", choices=DATASETS, metavar="NAME",
-                   help="the data: reqa_squad (ReQA SQuAD) or a MultiReQA set "
-                        f"({', '.join(d for d in DATASETS if d != 'reqa_squad')})")
-    p.add_argument("--pool", default=None, help=f"{pool_help} (default: dev / test)")
-    p.add_argument("--data-dir", default=None,
-                   help="folder with squad/, mrqa/, multireqa/ (else $RQA_DATA_DIR, else "
-                        "../shared/data beside the repository)")
-    p.add_argument("--lenient", action="store_true", help="skip malformed records")
-    p.add_argument("--no-cache", action="store_true", help="rebuild, do not read or write cache")
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
                    help=f"folder for tables (.md, .json) and figures (.png) "
@@ -95,27 +83,25 @@ def _reports(p: argparse.ArgumentParser, required: bool = True) -> None:
                                              "same NAME again = another seed")
 
 
-def add_analyze_arguments(parser: argparse.ArgumentParser,
-                          formatter_class=argparse.HelpFormatter) -> None:
-    """The analyses as subcommands of ``parser``, each with its example, help laid out by
-    ``formatter_class`` (the command line's)."""
-    parser.epilog = EXAMPLES["analyze"]
+def add_parser(commands) -> None:
+    """``rqa analyze``: the analyses as its subcommands, each with its example."""
+    parser = add_command(commands, "analyze", epilog=EXAMPLES["analyze"],
+                         help="analyses of trained models and finished runs: one-to-many, "
+                              "similarity, t-SNE, BERTQA, ablation and side-by-side tables",
+                         description=DESCRIPTION)
     sub = parser.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
 
-    def add(name: str, **kwargs) -> argparse.ArgumentParser:
-        return sub.add_parser(name, formatter_class=formatter_class, epilog=EXAMPLES[name],
-                          description=kwargs["help"][0].upper() + kwargs["help"][1:] + ".",
-                          **kwargs)
-
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        return add_command(sub, name, run=run, epilog=EXAMPLES[name], help=help,
+                           description=help[0].upper() + help[1:] + ".")
 
     om = add("one-to-many", help="Table 4 + Figure 2: metrics on the subsets of "
                                             "questions whose answer has >= k questions")
     _models(om)
-    _data_args(om)
+    add_data_args(om)
     om.add_argument("--max-k", type=int, default=8, help="subsets k = 1..MAX_K (default 8)")
     om.add_argument("--table-k", type=int, default=8, help="the k of Table 4 (default 8)")
     om.add_argument("--batch-size", type=int, default=128, help="texts per encoding batch")
-    om.add_argument("--quiet", action="store_true", help="no progress bars")
     _common(om)
 
     si = add("similarity", help="Figure 3: question-question similarity matrices "
@@ -134,13 +120,13 @@ def add_analyze_arguments(parser: argparse.ArgumentParser,
     si.add_argument("--max-questions", type=int, default=10,
                     help="questions of the answer shown in the matrices")
     si.add_argument("--tag", default=None, help="suffix of the file names (figure3_TAG.*)")
-    _data_args(si)
+    add_data_args(si)
     _common(si)
 
     bq = add("bertqa", help="Table 6: BERTQA (concatenated cross-attention "
                                        "classifier) vs dual encoders, with timings")
     _models(bq)
-    _data_args(bq, "pool the test sample is drawn from")
+    add_data_args(bq, pool_help="pool the test sample is drawn from")
     bq.add_argument("--train-dataset", default=None, help="BERTQA training data (default: "
                                                           "--dataset)")
     bq.add_argument("--train-pool", default="train", help="BERTQA training pool (default train)")
@@ -179,7 +165,7 @@ def add_analyze_arguments(parser: argparse.ArgumentParser,
                     help="default max(1, min(30, (n-1)/3)) for n points")
     ts.add_argument("--seed", type=int, default=0, help="seed of the t-SNE")
     ts.add_argument("--tag", default=None, help="suffix of the file names (figure4_TAG.*)")
-    _data_args(ts)
+    add_data_args(ts)
     _common(ts)
 
     tw = add("towers", help="SDE/ADE Figure 2: t-SNE of questions (question tower) "
@@ -195,7 +181,7 @@ def add_analyze_arguments(parser: argparse.ArgumentParser,
     tw.add_argument("--tag", default=None, help="suffix of the file names (figure2_TAG.*)")
     tw.add_argument("--label", default=None,
                     help="what the models are (e.g. 'trained, CPU profile'), in the title")
-    _data_args(tw)
+    add_data_args(tw)
     _common(tw)
 
     ab = add("ablation", help="Table 5 from finished `rqa train` reports")
@@ -249,19 +235,7 @@ def classifier_overrides(args) -> dict:
 
 
 def _pool(args, dataset=None, pool=None):
-    """The pool of the analysis, with one progress line on stderr."""
-    from ..data import default_pool, load_pool
-    from ..progress import stage
-
-    dataset = dataset or args.dataset
-    pool = pool if pool is not None else args.pool
-    with stage(f"pool {dataset}/{pool or default_pool(dataset)}",
-               enabled=not getattr(args, "quiet", False)) as s:
-        built, notes = load_pool(dataset, pool, args.data_dir, strict=not args.lenient,
-                                 use_cache=not args.no_cache)
-        s.done = "read from the cache" if "cache" in notes else "built"
-        s.detail = f"{len(built.questions)} questions, {len(built.candidates)} candidates"
-    return built
+    return load(args, dataset, pool)[0]
 
 
 def _folder(option: str, given: str, folder: str) -> None:
@@ -278,9 +252,9 @@ def _checked_models(args) -> list[tuple[str, str]]:
     return models
 
 
-def run_analysis(args) -> dict:
+def run(args) -> dict:
     if args.analysis == "one-to-many":
-        from .one_to_many import one_to_many_analysis
+        from ..analysis.one_to_many import one_to_many_analysis
 
         models = _checked_models(args)
         return one_to_many_analysis(_pool(args), models,
@@ -288,7 +262,7 @@ def run_analysis(args) -> dict:
                                     output_dir=args.output_dir, batch_size=args.batch_size,
                                     progress=not args.quiet)
     if args.analysis == "similarity":
-        from .similarity import resolve_run, similarity_analysis
+        from ..analysis.similarity import resolve_run, similarity_analysis
 
         ckpt, model = args.endx_checkpoint, args.endx_model
         if args.endx_run:
@@ -305,7 +279,7 @@ def run_analysis(args) -> dict:
                                    max_questions=args.max_questions,
                                    output_dir=args.output_dir, tag=args.tag)
     if args.analysis == "bertqa":
-        from .bertqa import bertqa_analysis
+        from ..analysis.bertqa import bertqa_analysis
 
         models = _checked_models(args)
         return bertqa_analysis(
@@ -314,22 +288,22 @@ def run_analysis(args) -> dict:
             passages=args.passages, pairs=args.pairs, choice=args.passage_choice,
             seed=args.seed, output_dir=args.output_dir)
     if args.analysis == "tsne":
-        from .tsne import tsne_analysis
+        from ..analysis.tsne import tsne_analysis
 
         models = _checked_models(args)
         return tsne_analysis(_pool(args), models, answer=args.answer,
                              num_questions=args.questions, perplexity=args.perplexity,
                              seed=args.seed, output_dir=args.output_dir, tag=args.tag)
     if args.analysis == "towers":
-        from .towers import towers_analysis
+        from ..analysis.towers import towers_analysis
 
         models = _checked_models(args)
         return towers_analysis(_pool(args), models, pairs=args.pairs, k=args.k,
                                perplexity=args.perplexity, seed=args.seed,
                                output_dir=args.output_dir, tag=args.tag, label=args.label)
     if args.analysis == "ablation":
-        from .ablation import ablation_table
-        from .runs import load_reports
+        from ..analysis.ablation import ablation_table
+        from ..analysis.runs import load_reports
 
         return ablation_table(load_reports(parse_named(args.report, "report")),
                               output_dir=args.output_dir, reference=args.reference,
@@ -353,7 +327,7 @@ def run_analysis(args) -> dict:
             return sweep_table(args.sweep, output_dir=args.output_dir, metrics=metrics,
                                title=args.title, tag=args.tag, logged=logged,
                                merge=args.merge, baseline=args.baseline)
-        from .runs import load_reports, side_by_side_table
+        from ..analysis.runs import load_reports, side_by_side_table
 
         return side_by_side_table(load_reports(parse_named(args.report, "report")),
                                   output_dir=args.output_dir or DEFAULT_OUTPUT_DIR,
