@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -32,9 +32,9 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 
-# docs/cli-reference.md from the parsers (tests/test_cli_reference.py checks it is current)
+# docs/cli-reference.md from the parsers (tests/cli/test_reference.py checks it is current)
 docs: $(STAMP)
-	$(BIN)/python -m retrieval_qa.cli_reference > docs/cli-reference.md
+	$(BIN)/python -m retrieval_qa.cli.reference > docs/cli-reference.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check retrieval_qa tests experiments bench
@@ -120,26 +120,26 @@ reproduce-mining: $(STAMP)
 reproduce-sde-ade: $(STAMP)
 	$(BIN)/python experiments/sde_ade_study.py $(SDE_ADE_ARGS)
 
-# The committed notebook outputs: cheap models into NB_RUNS (SDE/ADE/ADE-SPL exported before
-# training: the off-the-shelf MiniLM with random projections; Dual-GRUs and ENDX-GRUs trained
-# for 40 steps), then every notebook executed in place with papermill (the `notebooks` extra).
-# Existing models are reused (a finished training only when it has these settings: `rqa
-# train` checks its run folder).
-NB_RUNS ?= runs/notebooks
+# The notebooks' default inputs, cheap models into NB_RUNS (the parameters cells point there):
+# SDE/ADE/ADE-SPL exported before training (the off-the-shelf MiniLM with random projections)
+# and Dual-GRUs and ENDX-GRUs trained for 40 steps. Existing ones are reused (a finished
+# training only when it has these settings: `rqa train` checks its run folder).
+NB_RUNS = runs/notebooks
 NB_TRAIN = profile=cpu seed=1 trainer.max_steps=40 data.max_train_pairs=2560 \
 	data.max_val_questions=200 test_after_fit=false threads=1 output_dir=$(NB_RUNS)/brief
-NB_FROM = $(if $(filter /%,$(NB_RUNS)),$(NB_RUNS),../$(NB_RUNS))
-PAPERMILL = cd notebooks && OMP_NUM_THREADS=1 $(abspath $(BIN))/papermill --cwd . --no-progress-bar
-notebooks: $(STAMP)
+notebook-inputs: $(STAMP)
 	for e in sde ade ade_spl; do test -f $(NB_RUNS)/off_the_shelf/$$e/model.json || \
 		$(RQA) export --output $(NB_RUNS)/off_the_shelf/$$e experiment=$$e profile=cpu threads=1 \
 		|| exit 1; done
 	for e in dual_gru endx_gru; do $(RQA) train experiment=$$e $(NB_TRAIN) || exit 1; done
-	$(PAPERMILL) tower_tsne.ipynb tower_tsne.ipynb -p LABEL "off-the-shelf MiniLM" \
-		-y '{MODELS: {SDE: $(NB_FROM)/off_the_shelf/sde, ADE: $(NB_FROM)/off_the_shelf/ade, ADE-SPL: $(NB_FROM)/off_the_shelf/ade_spl}}'
-	$(PAPERMILL) endx_similarity.ipynb endx_similarity.ipynb \
-		-p LABEL "briefly trained (40 steps)" -p ENDX_RUN $(NB_FROM)/brief/endx_gru/cpu-seed1 \
-		-p DUAL_MODEL $(NB_FROM)/brief/dual_gru/cpu-seed1/model
+
+# The committed notebook outputs: every notebook executed in place with papermill (the
+# `notebooks` extra) on its parameters cell's defaults.
+PAPERMILL = cd notebooks && OMP_NUM_THREADS=1 $(abspath $(BIN))/papermill --cwd . --no-progress-bar
+notebooks: notebook-inputs
+	$(PAPERMILL) tower_tsne.ipynb tower_tsne.ipynb
+	$(PAPERMILL) endx_similarity.ipynb endx_similarity.ipynb
+	$(PAPERMILL) compare_methods.ipynb compare_methods.ipynb
 	$(PAPERMILL) results_overview.ipynb results_overview.ipynb
 
 # Residual-embedding paper (issue 12): residual refinement tables (needs the optional GloVe
@@ -174,7 +174,7 @@ device-collect: $(STAMP)
 	$(DEVICE_CHECK) --unbundle "$(BUNDLE)"
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_search.py
+	$(BIN)/python -m bench.bench_search
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

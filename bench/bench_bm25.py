@@ -12,7 +12,7 @@ retrieval, side by side.
 
 Every timing runs on one thread (``torch.set_num_threads(1)``, bm25s ``n_threads=1``).
 numba is not a project dependency: without it the numba column stays empty.
-Usage: python bench/bench_bm25.py [--old-train] [--numpy-train] [--skip-train]
+Usage: python -m bench.bench_bm25 [--old-train] [--numpy-train] [--skip-train]
 [--out results/bench_bm25]
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench.common import RESULTS, write_json
 from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
 from retrieval_qa.config import load_yaml
 from retrieval_qa.data import load_pool
@@ -36,8 +37,6 @@ from retrieval_qa.evaluation.evaluator import evaluator_settings
 from retrieval_qa.training.compose import load_group
 
 EVAL = evaluator_settings(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def _timed(fn):
@@ -148,7 +147,7 @@ def markdown(out: dict) -> str:
     lines += ["# BM25 evaluation: sparse path vs full rows vs bm25s retrieval", "",
               f"One thread; {out['machine']}; bm25s {out['bm25s']}, numpy {out['numpy']}, "
               f"numba {out['numba'] or 'not installed'} (not a project dependency). Produced "
-              "by `python bench/bench_bm25.py --old-train` (numba importable for its column); "
+              "by `python -m bench.bench_bm25 --old-train` (numba importable for its column); "
               "one run on a 2-core machine shared with other jobs, so timings vary from run "
               "to run.", "",
               "| pool | questions x candidates | full rows (old) | sparse (new) | "
@@ -223,8 +222,7 @@ def main() -> None:
            "settings": settings.to_dict(), "dev": bench_dev(settings)}
     if not args.skip_train:
         out["train"] = bench_train(settings, args.old_train, args.numpy_train)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps(out, indent=2) + "\n")
+    write_json(out, args.out + ".json")
     Path(args.out + ".md").write_text(markdown(out))
     print(markdown(out))
     print(json.dumps(out))

@@ -10,9 +10,9 @@ two calls. Every command runs in an empty temporary folder (a run folder an old 
 lands there). Writes ``--out`` (default results/bench_cli_start.json; an existing file keeps
 its other sources) and prints the JSON.
 
-    python bench/bench_cli_start.py --runs 5 --bm25
+    python -m bench.bench_cli_start --runs 5 --bm25
     git archive OLD retrieval_qa conf | tar -x -C runs/rqa-before   # (mkdir it first)
-    python bench/bench_cli_start.py --source runs/rqa-before --label before --bm25
+    python -m bench.bench_cli_start --source runs/rqa-before --label before --bm25
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"
+from bench.common import RESULTS, ROOT, write_json
 
 COMMANDS = {
     "--help": ["--help"],
@@ -96,8 +95,7 @@ def main() -> None:
         "timings": timings, "runs": args.runs, "cores": os.cpu_count(),
         "python": platform.python_version(), "load_avg_start": [round(x, 2) for x in load],
         "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(result, args.out)
     print(json.dumps(result))
 
 

@@ -5,7 +5,7 @@ process (Python start-up and imports included). Default inputs: the committed BM
 BM25 + paragraph records of results/compare/. Writes ``--out`` (default
 results/bench_compare.json) and prints the JSON.
 
-    python bench/bench_compare.py --runs 3
+    python -m bench.bench_compare --runs 3
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import RESULTS, ROOT, write_json
+
 RECORDS = ["results/compare/bm25.questions.jsonl.gz",
            "results/compare/bm25_context.questions.jsonl.gz"]
 
@@ -28,7 +29,7 @@ def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="*", default=RECORDS)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench_compare.json"))
+    parser.add_argument("--out", default=str(RESULTS / "bench_compare.json"))
     args = parser.parse_args()
     from retrieval_qa.analysis.compare import compare_settings, load_settings
 
@@ -55,7 +56,7 @@ def main() -> dict:
            "threads": os.environ.get("OMP_NUM_THREADS", "default"),
            "machine": f"{platform.machine()}, python {platform.python_version()}, "
                       f"{os.cpu_count()} cores (shared with other jobs)"}
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    write_json(out, args.out)
     print(json.dumps(out))
     return out
 

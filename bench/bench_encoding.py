@@ -19,7 +19,7 @@ difference of the two sides' normalised vectors shows they compute the same func
 The padding of our batches (real vs padded tokens) is reported beside each side.
 
 Devices (``--device cpu|cuda``, ``--precision 32|bf16-mixed|16-mixed``; defaults: cuda when
-available with bf16-mixed, else cpu with 32; see ``bench/device_timing.py``): both models on
+available with bf16-mixed, else cpu with 32; see ``bench/common.py``): both models on
 the device, every call of both sides under the same ``torch.autocast`` (none for 32) with
 float32 weights, each timed call between two ``torch.cuda.synchronize()`` on CUDA. Ours
 returns its vectors on the CPU (as the evaluator's encoder does), ST on the device
@@ -27,11 +27,11 @@ returns its vectors on the CPU (as the evaluator's encoder does), ST on the devi
 GPU, give more texts than the CPU defaults (``--n`` / ``--n-questions`` are capped at the
 pool's size).
 
-Usage: HF_HUB_OFFLINE=1 python bench/bench_encoding.py [--n 1000] [--n-questions 500]
+Usage: HF_HUB_OFFLINE=1 python -m bench.bench_encoding [--n 1000] [--n-questions 500]
        [--rounds 2] [--batch-size 128] [--chunk-rows 16] [--threads 1] [--profile]
        [--device cpu|cuda] [--precision 32|bf16-mixed|16-mixed] [--model DIR]
        [--out results/bench_encoding.json]
-GPU: python bench/bench_encoding.py --device cuda --precision bf16-mixed --n 20000
+GPU: python -m bench.bench_encoding --device cuda --precision bf16-mixed --n 20000
        --n-questions 20000 --rounds 3 --chunk-rows 0 --out results/bench_encoding_gpu.json
 """
 
@@ -40,35 +40,31 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+import torch
 
-import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_training import (  # noqa: E402
+from bench.common import (
+    RESULTS,
+    add_device_args,
+    add_peer_args,
+    add_threads_arg,
+    autocast,
+    command,
+    device_info,
+    gpu_id,
     machine,
     print_machine,
     print_utilisation,
-    st_model_path,
-    towers_config,
-    write,
-)
-from device_timing import (  # noqa: E402
-    Utilisation,
-    add_device_args,
-    autocast,
-    device_info,
-    gpu_id,
     resolve_device,
+    st_model_path,
     timer,
+    towers_config,
+    write_result,
 )
+from bench.gpu_utilisation import Utilisation
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
 
 class Ours:
@@ -156,19 +152,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="ours: encoder.chunk_rows (length-sorted chunks of N rows); 0: off")
     ap.add_argument("--batch-size", type=int, default=128,
                     help="texts per batch (our evaluator's eval_batch_size default)")
-    ap.add_argument("--max-question-length", type=int, default=64)
-    ap.add_argument("--max-answer-length", type=int, default=96)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads for both sides (default 1: on the shared 2-core "
-                         "machine, 2 OpenMP threads competing with other jobs ran much slower)")
+    add_threads_arg(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true",
                     help="also print torch.profiler tables of one answer-side call per side "
                          "(on --batch-size * 2 texts)")
     add_device_args(ap)
-    ap.add_argument("--model", default=None,
-                    help="checkpoint folder both sides load (default: the packaged "
-                         "all-MiniLM-L6-v2)")
+    add_peer_args(ap)
     ap.add_argument("--cuda-graphs", action="store_true",
                     help="ours on a GPU: replay CUDA graphs of fixed batch shapes (opt-in; "
                          "rqa evaluate --cuda-graphs)")
@@ -245,7 +235,7 @@ def main(argv=None) -> dict:
     s_all = sum(sum(v) for v in times[st.name].values())
     out = {
         "benchmark": "encoding throughput, MiniLM mean pooling, normalised",
-        "command": " ".join(["python", *sys.argv]),
+        "command": command(__spec__.name, argv),
         "machine": info,
         "device": device_info(device, precision, info["cpu"]),
         "settings": {"pool": "reqa_squad/dev", "batch_size": bs, "rounds": args.rounds,
@@ -267,7 +257,7 @@ def main(argv=None) -> dict:
     }
     if tables:
         out["profile_tables"] = tables
-    write(out, args.out, wall)
+    write_result(out, args.out, wall)
 
     print_machine(out)
     print(f"{'side':<10}{'texts':>7}{'ours/s':>9}{'ST/s':>9}{'ratio':>8}{'max|diff|':>11}"

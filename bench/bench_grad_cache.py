@@ -10,7 +10,7 @@ tokens, one torch thread unless ``--threads``. Memory is the process's peak RSS 
 step minus its RSS after loading the model and the batch (the step's own growth), and the
 absolute peak.
 
-Usage: HF_HUB_OFFLINE=1 python bench/bench_grad_cache.py [--batch 512] [--mini-batch 32]
+Usage: HF_HUB_OFFLINE=1 python -m bench.bench_grad_cache [--batch 512] [--mini-batch 32]
        [--out results/bench_grad_cache.json]
 """
 
@@ -18,17 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-TOWERS = {"encoder": {"type": "pretrained", "pretrained": "minilm", "fallback": "minilm"},
-          "pooler": {"type": "mean"}, "projection": {"dim": None}, "sharing": "sde"}
+from bench.common import RESULTS, add_threads_arg, command, run_json, towers_config, write_json
+from bench.training_sides import LOSS, OPTIMIZER
 
 
 def rss_mb() -> float:
@@ -50,14 +45,12 @@ def run_ours(batch: int, mini_batch: int | None) -> dict:
     from retrieval_qa.models.grad_cache import grad_cache_step
     from retrieval_qa.pretrained import load_tokenizer, resolve_pretrained
     from retrieval_qa.registry import config_values
-    from retrieval_qa.training.compose import compose_group, load_group
+    from retrieval_qa.training.compose import load_group
 
-    towers = compose_group("model", "dual_encoder", {"towers": TOWERS}).towers  # conf's others
+    towers = towers_config(None, None)
+    towers["encoder"]["fallback"] = "minilm"
     module = DualEncoderModule(
-        towers, {"similarity": "cosine", "scale": 20.0, "symmetric": False,
-                 "gather_across_processes": False, "penalty_coef": 0.0},
-        {"name": "adamw", "lr": 5e-5, "weight_decay": 0.01, "schedule": "constant"},
-        gradient_cache={"mini_batch_size": None},
+        towers, LOSS, OPTIMIZER, gradient_cache={"mini_batch_size": None},
         evaluation=config_values(load_group("eval", "default")))
     module.eval()  # no dropout: the same step on both paths
     tokenizer = load_tokenizer(resolve_pretrained("minilm", fallback="minilm"))
@@ -115,20 +108,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--mini-batch", type=int, default=32)
-    p.add_argument("--threads", type=int, default=1)
+    add_threads_arg(p)
     p.add_argument("--side", choices=("plain", "cached", "st"), help=argparse.SUPPRESS)
-    p.add_argument("--out", default=str(ROOT / "results" / "bench_grad_cache.json"))
+    p.add_argument("--out", default=str(RESULTS / "bench_grad_cache.json"))
     args = p.parse_args()
     if args.side:
         return child(args)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     rows = {}
     for side in ("plain", "cached", "st"):
-        cmd = [sys.executable, __file__, "--side", side, "--batch", str(args.batch),
-               "--mini-batch", str(args.mini_batch), "--threads", str(args.threads)]
         print(f"bench_grad_cache: {side} ...", file=sys.stderr, flush=True)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-        rows[side] = json.loads(done.stdout.strip().splitlines()[-1])
+        rows[side] = run_json(["-m", __spec__.name, "--side", side, "--batch", str(args.batch),
+                               "--mini-batch", str(args.mini_batch), "--threads",
+                               str(args.threads)])
     out = {"batch": args.batch, "mini_batch": args.mini_batch, "threads": args.threads,
            "model": "all-MiniLM-L6-v2 (packaged), mean pooling, cosine x 20", "rows": rows,
            "memory_ratio_plain_over_cached": round(
@@ -137,8 +128,8 @@ def main() -> None:
                rows["cached"]["seconds"] / rows["plain"]["seconds"], 2),
            "time_ratio_st_cached_over_ours_cached": round(
                rows["st"]["seconds"] / rows["cached"]["seconds"], 2),
-           "command": "HF_HUB_OFFLINE=1 python bench/bench_grad_cache.py " + " ".join(sys.argv[1:])}
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+           "command": command(__spec__.name, None)}
+    write_json(out, args.out)
     print(json.dumps(out))
 
 

@@ -21,7 +21,7 @@ encoding gives the whole second segment id 1) and no separate question cap; the 
 absolute difference of the two sides' probabilities is reported (it shows they agree).
 Rounds alternate the order of the sides (ABBA) after an untimed warm-up.
 
-Usage: HF_HUB_OFFLINE=1 python bench/bench_mining.py [--questions 64] [--top-k 10]
+Usage: HF_HUB_OFFLINE=1 python -m bench.bench_mining [--questions 64] [--top-k 10]
        [--max-length 128] [--batch-size 32] [--chunk 256] [--rounds 2] [--threads 1]
        [--out results/bench_mining.json]
 """
@@ -33,25 +33,20 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+
+from bench.common import RESULTS, add_threads_arg, machine, write_json
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-
-import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_training import machine  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def triples(questions: int, top_k: int, seed: int) -> tuple[list[str], list[str], list[str]]:
     """The miner's kind of pairs: BM25 top-k sentences of sampled test questions."""
     from retrieval_qa.data import load_pool
-    from retrieval_qa.mining.neighbours import bm25_neighbours, known_positives
+    from retrieval_qa.data.pool_index import known_positives
+    from retrieval_qa.mining.neighbours import bm25_neighbours
 
     pool, _ = load_pool("multireqa_squad", "test")
     rows = sorted(random.Random(seed).sample(range(len(pool.questions)), questions))
@@ -102,7 +97,7 @@ class Plain:
 
 
 def padding(model, q, a, c, batch_size: int, sort: bool) -> dict:
-    from retrieval_qa.data.classifier_examples import encode_triples
+    from retrieval_qa.mining.examples import encode_triples
 
     enc = encode_triples(model.tokenizer, q, a, c, model.max_length, model.max_question_length,
                          model.context_segment)
@@ -123,7 +118,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--chunk", type=int, default=256, help="pairs per scorer call (the miner's)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads_arg(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS / "bench_mining.json"))
     args = ap.parse_args()
@@ -169,7 +164,7 @@ def main() -> None:
         "machine": machine(torch.get_num_threads()),
         "wall_seconds": round(time.perf_counter() - wall, 1),
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(result, args.out)
     print(json.dumps(result, indent=2))
 
 

@@ -12,7 +12,7 @@
 
 The machine is shared: its load average at the start and end is recorded with the times.
 
-Usage: python bench/bench_residual.py [--threads 1] [--models static:glove50 static:spacy_md]
+Usage: python -m bench.bench_residual [--threads 1] [--models static:glove50 static:spacy_md]
            [--refiners fcrr] [--out results/residual/bench.json]
 """
 
@@ -22,20 +22,18 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from retrieval_qa.data.paragraphs import load_paragraph_task  # noqa: E402
-from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit  # noqa: E402
-from retrieval_qa.embeddings.base import task_embeddings  # noqa: E402
-from retrieval_qa.registry import instantiate  # noqa: E402
-from retrieval_qa.training.compose import load_group  # noqa: E402
+from bench.common import RESULTS, add_threads_arg, write_json
+from retrieval_qa.data.paragraphs import load_paragraph_task
+from retrieval_qa.data.vector_datamodule import ParagraphVectorDataModule, VectorSplit
+from retrieval_qa.embeddings.base import task_embeddings
+from retrieval_qa.registry import instantiate
+from retrieval_qa.training.compose import load_group
 
 
 def encode_and_cache(model: str, cache_dir: Path) -> dict:
@@ -86,11 +84,11 @@ def one_epoch(refiner: str, split: VectorSplit) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=1)
+    add_threads_arg(ap)
     ap.add_argument("--models", nargs="+", default=["static:glove50", "static:spacy_md"])
     ap.add_argument("--refiners", nargs="+", default=["fcrr"], choices=["fcrr", "convrr",
                                                                          "fcrr_convrr"])
-    ap.add_argument("--out", default="results/residual/bench.json")
+    ap.add_argument("--out", default=str(RESULTS / "residual" / "bench.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     report = {"threads": args.threads, "torch": torch.__version__,
@@ -108,8 +106,7 @@ def main() -> None:
         split = VectorSplit(q, p, torch.tensor(task.gold))
         report["epochs"] = [one_epoch(r, split) for r in args.refiners]
     report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    write_json(report, args.out)
     print(json.dumps(report))
 
 

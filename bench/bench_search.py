@@ -7,20 +7,19 @@
 * Memory bound: the blocked evaluator on the train-pool size (about 87k x 91k), run in a
   subprocess to read its peak RSS; the naive matrix alone would need Q*C*4 bytes.
 
-Usage: python bench/bench_search.py [--sample 300] [--skip-train-size]
+Usage: python -m bench.bench_search [--sample 300] [--skip-train-size]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
 
+from bench.common import RESULTS, run_json, write_json
 from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
 from retrieval_qa.config import load_yaml
 from retrieval_qa.data import load_pool
@@ -30,8 +29,6 @@ from retrieval_qa.evaluation.evaluator import evaluator_settings
 from retrieval_qa.training.compose import load_group
 
 EVAL = evaluator_settings(load_group("eval", "default"))  # the evaluator's settings (conf/eval)
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 def bench_bm25(pool: RetrievalPool, sample: int) -> dict:
@@ -119,14 +116,11 @@ def main() -> None:
            "dense_dev": bench_dense(len(pool.questions), len(pool.candidates))}
     if not args.skip_train_size:
         n_q, n_c = 87_355, 91_000
-        proc = subprocess.run([sys.executable, __file__, "--child", str(n_q), str(n_c)],
-                              capture_output=True, text=True, check=True)
-        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        child = run_json(["-m", __spec__.name, "--child", str(n_q), str(n_c)])
         out["dense_train_size"] = {"questions": n_q, "candidates": n_c, **child,
                                    "memory_budget_mb": 512,
                                    "naive_matrix_mb": n_q * n_c * 4 / 2**20}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_search.json").write_text(json.dumps(out, indent=2))
+    write_json(out, RESULTS / "bench_search.json")
     b, d = out["bm25"], out["dense_dev"]
     print(f"BM25 (bm25s, full rows) vs rank-bm25, {b['questions_sampled']} questions: "
           f"{b['ours_qps']:.0f} vs {b['rank_bm25_qps']:.1f} q/s -> ratio {b['qps_ratio']:.1f}x")

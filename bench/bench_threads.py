@@ -1,7 +1,7 @@
 """Training steps per second of a CPU profile for several torch thread settings, optionally
 with another process busy on one core (a laptop running something else).
 
-    python bench/bench_threads.py --threads auto,2 --busy 1 --steps 30 experiment=dual_gru profile=cpu
+    python -m bench.bench_threads --threads auto,2 --busy 1 --steps 30 experiment=dual_gru profile=cpu
 
 Each setting runs `rqa train` in its own process (threads are process-wide) with
 ``trainer.max_steps`` set, and times the steps after the first ``--warmup`` ones from the
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.common import ROOT
 
 CHILD = r"""
 import json, sys, time

@@ -2,7 +2,7 @@
 a device synchronize at step 100 and at ``trainer.max_steps`` (compilation, CUDA-graph
 recording and data set-up fall before step 100), printed as ``STEPRATE`` on stderr.
 
-    python bench/bench_train_steps.py experiment=dual_bert profile=gpu trainer.max_steps=500 \\
+    python -m bench.bench_train_steps experiment=dual_bert profile=gpu trainer.max_steps=500 \\
         trainer.limit_val_batches=0 test_after_fit=false trainer.compile=reduce-overhead
 """
 

@@ -20,30 +20,31 @@ Variants (``--variants``): ``dual_gru``, ``dual_vae``, ``cross_vae`` (the CPU pr
 bag-of-words decoders), ``cross_vae_gru_decoder`` (the same with the GRU decoders of section
 3.2; slow on a CPU, off by default).
 
-Usage: python bench/bench_vae.py [--steps 10] [--warmup 2] [--threads 1]
+Usage: python -m bench.bench_vae [--steps 10] [--warmup 2] [--threads 1]
        [--variants dual_gru,cross_vae,dual_vae] [--out results/vaes/bench.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import torch
+
+from bench.common import (
+    RESULTS,
+    add_threads_arg,
+    command,
+    machine,
+    print_machine,
+    write_result,
+)
+from bench.training_sides import PHASES, ModuleSide, batches, summary
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import torch  # noqa: E402
-from bench_training import batches  # noqa: E402  (same folder: the training bench's sampler batches)
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from retrieval_qa.runtime import machine_info  # noqa: E402
 
 VARIANTS = {
     "dual_gru": ("dual_gru", []),
@@ -53,12 +54,12 @@ VARIANTS = {
 }
 BASELINE = "dual_gru"
 GOAL = 3.0  # the issue: the VAE is no slower per pair than 3x the Dual-GRUs
-PHASES = ("tokenize", "forward", "backward", "optimizer")
 
 
-class Side:
-    """One method built from its experiment's profile; ``step`` runs one training step and
-    returns (loss, seconds per phase)."""
+class Method(ModuleSide):
+    """One method built from its experiment's profile, on the CPU in float32; ``step`` (of
+    :class:`~bench.training_sides.Side`) runs one training step and returns (loss, seconds
+    per phase)."""
 
     def __init__(self, name: str, experiment: str, overrides: list[str], profile: str,
                  tokenizer) -> None:
@@ -90,22 +91,9 @@ class Side:
             "trainable_parameters": self.parameters,
             "one_tower_parameters": self.tower_parameters}
 
-    def step(self, pairs, idx, step: int) -> tuple[float, dict[str, float]]:
-        t0 = time.perf_counter()
-        batch = self.collate([(i, pairs[i]) for i in idx])
-        t1 = time.perf_counter()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.module.training_step(batch, step)
-        t2 = time.perf_counter()
-        loss.backward()
-        t3 = time.perf_counter()
-        self.optimizer.step()
-        t4 = time.perf_counter()
-        return float(loss.detach()), dict(zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3),
-                                              strict=True))
 
-
-def run(args) -> dict:
+def run(args, argv: list[str] | None = None) -> tuple[dict, float]:
+    """The result of ``args`` (parsed from ``argv``) and the clock reading it started at."""
     warnings.filterwarnings("ignore", message=".*self.log.*")
     warnings.filterwarnings("ignore", message=".*self.trainer.*")
     warnings.filterwarnings("ignore", message=".*attached to a `Trainer`.*")
@@ -121,9 +109,9 @@ def run(args) -> dict:
     if BASELINE not in names:
         names.insert(0, BASELINE)
     wall = time.perf_counter()
-    info = machine_info(torch.get_num_threads())
+    info = machine(torch.get_num_threads(), ())
     tokenizer = load_tokenizer(args.tokenizer)
-    sides = [Side(n, *VARIANTS[n], args.profile, tokenizer) for n in names]
+    sides = [Method(n, *VARIANTS[n], args.profile, tokenizer) for n in names]
     sizes = {s.batch_size for s in sides}
     if len(sizes) != 1:
         raise SystemExit(f"the profiles' batch sizes differ: {sizes}")
@@ -139,7 +127,7 @@ def run(args) -> dict:
             loss, phases = side.step(pairs, idx, k)
             if k >= args.warmup:
                 times[side.name].append(phases)
-                losses[side.name].append(loss)
+                losses[side.name].append(float(loss))
     n_pairs = args.steps * batch_size
     total = {n: sum(sum(t.values()) for t in ts) for n, ts in times.items()}
     base_steps = [sum(t.values()) for t in times[BASELINE]]
@@ -152,14 +140,13 @@ def run(args) -> dict:
             "ratio_to_dual_gru": total[side.name] / total[BASELINE],
             "median_paired_step_ratio": statistics.median(
                 a / b for a, b in zip(steps, base_steps, strict=True)),
-            "median_phase_s": {ph: statistics.median(t[ph] for t in times[side.name])
-                               for ph in PHASES},
+            "median_phase_s": summary(times[side.name]),
             "mean_train_loss": statistics.fmean(losses[side.name]),
             "settings": side.settings, "composed_from": side.command}
     vaes = [n for n in rows if n != BASELINE and n != "cross_vae_gru_decoder"]
     out = {
         "benchmark": "training seconds per pair, VAEs vs Dual-GRUs of the same tower size",
-        "command": " ".join(["python", *sys.argv]),
+        "command": command(__spec__.name, argv),
         "machine": info,
         "settings": {"profile": args.profile, "pool": "reqa_squad/train",
                      "batch_size": batch_size, "timed_steps": args.steps,
@@ -174,31 +161,24 @@ def run(args) -> dict:
         # None: no CPU-profile VAE was timed (the GRU-decoder variant is not the profile)
         "goal_met": all(rows[n]["ratio_to_dual_gru"] <= GOAL for n in vaes) if vaes else None,
     }
-    out["machine"]["load_avg_end"] = os.getloadavg()
-    out["wall_s"] = time.perf_counter() - wall
-    return out
+    return out, wall
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=10, help="timed steps per side")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1, as the study's runs on the shared machine)")
+    add_threads_arg(ap)
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--variants", default="dual_gru,cross_vae,dual_vae",
                     help=f"comma-separated, from {sorted(VARIANTS)}")
     ap.add_argument("--tokenizer", default="minilm")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=str(ROOT / "results" / "vaes" / "bench.json"))
+    ap.add_argument("--out", default=str(RESULTS / "vaes" / "bench.json"))
     args = ap.parse_args(argv)
-    out = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    info = out["machine"]
-    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['torch_threads']} torch "
-          f"thread(s), load avg {info['load_avg_start'][0]:.1f} -> "
-          f"{info['load_avg_end'][0]:.1f}")
+    out, wall = run(args, argv)
+    write_result(out, args.out, wall)
+    print_machine(out)
     head = "".join(f"{ph:>11}" for ph in PHASES)
     print(f"{'side':<24}{'ms/pair':>9}{'x GRU':>8}{head}   (median s per step)")
     for name, r in out["rows"].items():

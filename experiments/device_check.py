@@ -67,20 +67,24 @@ VERSIONS = ("torch", "transformers", "pytorch-lightning", "sentence-transformers
 SMOKE_CAPS = {"max_val_questions": 500, "val_questions": 500, "max_test_questions": 1000,
               "max_train_documents": 400, "max_test_documents": 100}
 SMOKE_MINE_DOCUMENTS = 200
+#: smoke of the distillation: questions of its reranker (a quick one, trained as a
+#: prerequisite) and of the teacher's scores, over BM25-with-context lists
+SMOKE_DISTILL = {"reranker": 200, "questions": 1000}
 #: the rehearsal's caps (its pools are tiny): smoke items and the queue's training lines
 REHEARSAL_CAPS = {"max_val_questions": 10, "val_questions": 10, "max_test_questions": 20,
                   "max_train_documents": 8, "max_test_documents": 4}
+REHEARSAL_DISTILL = {"reranker": 10, "questions": 20}   # the same on the tiny pools
 #: the rehearsal's training settings: every `rqa train` of every item (keys all configs have)
 REHEARSAL_TRAIN = ["trainer.max_steps=2", "trainer.max_epochs=1", "data.batch_size=4",
                    "trainer.compile=null", "threads=1", "logger.name=none",
                    "trainer.enable_progress_bar=false"]
-#: the rehearsal's bench options (script name -> option -> value; None: drop the flag)
+#: the rehearsal's bench options (module -> option -> value; None: drop the flag)
 REHEARSAL_BENCH = {
-    "bench_encoding.py": {"--device": "cpu", "--precision": "32", "--n": "48",
-                          "--n-questions": "24", "--rounds": "1", "--batch-size": "16",
-                          "--threads": "1"},
-    "bench_training.py": {"--device": "cpu", "--precision": "32", "--batch-size": "4",
-                          "--warmup": "1", "--steps": "2", "--threads": "1"},
+    "bench.bench_encoding": {"--device": "cpu", "--precision": "32", "--n": "48",
+                             "--n-questions": "24", "--rounds": "1", "--batch-size": "16",
+                             "--threads": "1"},
+    "bench.bench_training": {"--device": "cpu", "--precision": "32", "--batch-size": "4",
+                             "--warmup": "1", "--steps": "2", "--threads": "1"},
 }
 REHEARSAL_TABLE2 = ["ROWS=BM25,Dual-GRUs", "JOBS=2"]
 #: the rehearsal runs a queue through its first pass only (the later sections repeat the
@@ -207,9 +211,9 @@ def set_option(argv: list[str], option: str, value: str | None) -> list[str]:
 
 
 def smoke_steps(train: list[str], ctx: Context) -> list[Step]:
-    """A smoke item's `rqa train` with its pool caps, and the mining prerequisites its data
-    config asks for (an exported retriever, a classifier, mined pairs), made once per work
-    root with the same smoke settings."""
+    """A smoke item's `rqa train` with its pool caps, and the prerequisites its data config
+    asks for (mining: an exported retriever, a classifier, mined pairs; distillation: a
+    reranker and its scores), made once per work root with the same smoke settings."""
     from retrieval_qa.training.compose import compose
 
     overrides = train[2:]
@@ -238,6 +242,19 @@ def smoke_steps(train: list[str], ctx: Context) -> list[Step]:
                            "--retriever", str(retriever), "--output", str(mined),
                            "--max-documents", str(SMOKE_MINE_DOCUMENTS), "--quiet"],
                           mined / "summary.json"))
+    if "teacher" in cfg.data:  # distillation: a reranker, then its scores of BM25 lists
+        sizes = REHEARSAL_DISTILL if ctx.rehearsal else SMOKE_DISTILL
+        reranker, scores = prereq / "reranker", prereq / "teacher"
+        steps.append(Step(["python", "-m", "retrieval_qa.classifiers.train_reranker",
+                           "loss=listwise", f"questions={sizes['reranker']}", "max_minutes=null",
+                           "model.training.accelerator=auto", f"output={reranker}"],
+                          reranker / "training.json"))
+        teacher = ["data.teacher.pipeline=bm25_context", f"data.teacher.reranker={reranker}",
+                   f"data.teacher.questions={sizes['questions']}",
+                   f"data.teacher.output={scores}"]
+        steps.append(Step(["python", "experiments/distill_teacher.py", *overrides, *teacher,
+                           "--quiet"], scores / "teacher.json"))
+        caps += teacher
     steps.append(Step(["rqa", "train", *overrides, *caps, *extra]))
     return steps
 
@@ -257,9 +274,9 @@ def steps_of(item: Item, ctx: Context) -> list[Step]:
 
 def shrink(argv: list[str], kind: str) -> list[str]:
     """The rehearsal's version of one step (see the module docstring)."""
-    script = Path(argv[1]).name if len(argv) > 1 else ""
-    if script in REHEARSAL_BENCH:
-        for option, value in REHEARSAL_BENCH[script].items():
+    module = argv[2] if argv[1:2] == ["-m"] and len(argv) > 2 else ""
+    if module in REHEARSAL_BENCH:
+        for option, value in REHEARSAL_BENCH[module].items():
             argv = set_option(argv, option, value)
         return argv
     if kind == "table2":
@@ -628,8 +645,7 @@ def fits(item: Item, ctx: Context) -> bool:
 
 def run(items: list[Item], ctx: Context, retry_failed: bool = False) -> dict:
     """Run the unfinished items that fit; returns {finished, left, done_before, stopped}."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from device_timing import Utilisation
+    from bench.gpu_utilisation import Utilisation
 
     done_before = [i.id for i in items if finished(i, ctx.output_root, retry_failed)]
     pending = [i for i in items if i.id not in done_before]

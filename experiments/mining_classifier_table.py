@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from retrieval_qa.data.classifier_examples import ClassifierExample, read_examples
 from retrieval_qa.data.types import Candidate
 from retrieval_qa.mining.classifier_data import best_threshold, binary_metrics
+from retrieval_qa.mining.examples import ClassifierExample, read_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 

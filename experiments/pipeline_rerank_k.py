@@ -10,7 +10,6 @@ evaluation pool's questions. Each (question, sentence) pair is scored once for a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -49,26 +48,24 @@ def main() -> None:
     p.add_argument("--checkpoint", default=None,
                    help="the reranker export to use instead of the pipeline's")
     args = p.parse_args()
+    from retrieval_qa.classifiers.reranker import CrossEncoderReranker
     from retrieval_qa.config import load_yaml
     from retrieval_qa.data import load_pool
-    from retrieval_qa.models.cross_encoder import CrossEncoderReranker
-    from retrieval_qa.pipeline.config import load_pipeline
+    from retrieval_qa.pipeline.composition import load_pipeline
     from retrieval_qa.pipeline.run import run_pipeline
     from retrieval_qa.pipeline.tuning import question_subset
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 
     apply_threads(None)
-    cfg = load_pipeline(args.pipeline)
-    if args.checkpoint:
-        cfg = dataclasses.replace(cfg, reranker=dataclasses.replace(
-            cfg.reranker, checkpoint=args.checkpoint))
+    overrides = [f"reranker.checkpoint={args.checkpoint}"] if args.checkpoint else []
+    cfg = load_pipeline(args.pipeline, overrides)
     pool, _ = load_pool(args.dataset, args.pool)
     pool = question_subset(pool, args.max_questions, cfg.tuning.split_seed)
     reranker = CachedScores(CrossEncoderReranker.load(cfg.reranker.checkpoint))
     rows = []
     for k in sorted(int(x) for x in args.ks.split(",")):
-        run_cfg = dataclasses.replace(cfg, reranker=dataclasses.replace(cfg.reranker, top_k=k))
+        run_cfg = load_pipeline(args.pipeline, [*overrides, f"reranker.top_k={k}"])
         before = (reranker.seconds, reranker.pairs)
         out = run_pipeline(run_cfg, pool, Path("runs/pipeline") / f"{cfg.name}-k{k}",
                            from_run_files=args.from_run_files, reranker=reranker,

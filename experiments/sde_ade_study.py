@@ -44,8 +44,8 @@ from retrieval_qa.analysis.common import (  # noqa: E402
     write_json,
 )
 from retrieval_qa.analysis.sweep_runs import load_sweep_runs  # noqa: E402
-from retrieval_qa.analysis.sweeps import write_run_files  # noqa: E402
 from retrieval_qa.runtime import run_rqa  # noqa: E402
+from retrieval_qa.sweeps.table import write_run_files  # noqa: E402
 
 SWEEP = "sde_ade"
 TABLE = "sde_ade_table2"

@@ -18,7 +18,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, GrammarParseError
 
-from .errors import InputFileError, OverrideError, UnknownKeyError
+from .errors import InputFileError, OverrideError, UnknownKeyError, did_you_mean
 
 
 def conf_dir() -> Path:
@@ -41,8 +41,10 @@ def load_yaml(relative: str) -> DictConfig:
     path = next((d / relative for d in conf_dirs() if (d / relative).is_file()), None)
     if path is None:
         group = Path(relative).parent.as_posix()
+        names = conf_names(group)
         raise FileNotFoundError(f"config {relative} not found in {[str(d) for d in conf_dirs()]}; "
-                                f"available in {group}/: {conf_names(group)}")
+                                f"{did_you_mean(Path(relative).stem, names)}available in "
+                                f"{group}/: {names}")
     return load_yaml_file(path)
 
 

@@ -5,6 +5,20 @@ imports this module before it parses its arguments, so it imports nothing heavy.
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterable
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """The names of ``choices`` close to a mistyped ``name`` as ``"did you mean 'x'? "`` (or
+    ``'x' or 'y'``), to put before the list of choices in an error; "" when none is close.
+
+        >>> did_you_mean("dual_gruu", ["dual_gru", "endx_gru", "sde"])
+        "did you mean 'dual_gru'? "
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=3)
+    return f"did you mean {' or '.join(map(repr, close))}? " if close else ""
 
 
 class UsageError(ValueError):

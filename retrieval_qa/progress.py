@@ -11,6 +11,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+#: what ``--quiet`` turns off in a training (``rqa train``, a sweep's runs), as settings over
+#: the composed config, so the run's config.yaml records them: the progress bar and the model
+#: summary (both display only: NEUTRAL_KEYS of retrieval_qa/training/run_folder.py)
+QUIET_TRAINING = ("trainer.enable_progress_bar=false",
+                  "trainer.callbacks.model_summary.max_depth=0")
+
 
 @dataclass
 class Stage:

@@ -74,6 +74,13 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
         "convrr": {"_target_": f"{_ENCODERS}.residual.ConvRR"},
         "fcrr_convrr": {"_target_": f"{_ENCODERS}.residual.FCRRConvRR"},
     }),
+    "retriever": ("kind", {  # a pipeline's first stages (conf/pipeline)
+        "bm25": {"_target_": "retrieval_qa.pipeline.retrievers.BM25Retriever"},
+        "dual_encoder": {"_target_": "retrieval_qa.pipeline.retrievers.DenseRetriever"},
+    }),
+    "reranker": ("kind", {
+        "cross_encoder": {"_target_": "retrieval_qa.pipeline.rerankers.CrossEncoderStage"},
+    }),
 }
 
 #: kind -> the keys of its blocks that the code building the block reads itself (they are

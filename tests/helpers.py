@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 TINY_SQUAD = {
     "version": "1.1",
@@ -157,17 +156,6 @@ def load_experiment(name: str, monkeypatch=None):
     module = importlib.util.module_from_spec(spec)
     if monkeypatch is not None:
         monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_bench(name: str, monkeypatch):
-    """``bench/<name>.py`` as a module, registered for the test; bench/ is on the path for
-    the test (the benches import each other and bench/device_timing.py by name)."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
 

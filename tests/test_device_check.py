@@ -7,6 +7,7 @@ runs, except those a run still to do reads; detach, status, bundle and unbundle.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import sys
@@ -53,7 +54,6 @@ def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
     assert ids[-2:] == ["gpu-all-first-pass", "gpu-all-rest"]
     assert all(i.minutes > 0 for i in items)
     ctx = _ctx(tmp_path)
-    sys.path.insert(0, str(D.ROOT / "bench"))
     for item in items:
         for step in D.steps_of(item, ctx):
             argv = step.argv
@@ -65,9 +65,9 @@ def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
                     if item.kind == "smoke":   # the profile's own precision and compile
                         assert not any(w.startswith(("trainer.precision", "trainer.compile"))
                                        for w in argv), item.id
-            elif argv[0] == "python" and argv[1].startswith("bench/"):
-                bench = __import__(Path(argv[1]).stem)
-                bench.parse_args(argv[2:])           # every option exists
+            elif argv[0] == "python" and argv[1] == "-m" and argv[2].startswith("bench."):
+                bench = importlib.import_module(argv[2])
+                bench.parse_args(argv[3:])           # every option exists
                 assert "--device" in argv and "cuda" in argv
             elif argv[0] == "make":
                 assert argv[1] == "reproduce-table2" and "JOBS=4" in argv
@@ -99,7 +99,7 @@ def test_smoke_caps_and_mining_prerequisites(tmp_path):
 
 
 def test_rehearsal_shrinks_each_kind():
-    bench = D.shrink(shlex.split("python bench/bench_encoding.py --device cuda --precision "
+    bench = D.shrink(shlex.split("python -m bench.bench_encoding --device cuda --precision "
                                  "bf16-mixed --n 20000 --cuda-graphs --out X"), "bench")
     assert bench[bench.index("--device") + 1] == "cpu" and bench[bench.index("--n") + 1] == "48"
     assert "--cuda-graphs" in bench and bench[bench.index("--out") + 1] == "X"

@@ -1,7 +1,8 @@
-"""The package's import graph, read from the source with ast (nothing is imported): no cycle
-among retrieval_qa modules, and no arrow from a lower layer (data, evaluation, losses,
-encoders) up to a higher one (training, app, cli, analysis). Imports inside functions count:
-a lazy import is still an arrow between two modules."""
+"""The package's import graph, read from the source with ast (nothing is imported), checked
+twice: between modules (no cycle among retrieval_qa modules) and between packages (each
+package or module at the top of retrieval_qa is one node: no cycle, and no arrow from a layer
+of LAYERS to a layer above it). Imports inside functions count: a lazy import is still an
+arrow between two modules."""
 
 from __future__ import annotations
 
@@ -9,8 +10,25 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "retrieval_qa"
-LOWER = ("data", "evaluation", "losses", "encoders")
-HIGHER = ("training", "app", "cli", "analysis")
+
+#: the layers of retrieval_qa, lowest first, each a tuple of the packages (and top-level
+#: modules) in it: a package imports only from the layers below its own, never from its own
+#: layer or above. Every package is listed, so a new one gets its place here.
+LAYERS = (
+    ("errors",),
+    ("written", "config", "requirements", "registry", "portable_paths", "progress",
+     "pretrained"),
+    ("runtime", "ranges"),
+    ("data",),
+    ("evaluation", "losses", "encoders"),
+    ("models", "baselines"),
+    ("embeddings", "export", "training"),
+    ("classifiers",),
+    ("mining",),
+    ("pipeline", "analysis"),
+    ("sweeps", "distill"),
+    ("cli",),
+)
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -40,6 +58,7 @@ def _targets(module: str, is_package: bool, node: ast.AST, known) -> list[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """Module -> the retrieval_qa modules it imports."""
     modules = _modules()
     graph = {}
     for name, (path, is_package) in modules.items():
@@ -51,6 +70,23 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def package_of(module: str) -> str:
+    """The package (or top-level module) of retrieval_qa that a module belongs to; "" for
+    retrieval_qa itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Package -> the packages its modules import (itself left out)."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if not (a := package_of(module)):
+            continue
+        out.setdefault(a, set()).update(b for t in targets if (b := package_of(t)) not in ("", a))
+    return out
+
+
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of the graph as a path a -> ... -> a, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -59,7 +95,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     def visit(node):
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 return stack[stack.index(nxt):] + [nxt]
             if nxt not in state and (found := visit(nxt)):
@@ -74,37 +110,62 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def _layer(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
+def _level() -> dict[str, int]:
+    return {package: i for i, layer in enumerate(LAYERS) for package in layer}
+
+
+def upward(packages: dict[str, set[str]], level: dict[str, int]) -> list[str]:
+    """The arrows from a package to one of its own layer or above."""
+    return sorted(f"{a} -> {b}" for a, targets in packages.items() for b in targets
+                  if level[b] >= level[a])
 
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "retrieval_qa.app.sweep_run" in graph["retrieval_qa.cli"]
+    assert "retrieval_qa.sweeps.run" in graph["retrieval_qa.cli.sweep"]
     assert "retrieval_qa.data.pool_index" in graph["retrieval_qa.data.datamodule"]
+    packages = package_graph(graph)
+    assert {"sweeps", "analysis", "training"} <= packages["cli"]
+    assert "analysis" in packages["sweeps"]
 
 
-def test_no_import_cycles():
+def test_no_module_import_cycles():
     cycle = _cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-def test_no_import_from_a_lower_layer_into_a_higher_one():
-    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items()
-                    if _layer(a) in LOWER for b in targets if _layer(b) in HIGHER)
-    assert not upward, f"imports from {LOWER} into {HIGHER}: {upward}"
+def test_every_package_has_one_layer_and_every_name_there_exists():
+    names = [p for layer in LAYERS for p in layer]
+    assert len(names) == len(set(names)), "a package in two layers of LAYERS"
+    packages = {package_of(m) for m in import_graph()} - {""}
+    assert not packages - set(names), (f"packages without a layer: {sorted(packages - set(names))}"
+                                       " (give each its place in LAYERS)")
+    assert not set(names) - packages, f"LAYERS names no package: {sorted(set(names) - packages)}"
+
+
+def test_no_package_import_cycles():
+    cycle = _cycle(package_graph(import_graph()))
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle)
+
+
+def test_no_package_imports_from_its_own_layer_or_above():
+    graph = import_graph()
+    arrows = upward(package_graph(graph), _level())
+    # each arrow with the modules that make it, for the fix
+    where = {arrow: sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                           if f"{package_of(m)} -> {package_of(t)}" == arrow)
+             for arrow in arrows}
+    assert not arrows, f"imports up the layers of LAYERS: {where}"
 
 
 def test_the_checks_find_a_cycle_and_an_upward_arrow():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
-    assert _layer("retrieval_qa.data.datamodule") in LOWER
-    assert _layer("retrieval_qa.cli") in HIGHER
-
-
-def test_data_imports_no_method_or_embedding_module():
-    above = ("embeddings", "models", "mining", "export", "baselines", *HIGHER, *LOWER[1:])
-    upward = sorted(f"{a} -> {b}" for a, targets in import_graph().items()
-                    if _layer(a) == "data" for b in targets if _layer(b) in above)
-    assert not upward, f"data/ imports from the layers above it: {upward}"
+    modules = {"retrieval_qa.data.x": {"retrieval_qa.training.y"},
+               "retrieval_qa.training.y": {"retrieval_qa.data.z", "retrieval_qa.training.w"},
+               "retrieval_qa.cli.analyze": {"retrieval_qa.sweeps.table"}}
+    packages = package_graph(modules)
+    assert packages == {"data": {"training"}, "training": {"data"}, "cli": {"sweeps"}}
+    assert _cycle(packages) == ["data", "training", "data"]
+    assert upward(packages, _level()) == ["data -> training"]
+    assert upward({"evaluation": {"losses"}}, _level()) == ["evaluation -> losses"]

@@ -38,9 +38,13 @@ def make_n(*args: str) -> str:
     ("device-check", ["experiments/device_check.py --device cuda --deadline 600"]),
     ("device-check-status", ["experiments/device_check.py --device cuda --status"]),
     ("device-pack", ["experiments/device_pack.py pack"]),
+    ("notebook-inputs", ["retrieval_qa.cli export --output runs/notebooks/off_the_shelf/",
+                         "train experiment=$e profile=cpu seed=1 trainer.max_steps=40"]),
     ("notebooks", ["retrieval_qa.cli export --output runs/notebooks/off_the_shelf/",
-                   "papermill --cwd . --no-progress-bar tower_tsne.ipynb",
-                   "endx_similarity.ipynb", "results_overview.ipynb"]),
+                   "papermill --cwd . --no-progress-bar tower_tsne.ipynb tower_tsne.ipynb\n",
+                   "endx_similarity.ipynb endx_similarity.ipynb\n",
+                   "compare_methods.ipynb compare_methods.ipynb\n",
+                   "results_overview.ipynb results_overview.ipynb\n"]),
 ])
 def test_make_n_lists_the_steps(target, expected):
     out = make_n(target)

@@ -104,7 +104,9 @@ def test_committed_queues_compose_and_parse(name, tmp_path):
     if name == "gpu_all.txt":                   # every experiment, once at least
         experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
                        .glob("*.yaml")}
-        assert seen == experiments
+        # but distill: it needs its teacher's scores first (experiments/distill_teacher.py),
+        # which no queue line can make; the device checklist's smoke item makes them
+        assert seen == experiments - {"distill"}
 
 
 @pytest.mark.parametrize("damaged", ["m/retriever.done", "m/dual_gru/paper-seed42/result.json"])

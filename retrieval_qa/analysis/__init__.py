@@ -13,7 +13,7 @@ in ``results/endx/``):
 * :mod:`.runs`: the dual vs ENDX side-by-side table from finished training reports.
 
 ``rqa analyze {one-to-many|similarity|bertqa|tsne|ablation|side-by-side}`` runs them
-(:mod:`.cli`).
+(:mod:`retrieval_qa.cli.analyze`).
 """
 
 from .common import DEFAULT_OUTPUT_DIR

@@ -1,15 +1,15 @@
 """ENDX Table 6: a concatenated-input cross-attention classifier ("BERTQA") against dual
 encoders on a small sample, with the time to retrieve for one question.
 
-BERTQA: :class:`retrieval_qa.models.cross_classifier.CrossAttentionClassifier`,
+BERTQA: :class:`retrieval_qa.classifiers.pair_classifier.CrossAttentionClassifier`,
 ``[CLS] question [SEP] sentence [SEP]`` through a pretrained encoder
 (:func:`retrieval_qa.pretrained.resolve_pretrained`; offline the packaged MiniLM), a linear
 head on the [CLS] state, trained by a ``pl.Trainer``
-(:func:`retrieval_qa.training.cross_classifier.train_cross_classifier`) as a binary classifier
+(:func:`retrieval_qa.classifiers.train_classifier.train_cross_classifier`) as a binary classifier
 with binary cross-entropy: each batch is half gold (question, answer sentence) pairs of the
 training pool and half negatives, each negative drawn with equal chance from another sentence
 of the gold sentence's paragraph or from a random paragraph (never a gold sentence of the
-question; :mod:`retrieval_qa.data.classifier_pairs`). Its settings (encoder, steps, batch
+question; :mod:`retrieval_qa.classifiers.pair_data`). Its settings (encoder, steps, batch
 size, learning rate, lengths) are those of ``conf/model/cross_classifier.yaml``; the command's
 flags override them.
 
@@ -44,12 +44,12 @@ from typing import Any
 
 import torch
 
+from ..classifiers.pair_classifier import CrossAttentionClassifier
+from ..classifiers.train_classifier import train_cross_classifier
 from ..config import load_yaml
 from ..data.types import RetrievalPool
 from ..evaluation import metrics_from_ranks
 from ..evaluation.ranking import gold_ranks
-from ..models.cross_classifier import CrossAttentionClassifier
-from ..training.cross_classifier import train_cross_classifier
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -66,11 +66,13 @@ from .common import (
 
 
 def train_bertqa(train_pool: RetrievalPool, classifier: Mapping[str, Any] | None = None, *,
-                 seed: int = 0, log_every: int = 50) -> tuple[CrossAttentionClassifier, dict]:
+                 seed: int = 0, log_every: int = 50, run_dir: str | Path | None = None
+                 ) -> tuple[CrossAttentionClassifier, dict]:
     """Fine-tune BERTQA on ``train_pool`` with the settings of conf/model/cross_classifier.yaml
-    and ``classifier`` over them; ``(model in eval mode, training info)``."""
+    and ``classifier`` over them (resumable from ``run_dir``'s checkpoints when given);
+    ``(model in eval mode, training info)``."""
     return train_cross_classifier(train_pool, classifier, seed=seed, log_every=log_every,
-                                  label="bertqa")
+                                  label="bertqa", run_dir=run_dir)
 
 
 # ---- the test sample -----------------------------------------------------------------------
@@ -198,7 +200,7 @@ def bertqa_analysis(pool: RetrievalPool, train_pool: RetrievalPool,
     loaded = load_models(models)
     for name, folder in models:
         runs.append({"name": name, "model": folder, **score_dual(loaded[folder], sample)})
-    clf, train_info = train_bertqa(train_pool, classifier, seed=seed)
+    clf, train_info = train_bertqa(train_pool, classifier, seed=seed, run_dir=out / "bertqa")
     runs.append({"name": "BERTQA", "model": train_info["pretrained"],
                  **score_bertqa(clf, sample)})
     fields = (*METRICS, "ms_per_question", "question_ms_mean", "candidate_encoding_ms_per_question")

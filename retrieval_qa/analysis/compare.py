@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputFileError, UsageError
+from ..errors import InputFileError, UsageError, did_you_mean
 from ..evaluation.per_question import (
     RUN_DIR_NAME,
     PerQuestion,
@@ -159,7 +159,9 @@ def metric_names(settings: list[Setting], metrics: list[str] | None = None) -> l
                              "(fix: leave it out)")
         base = m.removeprefix("doc_")
         if base != "mrr" and not (base.startswith("r@") and base[2:].isdigit()):
-            raise UsageError(f"--metrics {m}: expected mrr, r@K or doc_mrr / doc_r@K")
+            known = [f"{p}{b}" for p in ("", "doc_") for b in ("mrr", *(f"r@{k}" for k in ks))]
+            raise UsageError(f"--metrics {m}: {did_you_mean(m, known)}expected mrr, r@K or "
+                             "doc_mrr / doc_r@K")
     return names
 
 

@@ -1,6 +1,7 @@
 """The run folders of a sweep (``rqa sweep``'s ``runs/sweeps/<name>/``, or the per-run copies
-beside a committed table): read by the sweep tables (:mod:`.sweeps`) and by ``rqa compare``
-(:mod:`.compare`) alike."""
+beside a committed table): read by ``rqa compare`` (:mod:`.compare`) and by the sweep package
+above this one (:mod:`retrieval_qa.sweeps`: its table, and its runner's check of finished
+runs) alike."""
 
 from __future__ import annotations
 

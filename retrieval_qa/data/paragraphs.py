@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import did_you_mean
 from .io import file_sha256
 from .registry import resolve_data_dir, source_files
 from .squad import SquadParagraph, read_squad
@@ -52,7 +53,8 @@ def load_paragraph_task(pool: str = "dev", data_dir: str | Path | None = None,
     """The task on ``squad/<pool>-v1.1.json(.gz)`` of the data directory (same lookup as
     ``reqa_squad``)."""
     if pool not in POOLS:
-        raise ValueError(f"pool {pool!r} is not one of {POOLS} for {DATASET}")
+        raise ValueError(f"pool {pool!r} is not one of {POOLS} for {DATASET} (fix: "
+                         f"{did_you_mean(pool, POOLS)}give one of them)")
     path = source_files("reqa_squad", pool, resolve_data_dir(data_dir)).paths[0]
     paragraphs, report = read_squad(path, strict)
     task = build_paragraph_task(paragraphs, pool, str(path), file_sha256(path))

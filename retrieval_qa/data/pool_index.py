@@ -1,4 +1,4 @@
-"""Integer indexes of a retrieval pool that rankers and batch labels share."""
+"""Integer indexes of a retrieval pool that rankers, batch labels and negative samplers share."""
 
 from __future__ import annotations
 
@@ -14,3 +14,24 @@ def doc_index(pool: RetrievalPool) -> tuple[torch.Tensor, int]:
     doc_pos = {d: i for i, d in enumerate(doc_names)}
     return (torch.tensor([doc_pos[c.doc_id] for c in pool.candidates], dtype=torch.long),
             len(doc_names))
+
+
+def known_positives(pool: RetrievalPool) -> list[set[int]]:
+    """For each question unit of ``pool``: the candidate indices whose text is a gold answer
+    of its question string (its own gold, copies of those sentences in other paragraphs,
+    and the gold of other units with the same string)."""
+    by_text: dict[str, list[int]] = {}
+    for i, c in enumerate(pool.candidates):
+        by_text.setdefault(c.text, []).append(i)
+    answers_of: dict[str, set[str]] = {}
+    for p in pool.pairs:
+        answers_of.setdefault(p.question, set()).add(p.answer)
+    out = []
+    for question, gold in zip(pool.questions, pool.gold, strict=True):
+        found = set(gold)
+        for text in answers_of.get(question, ()):
+            found.update(by_text.get(text, ()))
+        for g in gold:
+            found.update(by_text.get(pool.candidates[g].text, ()))
+        out.append(found)
+    return out

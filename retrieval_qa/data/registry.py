@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import did_you_mean
 from .errors import DataDirNotFoundError, DataFileNotFoundError
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/{name}"
@@ -81,7 +82,8 @@ class SourceFiles:
 def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
     if dataset == "reqa_squad":
         if pool not in REQA_POOLS:
-            raise ValueError(f"pool {pool!r} is not one of {REQA_POOLS} for {dataset}")
+            raise ValueError(f"pool {pool!r} is not one of {REQA_POOLS} for {dataset} (fix: "
+                             f"{did_you_mean(pool, REQA_POOLS)}give one of them)")
         name = f"{pool}-v1.1.json"
         path = find_file(f"squad/{name}.gz", dirs,
                          f"Get it from {SQUAD_URL.format(name=name)} (or gzip it into squad/).")
@@ -89,7 +91,8 @@ def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
     if dataset.startswith("multireqa_") and dataset[10:] in MULTIREQA:
         spec = MULTIREQA[dataset[10:]]
         if pool not in spec.pools():
-            raise ValueError(f"pool {pool!r} is not one of {spec.pools()} for {dataset}")
+            raise ValueError(f"pool {pool!r} is not one of {spec.pools()} for {dataset} (fix: "
+                             f"{did_you_mean(pool, spec.pools())}give one of them)")
         # MultiReQA's test split is the MRQA dev file; its boundaries sit in data/dev/ for
         # in-domain datasets and data/test/ for out-of-domain ones.
         folder = "train" if pool == "train" else ("dev" if spec.in_domain else "test")
@@ -99,4 +102,5 @@ def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
         mrqa = find_file(f"mrqa/{mrqa_split}/{spec.mrqa_name}.jsonl.gz", dirs,
                          f"Get {spec.mrqa_name}.jsonl.gz ({mrqa_split}) from {MRQA_URL}.")
         return SourceFiles("multireqa", (bounds, mrqa))
-    raise ValueError(f"unknown dataset {dataset!r}; known: {', '.join(DATASETS)}")
+    raise ValueError(f"unknown dataset {dataset!r}; {did_you_mean(dataset, DATASETS)}known: "
+                     f"{', '.join(DATASETS)}")

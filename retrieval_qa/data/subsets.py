@@ -1,6 +1,9 @@
-"""Sub-pools for analyses: the one-to-many subsets of the ENDX paper (Table 4, Figure 2)."""
+"""Sub-pools: the one-to-many subsets of the ENDX paper (Table 4, Figure 2), seeded samples of a
+pool's paragraphs or questions."""
 
 from __future__ import annotations
+
+import random
 
 from .types import RetrievalPool
 
@@ -31,8 +34,6 @@ def document_subset(pool: RetrievalPool, max_documents: int | None, seed: int) -
     when None or more): their sentences as the candidates, the QA inputs whose answer is one
     of them; gold recomputed under the pool's rules. A smaller pool of the same kind (for
     CPU profiles and smoke runs of the mining pipeline); the name says it was cut."""
-    import random
-
     from .reqa import reassemble
 
     docs = list(dict.fromkeys(c.doc_id for c in pool.candidates))
@@ -44,3 +45,18 @@ def document_subset(pool: RetrievalPool, max_documents: int | None, seed: int) -
     pairs = [p for p in pool.pairs if p.answer_id in ids]
     return reassemble(pool, f"{pool.pool}[{max_documents} documents, seed {seed}]",
                       candidates, pairs)
+
+
+def question_subset(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
+    """``cap`` of the pool's questions drawn with ``seed`` (order kept), every candidate kept
+    (the retrieval problem stays the pool's; only the questions are fewer; the pool keeps its
+    name, so the run files of the whole pool serve the subset)."""
+    if cap is None or cap >= len(pool.questions):
+        return pool
+    keep = sorted(random.Random(seed).sample(range(len(pool.questions)), cap))
+    keys = {pool.question_keys[i] for i in keep}
+    return RetrievalPool(pool.dataset, pool.pool, pool.candidates,
+                         [pool.questions[i] for i in keep], [pool.gold[i] for i in keep],
+                         [p for p in pool.pairs if pool.pair_key(p) in keys], pool.source,
+                         pool.question_unit,
+                         [pool.question_ids[i] for i in keep] if pool.question_ids else [])

@@ -5,34 +5,12 @@ candidate sentences, the corpus being indexed there)."""
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from ..data.paragraphs import DATASET as PARAGRAPHS
-from .idf import IDF_CORPORA
 from .static import STATIC_MODELS, load_static, static_package  # numpy only
 
 EMBEDDING_MODELS = (*(f"static:{name}" for name in STATIC_MODELS), "contextual:minilm")
-
-
-def add_embedding_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--idf", action="store_true",
-                   help="static:* models: IDF-weighted mean pooling (IDF on the indexed corpus)")
-    p.add_argument("--idf-corpus", default="paragraphs", choices=IDF_CORPORA,
-                   help="squad_paragraphs: IDF over the paragraphs, or paragraphs and questions")
-    p.add_argument("--layer-weights", default=None,
-                   help="contextual:minilm: comma-separated weights of its 7 layers (0: the "
-                        "token-embedding layer, 1-6: hidden layers); default 1,0,0,0,0,0,0")
-    p.add_argument("--refiner", default=None,
-                   help="reqa_*: a trained residual refiner (the model folder of rqa train "
-                        "experiment=fcrr ...) applied to the static vectors: questions by its "
-                        "question side, candidate sentences by its paragraph side")
-    p.add_argument("--pr-curve", default=None,
-                   help="squad_paragraphs: write the precision-recall curve PNG here")
-
-
-def wants_embeddings(args) -> bool:
-    return args.dataset == PARAGRAPHS or str(args.model).startswith(("static:", "contextual:"))
 
 
 def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
@@ -67,8 +45,12 @@ def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
     return out
 
 
-def evaluate_reqa(args, eval_cfg) -> dict:
-    """Sentence retrieval: questions and candidate sentences pooled the same way."""
+def evaluate_reqa(model: str, *, idf: bool, dataset: str, pool_name: str | None, data_dir,
+                  strict: bool, use_cache: bool, refiner, run_file, progress: bool,
+                  evaluation) -> dict:
+    """Sentence retrieval: questions and candidate sentences pooled the same way, frozen
+    embeddings ``model`` (``static:*``; ``idf``: IDF-weighted, over the candidates) on the
+    pool ``pool_name`` of ``dataset``, through the refiner exported in ``refiner`` when given; ``evaluation``: conf/eval/default.yaml."""
     from ..data import load_pool
     from ..evaluation import evaluate
     from ..evaluation.search import DenseScorer
@@ -76,34 +58,32 @@ def evaluate_reqa(args, eval_cfg) -> dict:
     from .cache import cached, source_sha256  # torch: imported on use, not by `rqa --help`
 
     start = time.perf_counter()
-    _, name = parse_model(args.model)
-    pool, notes = load_pool(args.dataset, args.pool, args.data_dir, strict=not args.lenient,
-                            use_cache=not args.no_cache)
+    _, name = parse_model(model)
+    pool, notes = load_pool(dataset, pool_name, data_dir, strict=strict, use_cache=use_cache)
     vectors = load_static(name)
     sources = {**{f"pool:{s}": source_sha256(s) for s in pool.source.split(", ")},
                **{f"vectors:{p.name}": source_sha256(p) for p in vectors.files}}
-    settings = {"model": args.model, "idf": args.idf, "idf_corpus": "candidates",
+    settings = {"model": model, "idf": idf, "idf_corpus": "candidates",
                 "dataset": pool.dataset, "pool": pool.pool, "questions": len(pool.questions),
                 "candidates": len(pool.candidates)}
     texts = [c.text for c in pool.candidates]
     def compute():
-        tensors, notes = embed_texts(pool.questions, texts, vectors, args.idf)
+        tensors, notes = embed_texts(pool.questions, texts, vectors, idf)
         return tensors, {**notes, "package": static_package(name), "dim": vectors.dim}
 
-    tensors, meta = cached(settings, sources, compute, use_cache=not args.no_cache)
+    tensors, meta = cached(settings, sources, compute, use_cache=use_cache)
     questions, candidates = tensors["questions"], tensors["paragraphs"]
-    refiner = None
-    if args.refiner:
-        questions, candidates, refiner = refine(args.refiner, args.model, args.idf,
-                                                questions, candidates)
+    refined = None
+    if refiner:
+        questions, candidates, refined = refine(refiner, model, idf, questions, candidates)
     embed = time.perf_counter() - start
     scorer = DenseScorer(questions, candidates)
-    result = evaluate(pool, scorer, top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
-                      ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
-                      run_file=args.run_file, progress=not args.quiet)
+    result = evaluate(pool, scorer, top_k=evaluation.top_k, memory_mb=evaluation.memory_mb,
+                      ks=tuple(evaluation.ks), doc_level=evaluation.doc_level,
+                      run_file=run_file, progress=progress)
     return {**result.summary(), "dataset": pool.dataset, "pool": pool.pool,
-            "model": args.model, "idf": args.idf,
-            "idf_corpus": "candidate sentences" if args.idf else None, "refiner": refiner,
+            "model": model, "idf": idf,
+            "idf_corpus": "candidate sentences" if idf else None, "refiner": refined,
             "embedding": {k: meta.get(k) for k in ("cache", "cache_folder", "sources", "package",
                                                    "dim", "questions", "paragraphs")},
             "embed_seconds": round(embed, 3), "seconds": round(time.perf_counter() - start, 3),
@@ -128,31 +108,3 @@ def refine(folder, model: str, idf: bool, questions, candidates):
     return (art.refine_questions(questions), art.refine_paragraphs(candidates),
             {"folder": str(folder), "refiner": hp.get("refiner"), "sides": hp.get("sides"),
              "base_embedding": base})
-
-
-def _layer_weights(text: str) -> list[float]:
-    try:
-        return [float(w) for w in text.split(",")]
-    except ValueError:
-        from ..errors import UsageError
-
-        raise UsageError(f"--layer-weights {text!r}: not comma-separated numbers (fix: give "
-                         "one weight per layer, e.g. --layer-weights 1,0,0,0,0,0,0)") from None
-
-
-def cmd_evaluate_embeddings(args, eval_cfg) -> dict:
-    if args.checkpoint:
-        raise ValueError("--checkpoint and --model static:* / --dataset squad_paragraphs do "
-                         "not combine; pass one")
-    if args.dataset == PARAGRAPHS:
-        if args.model not in EMBEDDING_MODELS:
-            raise ValueError(f"--dataset {PARAGRAPHS} evaluates frozen embeddings: pass "
-                             f"--model one of {list(EMBEDDING_MODELS)}")
-        weights = _layer_weights(args.layer_weights) if args.layer_weights else None
-        return evaluate_paragraph_task(args.model, args.idf, args.pool or "dev", args.data_dir,
-                                       args.idf_corpus, args.pr_curve,
-                                       use_cache=not args.no_cache, layer_weights=weights)
-    if not args.model.startswith("static:"):
-        raise ValueError(f"--model {args.model} on {args.dataset}: only static:* models are "
-                         "wired to sentence retrieval so far")
-    return evaluate_reqa(args, eval_cfg)

@@ -1,7 +1,7 @@
 """ENDX's cross-attention branch (the paper's "Cross-Encoders", section 3.3, Fig. 1, red branch).
 
 A training-only branch of ENDX, not a cross-encoder in the usual sense (one network scoring a
-concatenated pair; that is :mod:`retrieval_qa.models.cross_classifier`): each text is encoded
+concatenated pair; that is :mod:`retrieval_qa.classifiers.pair_classifier`): each text is encoded
 on its own, then refined by cross attention to its matched partner, and the pooled
 cross-embeddings teach the dual towers through GAM. It is never used at inference.
 

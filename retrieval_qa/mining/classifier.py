@@ -1,8 +1,8 @@
 """The supervised-mining classifier (paper section 4.1) as a method of ``rqa train``:
-:class:`~retrieval_qa.models.cross_classifier.CrossAttentionClassifier` (a pretrained encoder,
+:class:`~retrieval_qa.classifiers.pair_classifier.CrossAttentionClassifier` (a pretrained encoder,
 a linear head on [CLS], binary cross-entropy) over the paper's input
 ``[CLS] question [SEP] answer [SEP] context [SEP]`` with segment ids (question 0, answer 1,
-context ``context_segment``; :func:`~retrieval_qa.data.classifier_examples.encode_triples`),
+context ``context_segment``; :func:`~retrieval_qa.mining.examples.encode_triples`),
 trained on the examples of :class:`~.classifier_data.MiningClassifierData` (gold pairs and
 BM25 / dense / same-document negatives, 1:1:1) and evaluated with torchmetrics: accuracy at
 p >= 0.5 and AUC-PR (average precision) on the dev split (model selection,
@@ -30,13 +30,13 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from ..data.classifier_examples import ExampleCollator, encode_triples
-from ..data.classifier_pairs import MODEL_KEYS
+from ..classifiers.pair_classifier import CrossAttentionClassifier
+from ..classifiers.pair_data import MODEL_KEYS
 from ..models.artifact import load_weights, refusing_damage
-from ..models.cross_classifier import CrossAttentionClassifier
 from ..models.method import Built
 from ..registry import instantiate
 from ..written import atomic_path, read_json, write_text
+from .examples import ExampleCollator, encode_triples
 
 __all__ = ["MiningClassifier", "load_classifier"]
 

@@ -26,21 +26,22 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from ..data.classifier_examples import (
+from ..data.loading import load_pool
+from ..data.pool_index import known_positives
+from ..data.resumable import ResumableDataLoader
+from ..data.seeded_loader import SeededDataLoader
+from ..data.subsets import document_subset
+from ..data.types import RetrievalPool
+from ..written import Damaged, check, read_back, read_json, rebuilding, write_text
+from .examples import (
     ClassifierExample,
     ExampleDataset,
     example_counts,
     read_examples,
     write_examples,
 )
-from ..data.loading import load_pool
-from ..data.resumable import ResumableDataLoader
-from ..data.seeded_loader import SeededDataLoader
-from ..data.subsets import document_subset
-from ..data.types import RetrievalPool
-from ..written import Damaged, check, read_back, read_json, rebuilding, write_text
 from .negatives import NEGATIVE_SOURCES, dev_questions, sample_examples
-from .neighbours import bm25_neighbours, dense_neighbours, known_positives
+from .neighbours import bm25_neighbours, dense_neighbours
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "dev", "test")

@@ -3,10 +3,10 @@ found by a retriever and labelled by the cross-attention classifier.
 
 For every question of the training pool: its top ``top_k`` sentences of the whole pool by the
 retriever (an exported dual encoder; the paper: USE-QA), known positives removed
-(:func:`~.neighbours.known_positives`: gold sentences and every copy of their text); each
-(question, sentence, context) scored by a :class:`~.scorer.PairScorer` in batches; a pair is
-mined when ``p >= threshold`` (0.5) and weighs ``p ** weight_power`` (p squared); gold pairs
-weigh 1. A mined pair never repeats a gold pair or another mined pair (same question text and
+(:func:`~retrieval_qa.data.pool_index.known_positives`: gold sentences and every copy of
+their text); each (question, sentence, context) scored by a :class:`~.scorer.PairScorer` in
+batches; a pair is mined when ``p >= threshold`` (0.5) and weighs ``p ** weight_power`` (p
+squared); gold pairs weigh 1. A mined pair never repeats a gold pair or another mined pair (same question text and
 sentence text; the first by question order and rank is kept).
 
 Resumable: questions are cut into shards of ``shard_questions``; each scored shard is written
@@ -50,6 +50,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..data.pool_index import known_positives
 from ..data.types import RetrievalPool
 from ..errors import InputFileError, SettingsMismatchError
 from ..written import (
@@ -62,7 +63,7 @@ from ..written import (
     refuse,
     write_text,
 )
-from .neighbours import dense_neighbours, known_positives
+from .neighbours import dense_neighbours
 from .scorer import PairScorer
 
 MINER_VERSION = 1

@@ -8,12 +8,13 @@ For every question of a pool: its gold pairs as positives (label 1) and three ne
   USE-QA) over the same sentences;
 * ``same_document``: a sentence drawn from the paragraph of the question's gold sentence.
 
-A sentence that is a known positive of the question (:func:`~.neighbours.known_positives`:
-its text answers that question string anywhere in the pool) is never a negative, and the
-three negatives of a question are three different sentence texts. A source with nothing
-left to give (every top-10 sentence a positive or already taken, a one-sentence paragraph)
-gives no negative for that question: counted in ``shortfall``, never filled from another
-source, so the ratio stays what the sources gave.
+A sentence that is a known positive of the question
+(:func:`~retrieval_qa.data.pool_index.known_positives`: its text answers that question string
+anywhere in the pool) is never a negative, and the three negatives of a question are three
+different sentence texts. A source with nothing left to give (every top-10 sentence a
+positive or already taken, a one-sentence paragraph) gives no negative for that question:
+counted in ``shortfall``, never filled from another source, so the ratio stays what the
+sources gave.
 
 The 10 % dev split keeps whole question groups on one side
 (:func:`~retrieval_qa.data.split.train_val_split`: no question string or answer sentence on
@@ -26,9 +27,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..data.classifier_examples import ClassifierExample
 from ..data.split import train_val_split
 from ..data.types import RetrievalPool
+from .examples import ClassifierExample
 
 NEGATIVE_SOURCES = ("bm25", "dense", "same_document")
 

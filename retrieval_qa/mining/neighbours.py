@@ -1,10 +1,11 @@
 """Nearest candidates of a pool's questions, known positives removed: what the classifier's
 negatives (BM25 and dense top 10) and the miner (dense top 10) draw from.
 
-Known positives of a question (:func:`known_positives`): every candidate whose sentence text
-is a gold answer of that question string, whatever the unit (a question id in MultiReQA) and
-whatever the paragraph: a sentence that answers a question somewhere answers it everywhere,
-so it is never a negative of that question and never "mined" for it.
+Known positives of a question (:func:`~retrieval_qa.data.pool_index.known_positives`):
+every candidate whose sentence text is a gold answer of that question string, whatever the
+unit (a question id in MultiReQA) and whatever the paragraph: a sentence that answers a
+question somewhere answers it everywhere, so it is never a negative of that question and
+never "mined" for it.
 """
 
 from __future__ import annotations
@@ -18,27 +19,6 @@ from ..data.types import RetrievalPool
 
 #: dense neighbours: question rows scored at once (a [rows, candidates] float32 block)
 DENSE_BLOCK_ROWS = 256
-
-
-def known_positives(pool: RetrievalPool) -> list[set[int]]:
-    """For each question unit of ``pool``: the candidate indices whose text is a gold answer
-    of its question string (its own gold, copies of those sentences in other paragraphs,
-    and the gold of other units with the same string)."""
-    by_text: dict[str, list[int]] = {}
-    for i, c in enumerate(pool.candidates):
-        by_text.setdefault(c.text, []).append(i)
-    answers_of: dict[str, set[str]] = {}
-    for p in pool.pairs:
-        answers_of.setdefault(p.question, set()).add(p.answer)
-    out = []
-    for question, gold in zip(pool.questions, pool.gold, strict=True):
-        found = set(gold)
-        for text in answers_of.get(question, ()):
-            found.update(by_text.get(text, ()))
-        for g in gold:
-            found.update(by_text.get(pool.candidates[g].text, ()))
-        out.append(found)
-    return out
 
 
 def _keep(indices: Sequence[int], scores: Sequence[float], exclude: set[int], k: int

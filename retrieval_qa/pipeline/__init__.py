@@ -5,4 +5,4 @@ normalised scores, weights tuned on the validation side of the training file); a
 cross-encoder reranker over the fused top-k; all ranked by the one evaluator's rules.
 
 Entry points: :func:`~.run.run_pipeline` (``rqa evaluate --pipeline NAME``) and
-:func:`~.config.load_pipeline`."""
+:func:`~.composition.load_pipeline`."""

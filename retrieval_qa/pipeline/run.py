@@ -23,10 +23,10 @@ from ..evaluation.evaluator import _records as evaluator_records
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter
-from .config import PipelineConfig
+from .composition import Pipeline
 from .fusion import convex, normalise, rrf
 from .ranking import ordered, rank_lists
-from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever, stage_settings
+from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever
 from .tuning import tune
 
 
@@ -34,27 +34,27 @@ def pool_folder(pool: RetrievalPool) -> str:
     return f"{pool.dataset}-{pool.pool}"
 
 
-def first_stage(cfg: PipelineConfig, pool: RetrievalPool, run_dir: Path,
+def first_stage(cfg: Pipeline, pool: RetrievalPool, run_dir: Path,
                 from_run_files: Path | None, progress: bool, evaluation: dict) -> list[StageRun]:
     ks = tuple(evaluation["ks"])
     runs = []
-    for spec in cfg.retrievers:
-        name = f"{spec.name}{RUN_SUFFIX}"
+    for stage in cfg.retrievers:
+        name = f"{stage.name}{RUN_SUFFIX}"
         if from_run_files is not None:
             path = from_run_files / pool_folder(pool) / name
-            note = check_stage_file(path, stage_settings(spec, cfg.top_k))
+            note = check_stage_file(path, stage.run_settings(cfg.top_k))
             if note:
                 print(f"rqa evaluate --pipeline: {note}", file=sys.stderr, flush=True)
-            runs.append(StageRun.from_file(spec.name, pool, path, ks))
+            runs.append(StageRun.from_file(stage.name, pool, path, ks))
         else:
-            runs.append(run_retriever(spec, pool, cfg.top_k, progress=progress, ks=ks,
+            runs.append(run_retriever(stage, pool, cfg.top_k, progress=progress, ks=ks,
                                       doc_level=bool(evaluation["doc_level"]),
                                       memory_mb=float(evaluation["memory_mb"]),
                                       run_file=run_dir / pool_folder(pool) / name))
     return runs
 
 
-def fuse(cfg: PipelineConfig, runs: list[StageRun], weights=None, rrf_k=None) -> list[tuple]:
+def fuse(cfg: Pipeline, runs: list[StageRun], weights=None, rrf_k=None) -> list[tuple]:
     """Per question: (candidate indices, fused scores) of the stage runs."""
     if cfg.fusion.method == "none":
         return runs[0].lists()
@@ -65,7 +65,7 @@ def fuse(cfg: PipelineConfig, runs: list[StageRun], weights=None, rrf_k=None) ->
     return [convex(lists, w, cfg.fusion.normalization) for lists in per_question]
 
 
-def tune_fusion(cfg: PipelineConfig, run_dir: Path, from_run_files: Path | None,
+def tune_fusion(cfg: Pipeline, run_dir: Path, from_run_files: Path | None,
                 data_dir, progress: bool, evaluation) -> tuple[dict, RetrievalPool | None,
                                                                list[tuple] | None]:
     """Settings of the fusion: as configured, or tuned on the validation side of
@@ -202,13 +202,14 @@ def tune_rerank_weight(val: RetrievalPool, val_fused: list[tuple], score_pairs, 
             "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
 
 
-def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, *,
+def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
                  from_run_files: str | Path | None = None, data_dir=None,
                  evaluation, progress: bool = False,
                  reranker=None) -> dict:
     """Every stage of ``cfg`` on ``pool``; returns each stage's metrics and time, the fusion
-    settings (and how they were tuned) and the run files. ``reranker``: an object with
-    ``score_pairs`` (default: the config's checkpoint, loaded as a cross-encoder export)."""
+    settings (and how they were tuned) and the run files. ``reranker``: the model the
+    pipeline's reranker scores with, an object with ``score_pairs`` (default: its own, the
+    export it names; :meth:`.rerankers.CrossEncoderStage.pair_scorer`)."""
     run_dir = Path(run_dir)
     source = Path(from_run_files) if from_run_files is not None else None
     doc_level, ks = bool(evaluation["doc_level"]), tuple(evaluation["ks"])
@@ -240,14 +241,7 @@ def run_pipeline(cfg: PipelineConfig, pool: RetrievalPool, run_dir: str | Path, 
                                      doc_level=doc_level, ks=ks, memory_mb=memory_mb,
                                      seconds=first_seconds))
     if cfg.reranker is not None:
-        if reranker is None:
-            from ..models.cross_encoder import CrossEncoderReranker
-
-            reranker = CrossEncoderReranker.load(cfg.reranker.checkpoint)
-        def score_pairs(questions, sentences):
-            return reranker.score_pairs(questions, sentences,
-                                        cfg.reranker.batch_size).cpu().numpy()
-
+        score_pairs = cfg.reranker.pair_scorer(reranker)
         weight = cfg.reranker.weight
         if weight == "tune":
             start = time.perf_counter()

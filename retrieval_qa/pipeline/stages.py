@@ -7,7 +7,7 @@ per question, in the pool's question order). Fusion and reranking read those lis
 memory or from the files (``--from-run-files``), through the same :meth:`StageRun.from_records`.
 
 Beside each run file, ``<name>.run.settings.json`` records the settings its lists were
-computed with (:func:`stage_settings`); ``--from-run-files`` refuses a run file whose
+computed with (the stage's ``run_settings``, :mod:`.retrievers`); ``--from-run-files`` refuses a run file whose
 recorded settings differ from the stage's of the pipeline given (another model under the same
 name, another ``top_k``...), naming the file and the keys. Run files written before the
 settings were recorded are read with a warning that they cannot be checked.
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
@@ -30,7 +29,6 @@ from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter, read_records
 from ..written import write_text
-from .config import RetrieverSpec
 
 RUN_SUFFIX = ".run.jsonl"
 
@@ -101,24 +99,6 @@ class StageRun:
         return run
 
 
-def stage_settings(spec: RetrieverSpec, top_k: int) -> dict:
-    """What determines a first-stage retriever's lists: its kind and ``top_k``, BM25's
-    settings (conf/model/bm25.yaml under the stage's), or the exported model (a digest of its
-    files, wherever the folder is) and its ``paragraph_weight``. Not the encoding
-    ``batch_size``, which changes the order of float additions only."""
-    out: dict = {"kind": spec.kind, "top_k": top_k}
-    if spec.kind == "bm25":
-        from ..config import load_yaml, plain
-
-        out["bm25"] = {**plain(load_yaml("model/bm25.yaml")), **spec.settings}
-    else:
-        from ..mining.classifier_data import artifact_digest
-
-        out.update(model=artifact_digest(spec.checkpoint),
-                   paragraph_weight=spec.paragraph_weight)
-    return out
-
-
 def settings_file(run_file: str | Path) -> Path:
     """``X.run.jsonl`` -> ``X.run.settings.json``."""
     path = Path(run_file)
@@ -182,63 +162,16 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
     return run
 
 
-#: the last encoding of this process, by (model folder and its export's time, pool, batch
-#: size): two stages over one model (a sentence stage and a paragraph stage) encode the pool
-#: once
-_ENCODED: dict[tuple, tuple] = {}
-
-
-def paragraph_vectors(candidates: torch.Tensor, doc_of: torch.Tensor, weight: float
-                      ) -> torch.Tensor:
-    """Each candidate's vector mixed with its paragraph's: ``(1 - weight) * c + weight * p``,
-    ``p`` the mean of the vectors of the candidates of the same paragraph (``doc_of`` [C]).
-    A question's score is then ``(1 - weight) * q.c + weight * q.p``."""
-    if weight == 0:
-        return candidates
-    n_docs = int(doc_of.max()) + 1 if len(doc_of) else 0
-    sums = torch.zeros(n_docs, candidates.shape[1], dtype=candidates.dtype)
-    sums.index_add_(0, doc_of, candidates)
-    counts = torch.bincount(doc_of, minlength=n_docs).clamp(min=1).unsqueeze(1)
-    return (1 - weight) * candidates + weight * (sums / counts)[doc_of]
-
-
-def build_scorer(spec: RetrieverSpec, pool: RetrievalPool, progress: bool = False):
-    """The evaluator's scorer of a first-stage retriever on ``pool``: BM25 (its settings over
-    conf/model/bm25.yaml) or an exported dual encoder (questions and candidates encoded; with
-    ``paragraph_weight``, each candidate's vector mixed with its paragraph's mean vector)."""
-    if spec.kind == "bm25":
-        from ..baselines.bm25 import BM25Scorer, BM25Settings
-        from ..config import load_yaml
-
-        cfg = {**load_yaml("model/bm25.yaml"), **spec.settings}
-        return BM25Scorer(pool, BM25Settings.from_config(cfg), progress=progress)
-    from ..evaluation.search import DenseScorer
-    from ..models.artifact import load_artifact
-
-    folder = Path(spec.checkpoint).resolve()
-    exported = [p.stat().st_mtime_ns for p in sorted(folder.glob("*")) if p.is_file()]
-    key = (str(folder), tuple(exported), id(pool), spec.batch_size)
-    if key not in _ENCODED:
-        model = load_artifact(spec.checkpoint)
-        _ENCODED.clear()  # one pool's vectors at a time
-        _ENCODED[key] = (
-            pool,  # kept with its vectors, so its id is not reused while the entry lives
-            model.encode_questions(pool.questions, batch_size=spec.batch_size,
-                                   progress=progress),
-            model.encode_answers(pool.candidates, batch_size=spec.batch_size,
-                                 progress=progress))
-    _, q, c = _ENCODED[key]
-    return DenseScorer(q, paragraph_vectors(c, doc_index(pool)[0], spec.paragraph_weight))
-
-
-def run_retriever(spec: RetrieverSpec, pool: RetrievalPool, top_k: int, *,
+def run_retriever(stage, pool: RetrievalPool, top_k: int, *,
                   run_file: str | Path | None = None, progress: bool = False,
                   **kwargs) -> StageRun:
+    """A first-stage retriever (:mod:`.retrievers`) on ``pool``: its scorer's lists
+    (:func:`retrieve`), with its settings (its ``run_settings``) beside the run file."""
     start = time.perf_counter()
-    scorer = build_scorer(spec, pool, progress)
-    run = retrieve(spec.name, pool, scorer, top_k, run_file=run_file,
+    scorer = stage.scorer(pool, progress)
+    run = retrieve(stage.name, pool, scorer, top_k, run_file=run_file,
                    seconds=time.perf_counter() - start, **kwargs)
     if run_file is not None:
-        write_text(settings_file(run_file), json.dumps(stage_settings(spec, top_k),
-                                                              indent=2, sort_keys=True))
+        write_text(settings_file(run_file), json.dumps(stage.run_settings(top_k), indent=2,
+                                                       sort_keys=True))
     return run

@@ -6,28 +6,12 @@ under the pipeline's rank rule (:mod:`.ranking`)."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.types import RetrievalPool
+from ..data.subsets import question_subset  # noqa: F401 (imported from here by the pipeline)
 from .fusion import feature_matrix, simplex_grid
-
-
-def question_subset(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
-    """``cap`` of the pool's questions drawn with ``seed`` (order kept), every candidate kept
-    (the retrieval problem stays the pool's; only the questions are fewer; the pool keeps its
-    name, so the run files of the whole pool serve the subset)."""
-    if cap is None or cap >= len(pool.questions):
-        return pool
-    keep = sorted(random.Random(seed).sample(range(len(pool.questions)), cap))
-    keys = {pool.question_keys[i] for i in keep}
-    return RetrievalPool(pool.dataset, pool.pool, pool.candidates,
-                         [pool.questions[i] for i in keep], [pool.gold[i] for i in keep],
-                         [p for p in pool.pairs if pool.pair_key(p) in keys], pool.source,
-                         pool.question_unit,
-                         [pool.question_ids[i] for i in keep] if pool.question_ids else [])
 
 
 def grid_mrr(per_question: Sequence[Sequence[tuple]], gold: Sequence[Sequence[int]],

@@ -1,6 +1,7 @@
-"""Trainer callbacks of `rqa train`: the best checkpoints, progress on stderr, resumable
-checkpoints within an epoch, a clean stop on SIGTERM/SIGINT, and validation in runs that
-`max_steps` ends mid-epoch.
+"""Trainer callbacks of every training (:func:`~.trainer.build_trainer`): the best
+validations' weights, the resumable checkpoint (at validations, epoch ends, on a clock, within
+an epoch), a clean stop on SIGTERM/SIGINT, validation in runs that `max_steps` ends mid-epoch,
+the model summary and a progress bar on stderr whose total is the steps that will run.
 
 The Trainer gets one callback per block of ``trainer.callbacks`` (conf/trainer/default.yaml),
 in their order: the block's ``_target_`` called with its keys (retrieval_qa/registry.py) and,
@@ -23,6 +24,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
+from pytorch_lightning.callbacks.progress.tqdm_progress import convert_inf
 
 from ..errors import RunInterrupted  # raised here; defined light, for the command line
 
@@ -67,6 +69,12 @@ def validation_follows(trainer: pl.Trainer) -> bool:
     return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
+def epoch_ends_here(trainer: pl.Trainer) -> bool:
+    """Whether the training epoch ends after the current batch (its last batch, ``max_steps``
+    reached, a stop requested): Lightning's own test."""
+    return bool(trainer.fit_loop.epoch_loop._is_training_done or trainer.should_stop)
+
+
 def on_gpu(accelerator: str) -> bool:
     """Whether a Trainer with this ``accelerator`` runs on a CUDA device."""
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
@@ -74,11 +82,12 @@ def on_gpu(accelerator: str) -> bool:
 
 def best_checkpoint(dirpath: str | Path, monitor: str, save_top_k: int
                     ) -> pl.callbacks.ModelCheckpoint:
-    """The ``save_top_k`` best checkpoints by ``monitor`` (higher is better) and ``last.ckpt``,
-    one file shared with :class:`ResumableCheckpoints` (not a second copy as last-v1.ckpt)."""
+    """The weights of the ``save_top_k`` best validations by ``monitor`` (higher is better),
+    ``best-{epoch}-{step}.ckpt``: weights only (no optimiser or loop state), what picking the
+    best weights needs; the resumable ``last.ckpt`` is :class:`ResumableCheckpoints`'s."""
     return pl.callbacks.ModelCheckpoint(
-        dirpath=dirpath, monitor=monitor, mode="max", save_top_k=save_top_k, save_last=True,
-        filename="best-{epoch}-{step}", enable_version_counter=False)
+        dirpath=dirpath, monitor=monitor, mode="max", save_top_k=save_top_k, save_last=False,
+        save_weights_only=True, filename="best-{epoch}-{step}", enable_version_counter=False)
 
 
 def model_summary(max_depth: int) -> pl.callbacks.ModelSummary:
@@ -98,9 +107,23 @@ def progress_bar(enabled: bool, refresh_steps: int | str, accelerator: str
     return StderrProgressBar(refresh_rate=int(refresh_steps))
 
 
+def batches_to_run(trainer: pl.Trainer, done: int) -> int | float:
+    """The training batches of the current epoch that will have run when it ends, ``done`` of
+    them already: the epoch's, or fewer when ``max_steps`` ends the run inside it (optimizer
+    steps of ``accumulate_grad_batches`` batches); ``inf`` for an epoch of unknown length
+    without ``max_steps``."""
+    total = trainer.num_training_batches
+    if trainer.max_steps is not None and trainer.max_steps >= 0:
+        left = (trainer.max_steps - trainer.global_step) * trainer.accumulate_grad_batches
+        total = min(total, done + max(left, 0))
+    return total
+
+
 class StderrProgressBar(TQDMProgressBar):
     """Lightning's tqdm bar, written to stderr (stdout holds only the JSON result), with
-    1-based epochs out of ``max_epochs`` ("Epoch 1/1", not "Epoch 0/0")."""
+    1-based epochs out of ``max_epochs`` ("Epoch 1/1", not "Epoch 0/0") and, as total, the
+    batches that will run (:func:`batches_to_run`: ``20`` for ``trainer.max_steps=20``, not
+    the epoch's 312), so the ETA is the run's."""
 
     def _on_stderr(self, init):
         with contextlib.redirect_stdout(sys.stderr):
@@ -130,26 +153,52 @@ class StderrProgressBar(TQDMProgressBar):
             metrics["loss"] = f"{float(loss):.4g}"
         return metrics
 
-    def on_train_epoch_start(self, trainer, *args) -> None:
-        super().on_train_epoch_start(trainer, *args)
+    @property
+    def total_train_batches(self) -> int | float:
+        return batches_to_run(self.trainer, 0)  # read at an epoch's start
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._sized = False  # a run resumed inside an epoch starts no epoch: sized below
+
+    def _describe_epoch(self, trainer) -> None:
         total = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None
         epoch = trainer.current_epoch + 1
         self.train_progress_bar.set_description(f"Epoch {epoch}/{total}" if total else
                                                 f"Epoch {epoch}")
 
+    def on_train_epoch_start(self, trainer, *args) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        self._sized = True
+        self._describe_epoch(trainer)
 
-class ResumableCheckpoints(pl.Callback):
-    """Writes the resumable ``last.ckpt`` every ``every_n_steps`` optimizer steps and/or every
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if not self._sized:  # resumed after batch_idx batches of the epoch
+            self._sized = True
+            self.train_progress_bar.reset(convert_inf(batches_to_run(trainer, batch_idx)))
+            self.train_progress_bar.initial = batch_idx
+            self._describe_epoch(trainer)
+
+
+class ResumableCheckpoints(pl.callbacks.Checkpoint):
+    """Writes the resumable ``last.ckpt``, the run's one checkpoint with optimiser and loop
+    state: after every validation inside an epoch and at every epoch's end, after its
+    validation (so a crash never redoes a finished epoch), every ``every_n_steps`` optimizer steps and/or every
     ``every_minutes`` minutes (0: off), and when SIGTERM or SIGINT arrives; after a signal the
     run stops with :class:`RunInterrupted`. Between them, every ``weights_every_minutes``, a
     weights-only ``last-weights.ckpt`` (no optimiser or loop state: cheap at GPU rates; for
     export or inspection of a run that died, not for resuming). Checkpoints are written to a
     temporary file and renamed, so a kill mid-write leaves the previous one. Never between a
     step and the validation after it (Lightning would resume such a checkpoint past that
-    validation): one due there, and the stop on a signal, wait for the end of the next step.
+    validation): one due there is the one written after the validation, and the stop on a
+    signal waits for the end of the next step. A checkpoint callback (Lightning runs those
+    after the others) placed after the best-checkpoint one
+    (:func:`~.trainer.build_trainer`), and writing where that one writes (at an epoch's end
+    when the validation ends the epoch), so ``last.ckpt`` holds the best checkpoints' choice
+    of the validation before it.
 
-    A run resumed from any checkpoint (``last.ckpt`` mid-epoch, at an epoch's end or after a
-    validation; a best checkpoint) continues exactly as the uninterrupted run, also after a
+    A run resumed from its ``last.ckpt`` (mid-epoch, at an epoch's end or after a validation)
+    continues exactly as the uninterrupted run, also after a
     hard kill in a new process: the training data loader is resumable (its position is in the
     checkpoint), and the random-number states (torch, CUDA, numpy, python) are saved with it
     and restored before the first training step after the restart (dropout draws the same
@@ -226,7 +275,7 @@ class ResumableCheckpoints(pl.Callback):
     def save(self, trainer) -> str:
         self.dirpath.mkdir(parents=True, exist_ok=True)
         tmp = self.dirpath / ".last.ckpt.tmp"
-        trainer.save_checkpoint(tmp)
+        trainer.save_checkpoint(tmp, weights_only=False)
         if trainer.is_global_zero:
             os.replace(tmp, self.last_path)
         self._last_saved_step = trainer.global_step
@@ -253,6 +302,21 @@ class ResumableCheckpoints(pl.Callback):
                and now - self._clock["weights"] >= self.weights_every_seconds)
         due = trainer.strategy.broadcast(due, src=0)
         return by_steps or due[0], due[1]
+
+    def _save_at_loop_end(self, trainer) -> None:
+        if trainer.global_step != self._last_saved_step:
+            self.save(trainer)
+            self._clock["resumable"] = self._clock["weights"] = time.monotonic()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        # a validation that ends the epoch: at the epoch's end, after the best checkpoints
+        # that ModelCheckpoint writes there (last.ckpt must hold their choice)
+        if trainer.state.fn == "fit" and not trainer.sanity_checking \
+                and not epoch_ends_here(trainer):
+            self._save_at_loop_end(trainer)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self._save_at_loop_end(trainer)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self._rng_to_restore is not None:  # the first step after a restart

@@ -3,21 +3,19 @@ is whole.
 
 A resumable checkpoint is a full Lightning checkpoint: the model, the optimiser states and the
 loops (with the training loader's position and, in the callbacks' states, the random-number
-states). A run has two kinds of them in ``checkpoints/``:
-
-- ``last.ckpt``: written at every validation (by the best-checkpoint callback), every
-  ``trainer.checkpoint_every_n_steps`` steps or minutes, and on SIGTERM/SIGINT
-  (:class:`~.callbacks.ResumableCheckpoints`): the newest state of the run;
-- ``best-{epoch}-{step}.ckpt``: written at a validation whose score is among the best. It is
-  the same full checkpoint as the ``last.ckpt`` written at that validation, so a run resumed
-  from it continues as it would have from that ``last.ckpt``: it loses the steps trained
-  since, not the exactness of the run.
-
-``last-weights.ckpt`` (weights only, no optimiser or loop state) is never resumed from.
+states). A run writes one, ``checkpoints/last.ckpt``: after every validation and at every
+epoch's end, every ``trainer.checkpoint_every_n_steps`` steps or minutes, and on
+SIGTERM/SIGINT (:class:`~.callbacks.ResumableCheckpoints`): the newest state of the run.
+The other files of ``checkpoints/`` hold weights only (no optimiser or loop state) and are
+never resumed from: ``best-{epoch}-{step}.ckpt``, the weights of a validation whose score is
+among the best (what the run tests and exports), and ``last-weights.ckpt``, written between
+two ``last.ckpt`` for inspection.
 
 A damaged ``last.ckpt`` (empty, truncated, garbage, a failed CRC) is passed over for the
-newest whole checkpoint of the others, and the run says so; when none is whole, ``rqa train``
-refuses with the file and what is wrong (:func:`resumable_checkpoint`)."""
+newest other checkpoint of the folder that can resume the run (one copied there, or a best
+checkpoint of a run written when those were full checkpoints), and the run says so; when
+there is none, ``rqa train`` refuses with the files and what is wrong with each
+(:func:`resumable_checkpoint`)."""
 
 from __future__ import annotations
 
@@ -31,6 +29,8 @@ LAST = "last.ckpt"
 WEIGHTS_ONLY = "last-weights.ckpt"
 #: what a checkpoint needs to resume a fit (Lightning's keys)
 RESUMABLE_KEYS = ("state_dict", "optimizer_states", "loops", "epoch", "global_step")
+#: how :func:`checkpoint_problem` begins for a whole checkpoint of weights only
+WEIGHTS_ONLY_PROBLEM = "weights only"
 
 
 def checkpoint_problem(path: str | Path, keys: tuple[str, ...] = RESUMABLE_KEYS) -> str | None:
@@ -64,14 +64,16 @@ def checkpoint_problem(path: str | Path, keys: tuple[str, ...] = RESUMABLE_KEYS)
     if not isinstance(state, dict):
         return f"not a Lightning checkpoint (holds a {type(state).__name__})"
     missing = [k for k in keys if k not in state]
+    if missing and "state_dict" in state:
+        return f"{WEIGHTS_ONLY_PROBLEM} (no {', '.join(missing)}): not a checkpoint to resume from"
     if missing:
-        return (f"not a resumable Lightning checkpoint (no {', '.join(missing)}: a weights-only "
-                "checkpoint?)")
+        return f"not a resumable Lightning checkpoint (no {', '.join(missing)})"
     return None
 
 
 def _candidates(folder: Path) -> list[Path]:
-    """``last.ckpt`` first, then the other full checkpoints, newest first."""
+    """``last.ckpt`` first, then the other checkpoints but ``last-weights.ckpt``, newest
+    first."""
     others = [p for p in folder.glob("*.ckpt") if p.name not in (LAST, WEIGHTS_ONLY)]
     others.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
     last = folder / LAST
@@ -80,25 +82,28 @@ def _candidates(folder: Path) -> list[Path]:
 
 def resumable_checkpoint(folder: str | Path, fix: str) -> tuple[Path | None, list[str]]:
     """The checkpoint of ``folder`` (a run's ``checkpoints/``) to resume from: ``last.ckpt``
-    when whole, else the newest whole one of the others; None when there is none at all. Also
-    returns the notes to print (each checkpoint passed over and why). Every candidate
-    damaged: :class:`~retrieval_qa.errors.InputFileError` naming them, with ``fix``."""
+    when whole, else the newest of the others that can resume the run (whole, with optimiser
+    and loop state); None when the folder has none and none is damaged (no checkpoint, or
+    weights only: the run starts from its beginning). Also returns the notes to print (each
+    checkpoint passed over and why). A damaged one and none that can resume:
+    :class:`~retrieval_qa.errors.InputFileError` naming them all, with ``fix``."""
     folder = Path(folder)
-    damaged: list[tuple[Path, str]] = []
+    passed: list[tuple[Path, str]] = []
     for path in _candidates(folder):
         problem = checkpoint_problem(path)
         if problem is None:
-            notes = [f"checkpoint {p} is {why}: passed over" for p, why in damaged]
-            if damaged:
-                notes.append(f"resuming from the newest whole checkpoint instead: {path}")
+            notes = [f"checkpoint {p} is {why}: passed over" for p, why in passed]
+            if passed:
+                notes.append(f"resuming from the newest resumable checkpoint instead: {path}")
             return path, notes
-        damaged.append((path, problem))
-    if not damaged:
-        return None, []
-    first, why = damaged[0]
-    others = "; ".join(f"{p.name}: {w}" for p, w in damaged[1:])
+        passed.append((path, problem))
+    if all(why.startswith(WEIGHTS_ONLY_PROBLEM) for _, why in passed):
+        return None, [f"checkpoint {p} holds {why}; the run starts from its beginning"
+                      for p, why in passed]
+    first, why = next((p, w) for p, w in passed if not w.startswith(WEIGHTS_ONLY_PROBLEM))
+    others = "; ".join(f"{p.name}: {w}" for p, w in passed if p != first)
     raise InputFileError("checkpoint", first, why + (
-        f"; no other checkpoint of the run is whole ({others})" if others
+        f"; no other checkpoint of the run can resume it ({others})" if others
         else "; the run has no other checkpoint"), fix)
 
 

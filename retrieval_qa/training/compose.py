@@ -33,13 +33,13 @@ from ..config import (
     override_value,
     yaml_error_line,
 )
-from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError
+from ..errors import InputFileError, OutOfRangeError, UnknownKeyError, UsageError, did_you_mean
 from ..ranges import out_of_range
 from ..registry import FLAT_SETTINGS, PLACES, SHORT_NAMES, resolve_blocks
 from .provenance import COMMAND_LINE, leaves, value_sources
 
-__all__ = ["Composed", "compose", "compose_group", "compose_traced", "experiment_profiles",
-           "load_experiment", "load_group"]
+__all__ = ["Composed", "check_ranges", "compose", "compose_group", "compose_traced",
+           "experiment_profiles", "load_experiment", "load_group", "merge_strict"]
 
 
 def _set_whole_blocks(base: DictConfig, extra: DictConfig, prefix: str = "") -> None:
@@ -61,14 +61,19 @@ def _set_whole_blocks(base: DictConfig, extra: DictConfig, prefix: str = "") -> 
             _set_whole_blocks(base, node, path + ".")
 
 
-def _merge_strict(base: DictConfig, extra, where: str) -> DictConfig:
+def merge_strict(base: DictConfig, extra, where: str,
+                 fix: str = "check the spelling against conf/train.yaml and its groups"
+                 ) -> DictConfig:
+    """``extra`` merged over ``base`` (a struct config: a key it does not have is an
+    :class:`UnknownKeyError` naming ``where``, the key, the keys it may have meant and
+    ``fix``); its blocks that name another class are set whole (:func:`_set_whole_blocks`)."""
     if isinstance(extra, DictConfig):
         _set_whole_blocks(base, extra)
     try:
         return OmegaConf.merge(base, extra)
     except ConfigKeyError as e:
-        raise UnknownKeyError(f"{where}: {e.msg.splitlines()[0]} (fix: check the spelling "
-                              f"against conf/train.yaml and its groups)") from e
+        key = f"{e.full_key}: " if e.full_key and e.full_key != e.key else ""
+        raise UnknownKeyError(f"{where}: {key}{e.msg.splitlines()[0]} (fix: {fix})") from e
 
 
 def load_group(group: str, name: str) -> DictConfig:
@@ -159,15 +164,16 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
                                  if name is not None}, inline)
     OmegaConf.set_struct(cfg, True)
     profiles = experiment.pop("profiles", {})
-    cfg = _merge_strict(cfg, experiment, f"conf/experiment/{experiment_name}.yaml")
+    cfg = merge_strict(cfg, experiment, f"conf/experiment/{experiment_name}.yaml")
     profile = picks.get("profile", cfg.profile)
     block = None
     if profile != "paper":
         if profile not in profiles:
             raise UsageError(f"experiment {experiment_name!r} has no profile {profile!r}; "
+                             f"{did_you_mean(profile, ['paper', *profiles])}"
                              f"profiles: ['paper', {', '.join(map(repr, profiles))}]")
         block = profiles[profile]
-        cfg = _merge_strict(cfg, block, f"profile {profile!r} of {experiment_name}")
+        cfg = merge_strict(cfg, block, f"profile {profile!r} of {experiment_name}")
     rest = [o for o in overrides if o.split("=", 1)[0] not in (*groups, "experiment")]
     files = cfg  # before the command line's settings: the values its fixes suggest
     cfg = apply_overrides(cfg, rest)
@@ -216,7 +222,7 @@ def compose_group(group: str, name: str, *overrides: Mapping) -> DictConfig:
     node = load_group(group, name)
     OmegaConf.set_struct(node, True)
     for extra in overrides:
-        node = _merge_strict(node, OmegaConf.create(dict(extra)), f"conf/{group}/{name}.yaml")
+        node = merge_strict(node, OmegaConf.create(dict(extra)), f"conf/{group}/{name}.yaml")
     composed = OmegaConf.create({group: node})
     resolve_blocks(composed)
     return composed[group]
@@ -228,7 +234,7 @@ def _check_values(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> N
     ``resume`` checkpoint. ``files``: the config before the command line's settings."""
     from ..runtime import resolve_threads
 
-    _check_ranges(cfg, files, overrides)
+    check_ranges(cfg, files, value_sources(cfg, overrides))
     resolve_threads(cfg.threads)
     if cfg.resume not in ("auto", "never") and not Path(str(cfg.resume)).is_file():
         raise UsageError(f"resume={cfg.resume}: no such checkpoint (fix: give the path of a "
@@ -236,15 +242,16 @@ def _check_values(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> N
                          "last.ckpt, or resume=never)")
 
 
-def _check_ranges(cfg: DictConfig, files: DictConfig, overrides: list[str]) -> None:
+def check_ranges(cfg: DictConfig, files: DictConfig, sources: dict[str, str]) -> None:
     """An :class:`OutOfRangeError` for the first value outside its range, naming where it was
-    set and the fix: on the command line, the value the config files give when that one is
-    in range; in a file, that file."""
+    set (``sources``: each key's, :mod:`.provenance`) and the fix: on the command line, the
+    value the config files give (``files``: the config before the command line's settings)
+    when that one is in range; in a file, that file."""
     found = out_of_range(cfg)
     if found is None:
         return
     key, value, rule = found
-    sources, parts = value_sources(cfg, overrides), key.split(".")
+    parts = key.split(".")
     source = next((sources[k] for n in range(len(parts), 0, -1)
                    if (k := ".".join(parts[:n])) in sources), "conf/")
     allowed = (f"a list of values that are each {rule.allowed}" if isinstance(value, list)
@@ -290,3 +297,15 @@ def experiment_profiles() -> dict[str, list[str]]:
             node = raw.get("extends")
         out[name] = profiles
     return out
+
+
+def compose_file(settings: DictConfig, source: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """A settings file of its own (``source``, read as ``settings``; e.g. the reranker's
+    training, conf/pipeline/training/reranker.yaml) with ``key=value`` ``overrides``: its
+    keys strict, its values checked against conf/ranges.yaml."""
+    from .provenance import layer_keys, override_keys, resolve_sources
+
+    cfg = apply_overrides(settings, overrides)
+    check_ranges(cfg, settings, resolve_sources(cfg, [(source, layer_keys(settings)),
+                                                      (COMMAND_LINE, override_keys(overrides))]))
+    return cfg

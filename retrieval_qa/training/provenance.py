@@ -15,7 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from ..config import load_yaml
 from ..registry import FLAT_SETTINGS, PLACES
 
-__all__ = ["annotated_yaml", "leaves", "value_sources"]
+__all__ = ["annotated_yaml", "layer_keys", "leaves", "override_keys", "resolve_sources",
+           "value_sources"]
 
 COMMAND_LINE = "command line"
 
@@ -44,9 +45,17 @@ def leaves(node, prefix: str = ""):
         yield prefix[:-1], node
 
 
-def _layer(node: DictConfig, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
+def layer_keys(node: DictConfig, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
+    """The dotted keys a config file sets (under ``prefix``), its top-level ``skip`` keys
+    left out: one layer of :func:`resolve_sources`."""
     return [prefix + key for key, _ in leaves(node)
             if key.split(".", 1)[0] not in skip]
+
+
+def override_keys(overrides: Sequence[str]) -> list[str]:
+    """The dotted keys that ``key=value`` overrides set; a mapping value merges into its node
+    (the keys it names), as :func:`~retrieval_qa.config.apply_overrides` merges it."""
+    return [k for o in overrides for k in layer_keys(OmegaConf.from_dotlist([o]))]
 
 
 def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -58,7 +67,7 @@ def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[s
     for _, node in experiments:
         groups.update(node.get("defaults", {}))
     groups.update({g: picks[g] for g in groups if g in picks})
-    layers = [("conf/train.yaml", _layer(base, skip=("defaults",)))]
+    layers = [("conf/train.yaml", layer_keys(base, skip=("defaults",)))]
     for group, name in groups.items():
         if name is None:
             continue  # given whole by the experiment file
@@ -66,12 +75,12 @@ def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[s
             where = f"conf/{group}/{file}.yaml"
             if file != name:
                 where += f" (extended by conf/{group}/{name}.yaml)"
-            layers.append((where, _layer(node, f"{group}.", skip=("extends",))))
+            layers.append((where, layer_keys(node, f"{group}.", skip=("extends",))))
     for file, node in experiments:
         where = f"conf/experiment/{file}.yaml"
         if file != experiment:
             where += f" (extended by conf/experiment/{experiment}.yaml)"
-        layers.append((where, _layer(node, skip=("extends", "defaults", "profiles"))))
+        layers.append((where, layer_keys(node, skip=("extends", "defaults", "profiles"))))
     if cfg.profile != "paper":
         for file, node in experiments:
             block = node.get("profiles", {}).get(cfg.profile)
@@ -81,23 +90,30 @@ def _layers(cfg: DictConfig, overrides: Sequence[str]) -> list[tuple[str, list[s
             shared = block.get("extends")
             for name in [shared] if isinstance(shared, str) else list(shared or []):
                 layers.append((f"conf/profile/{name}.yaml ({where} extends it)",
-                               _layer(load_yaml(f"profile/{name}.yaml"))))
-            layers.append((where, _layer(block, skip=("extends",))))
+                               layer_keys(load_yaml(f"profile/{name}.yaml"))))
+            layers.append((where, layer_keys(block, skip=("extends",))))
     given = [o for o in overrides if "=" in o and o.split("=", 1)[0] not in groups]
-    # a mapping value merges into its node (the keys it names), as apply_overrides merges it
-    layers.append((COMMAND_LINE, [k for o in given for k in _layer(OmegaConf.from_dotlist([o]))]))
+    layers.append((COMMAND_LINE, override_keys(given)))
     return layers
 
 
 def value_sources(cfg: DictConfig, overrides: Sequence[str],
                   resolved: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Each dotted key of ``cfg`` with the last layer that set it (see the module docstring);
-    a layer that sets a list or an empty mapping sets everything under it. ``resolved``:
-    ``{place: "key: short name"}`` of the blocks whose short name composition resolved
-    (:func:`~retrieval_qa.registry.resolve_blocks`); the keys it added name the short name, and
-    the settings it moved into a block (a refiner's ``sf``) keep the source of their key."""
+    """Each dotted key of ``cfg`` with the last layer that set it (see the module docstring).
+    ``resolved``: ``{place: "key: short name"}`` of the blocks whose short name composition
+    resolved (:func:`~retrieval_qa.registry.resolve_blocks`); the keys it added name the short
+    name, and the settings it moved into a block (a refiner's ``sf``) keep the source of their
+    key."""
+    return resolve_sources(cfg, _layers(cfg, overrides), resolved)
+
+
+def resolve_sources(cfg: DictConfig, layers: Sequence[tuple[str, Sequence[str]]],
+                    resolved: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each dotted key of ``cfg`` with the last of ``layers`` ((where, the keys it sets), in
+    the order they were merged) that set it or a node above it; a layer that sets a list or
+    an empty mapping sets everything under it. ``resolved``: as :func:`value_sources`."""
     found: dict[str, str] = {}
-    for where, keys in _layers(cfg, overrides):
+    for where, keys in layers:
         for key in keys:
             for old in [k for k in found if k.startswith(key + ".")]:
                 del found[old]

@@ -15,14 +15,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.utilities import rank_zero_only
 
 from ..portable_paths import portable
-from ..registry import instantiate, target_of
+from ..registry import target_of
 from ..runtime import apply_threads
 from ..written import write_text
 from . import run_folder
-from .callbacks import ResumableCheckpoints, on_gpu
+from .callbacks import ResumableCheckpoints
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
+from .trainer import RUNNER_KEYS, build_logger, build_trainer  # noqa: F401 (the first two: for bench/, tests/app/)
 
 log = logging.getLogger(__name__)
 
@@ -30,50 +31,6 @@ log = logging.getLogger(__name__)
 def method_class(cfg: DictConfig):
     """The method class that ``model._target_`` names (see :mod:`retrieval_qa.models.method`)."""
     return target_of(cfg.model, "model")
-
-
-def build_logger(cfg: DictConfig, run_dir: Path):
-    """The ``logger`` block's logger (:mod:`.loggers`; conf/logger: csv, wandb or none)."""
-    return instantiate(cfg.logger, "logger", "logger", run_dir=run_dir,
-                       run_name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}", config=cfg)
-
-
-# keys of conf/trainer that configure this runner (callbacks, compile); every other key is a
-# pl.Trainer argument, passed through as is (``precision: auto`` resolved first)
-RUNNER_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps", "checkpoint_every_minutes",
-               "weights_every_minutes", "progress_refresh_steps", "compile", "callbacks")
-
-
-def resolve_precision(trainer_cfg: dict) -> str:
-    """``precision: auto``: bf16-mixed on a GPU that supports bf16, else 32 (the losses keep
-    their float32 arithmetic under autocast: :mod:`retrieval_qa.losses.precision`)."""
-    precision = str(trainer_cfg["precision"])
-    if precision != "auto":
-        return precision
-    return "bf16-mixed" if on_gpu(trainer_cfg["accelerator"]) and torch.cuda.is_bf16_supported() \
-        else "32"
-
-
-def build_callbacks(cfg: DictConfig, run_dir: Path) -> list[pl.Callback]:
-    """One callback per block of ``trainer.callbacks``, in order (:mod:`.callbacks`: best and
-    last checkpoints, the resumable ``last.ckpt`` on a clock and on SIGTERM/SIGINT,
-    validation at the last step of a run that ``max_steps`` ends inside the first epoch,
-    progress bar and model summary on stderr)."""
-    built = (instantiate(block, f"trainer.callbacks.{name}", dirpath=run_dir / "checkpoints")
-             for name, block in cfg.trainer.callbacks.items() if block is not None)
-    return [callback for callback in built if callback is not None]
-
-
-def build_trainer(cfg: DictConfig, run_dir: Path) -> pl.Trainer:
-    """The Trainer from ``conf/trainer`` as a whole, with its callbacks and logger."""
-    t = OmegaConf.to_container(cfg.trainer, resolve=True)
-    args = {k: v for k, v in t.items() if k not in RUNNER_KEYS}
-    args["precision"] = resolve_precision(t)
-    return pl.Trainer(
-        **args, callbacks=build_callbacks(cfg, run_dir), logger=build_logger(cfg, run_dir),
-        default_root_dir=str(run_dir),
-        use_distributed_sampler=False,  # the data module's sampler shards duplicate-free batches
-    )
 
 
 def export_untrained(cfg: DictConfig, folder: str | Path) -> dict:
@@ -141,8 +98,10 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
     JSON result, not after it at interpreter exit)."""
     if trainer is None:
         return
+    from pytorch_lightning.loggers import WandbLogger
+
     for logger in trainer.loggers:
-        if type(logger).__name__ == "WandbLogger":
+        if isinstance(logger, WandbLogger):
             import wandb
 
             wandb.finish()
@@ -215,7 +174,9 @@ def train(composed: Composed | DictConfig) -> dict:
         stopper.check(trainer)
         last_val = {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
                     if k.startswith("val/")}  # before the test loop replaces them
-        best = trainer.checkpoint_callback.best_model_path or None
+        chooser = next((c for c in trainer.callbacks
+                        if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
+        best = (chooser.best_model_path or None) if chooser else None
         if best:
             check_checkpoint(best, "best checkpoint", "resume=never to train the run again",
                              keys=("state_dict",))
@@ -235,7 +196,7 @@ def train(composed: Composed | DictConfig) -> dict:
         **built.notes, "seed": cfg.seed,
         "best_training_checkpoint": best, "resumed_from": resumed_from,
         "monitor": cfg.trainer.monitor,
-        "best_val_score": _number(trainer.checkpoint_callback.best_model_score),
+        "best_val_score": _number(chooser.best_model_score if chooser else None),
         "last_val": last_val,
         "global_steps": trainer.global_step, "epochs": trainer.current_epoch,
         **module.describe(), "data": data.describe(),

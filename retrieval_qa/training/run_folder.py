@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, SettingsMismatchError
 from ..registry import resolve_blocks
-from ..written import read_report
+from ..written import read_report, write_text
 from .checkpoints import check_checkpoint, resumable_checkpoint
 
 CONFIG = "config.yaml"
@@ -273,3 +273,26 @@ def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
         return RunFolder(folder, "new")
     checkpoint, notes = resumable_checkpoint(folder / "checkpoints", FIX)
     return RunFolder(folder, "resume" if checkpoint else "new", checkpoint, notes)
+
+
+def resume_point(checkpoints: Path, settings: DictConfig, resume: str, fix: str
+                 ) -> tuple[Path | None, list[str]]:
+    """The rule above for a training outside ``rqa train`` (:mod:`retrieval_qa.classifiers`),
+    whose ``checkpoints`` folder holds its checkpoints and the ``settings`` they belong to
+    (``config.yaml``). ``resume``: ``auto``: the newest whole checkpoint of a run of the same
+    settings, None when there is none; other settings are a :class:`SettingsMismatchError`
+    with ``fix``, nothing written; ``never``: the folder's files are removed first. Writes
+    ``settings`` there; returns the checkpoint and the notes for stderr."""
+    checkpoints, notes = Path(checkpoints), []
+    if resume not in ("auto", "never"):
+        raise ValueError(f"resume={resume!r}; expected auto or never")
+    if resume == "never" and checkpoints.is_dir():
+        shutil.rmtree(checkpoints)
+        notes.append(f"resume=never: removed the earlier training's {checkpoints}")
+    checkpoint = None
+    if any(checkpoints.glob("*.ckpt")):
+        require_same(settings, checkpoints, fix)
+        checkpoint, notes = resumable_checkpoint(checkpoints, fix)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    write_text(checkpoints / CONFIG, OmegaConf.to_yaml(settings))
+    return checkpoint, notes

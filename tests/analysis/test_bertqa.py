@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from retrieval_qa.analysis.bertqa import sample_test_pool
+from retrieval_qa.classifiers.pair_data import ClassifierPairSampler
 from retrieval_qa.data import load_pool
-from retrieval_qa.data.classifier_pairs import ClassifierPairSampler
 
 
 def test_sample_is_deterministic_and_closed(env):
@@ -56,9 +56,9 @@ def test_bertqa_end_to_end(env, tmp_path, rqa):
 
 
 def test_flags_given_override_the_classifier_conf_and_the_rest_come_from_it():
-    from retrieval_qa.analysis.cli import classifier_overrides
+    from retrieval_qa.classifiers.pair_classifier import CrossAttentionClassifier
     from retrieval_qa.cli import build_parser
-    from retrieval_qa.models.cross_classifier import CrossAttentionClassifier
+    from retrieval_qa.cli.analyze import classifier_overrides
 
     args = build_parser().parse_args(["analyze", "bertqa", "--model", "A=x", "--steps", "7",
                                       "--lr", "0.001"])

@@ -76,6 +76,55 @@ def test_every_notebook_is_executed_here():
         "compare_methods.ipynb"}
 
 
+def _cells(name: str) -> list[dict]:
+    return json.loads((NOTEBOOKS / name).read_text())["cells"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
+def test_the_parameters_cell_is_the_one_that_counts(name):
+    """One cell tagged ``parameters`` (papermill injects its own cell after it when run with
+    parameters), and no committed ``injected-parameters`` cell that would set them again, so
+    editing the parameters cell and running all changes what runs."""
+    tags = [c.get("metadata", {}).get("tags", []) for c in _cells(name)]
+    assert sum("parameters" in t for t in tags) == 1
+    assert not any("injected-parameters" in t for t in tags)
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    assert not nb["metadata"].get("papermill", {}).get("parameters")
+
+
+def _parameters(name: str) -> dict:
+    cell = next(c for c in _cells(name) if "parameters" in c.get("metadata", {}).get("tags", []))
+    values: dict = {}
+    exec("".join(cell["source"]), {}, values)  # noqa: S102 - the repository's own cell
+    return values
+
+
+def test_default_inputs_are_what_make_notebook_inputs_makes():
+    """A fresh clone: the defaults point at `make notebook-inputs`' folders, which the Makefile
+    writes (the committed outputs were made from them)."""
+    makefile = (REPO / "Makefile").read_text()
+    assert "NB_RUNS = runs/notebooks" in makefile
+    for folder in _parameters("tower_tsne.ipynb")["MODELS"].values():
+        assert folder.startswith("../runs/notebooks/off_the_shelf/")
+    endx = _parameters("endx_similarity.ipynb")
+    assert endx["ENDX_RUN"] == "../runs/notebooks/brief/endx_gru/cpu-seed1"
+    for name in ("compare_methods.ipynb", "results_overview.ipynb"):  # committed files
+        for value in _parameters(name).values():
+            if isinstance(value, str) and value.startswith("../"):
+                assert (NOTEBOOKS / value).exists(), (name, value)
+
+
+@pytest.mark.parametrize("name, parameters", [
+    ("tower_tsne.ipynb", {"MODELS": {"SDE": "no-such-folder"}}),
+    ("endx_similarity.ipynb", {"ENDX_RUN": "no-such-run", "DUAL_MODEL": "no-such-model"}),
+])
+def test_missing_inputs_stop_with_the_command_that_makes_them(name, parameters, tmp_path,
+                                                              kernel_env):
+    with pytest.raises(papermill.PapermillExecutionError) as e:
+        run(name, tmp_path, **parameters)
+    assert "make notebook-inputs" in str(e.value) and "no-such" in str(e.value)
+
+
 def test_tower_tsne_runs_on_tiny_exports(env, tmp_path, kernel_env):
     models = tiny_exports(tmp_path / "models", env.root / "tokenizer")
     out = run("tower_tsne.ipynb", tmp_path, MODELS=models, LABEL="tiny random",

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 
-from helpers import load_bench
+from bench import bench_encoding as bench
 
 
-def test_encoding_bench(tiny_setup, tmp_path, monkeypatch):
-    bench = load_bench("bench_encoding", monkeypatch)
+def test_encoding_bench(tiny_setup, tmp_path):
     path = tmp_path / "be.json"
     out = bench.main(["--device", "cpu", "--model", str(tiny_setup), "--n", "30",
                       "--n-questions", "20", "--rounds", "2", "--batch-size", "8",
                       "--chunk-rows", "4", "--out", str(path)])
     assert json.loads(path.read_text()) == json.loads(json.dumps(out))
+    assert out["command"].startswith("python -m bench.bench_encoding --device cpu")
     assert out["device"]["type"] == "cpu" and out["settings"]["precision"] == "32"
     for side, n in (("answers", 30), ("questions", 20)):
         r = out[side]
@@ -28,7 +28,6 @@ def test_encoding_bench(tiny_setup, tmp_path, monkeypatch):
 
 
 def test_encoding_bench_bf16_autocast(tiny_setup, tmp_path, monkeypatch):
-    bench = load_bench("bench_encoding", monkeypatch)
     used, real = [], bench.autocast
 
     def spy(device, precision):

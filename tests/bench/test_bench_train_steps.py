@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from helpers import TINY_SQUAD, load_bench, make_dirs, tiny_overrides
+from helpers import TINY_SQUAD, make_dirs, tiny_overrides
 
+from bench import bench_train_steps as bench
 from retrieval_qa.cli import main
 from retrieval_qa.training.callbacks import ResumableCheckpoints
 
 
 def test_prints_the_rate_between_the_marks(tmp_path, monkeypatch, capsys):
-    bench = load_bench("bench_train_steps", monkeypatch)
     monkeypatch.setattr(bench, "START", 2)
     monkeypatch.setattr(ResumableCheckpoints, "on_train_batch_end",
                         ResumableCheckpoints.on_train_batch_end)  # undone after the test

@@ -11,9 +11,9 @@ import pytest
 import torch
 from transformers import BertTokenizerFast
 
-from retrieval_qa.data.classifier_examples import ExampleCollator, encode_triples, read_examples
 from retrieval_qa.mining.classifier import MiningClassifier, load_classifier
 from retrieval_qa.mining.classifier_data import MiningClassifierData, best_threshold
+from retrieval_qa.mining.examples import ExampleCollator, encode_triples, read_examples
 from retrieval_qa.mining.scorer import ClassifierScorer, PairScorer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

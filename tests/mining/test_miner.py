@@ -12,9 +12,9 @@ import pytest
 from mining_helpers import BagOfWordsRetriever, HashScorer
 
 from retrieval_qa.data.pair_sources import PairSource
+from retrieval_qa.data.pool_index import known_positives
 from retrieval_qa.errors import InputFileError, SettingsMismatchError
 from retrieval_qa.mining.miner import Miner, MiningSettings
-from retrieval_qa.mining.neighbours import known_positives
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from experiments import mining_classifier_table as T
-from retrieval_qa.data.classifier_examples import ClassifierExample
+from retrieval_qa.mining.examples import ClassifierExample
 
 
 def ex(q, a, label, source):

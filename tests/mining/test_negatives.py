@@ -8,10 +8,11 @@ from collections import Counter
 from helpers import TINY_SQUAD
 from mining_helpers import BagOfWordsRetriever
 
+from retrieval_qa.data.pool_index import known_positives
 from retrieval_qa.data.reqa import build_reqa
 from retrieval_qa.data.squad import parse_squad
 from retrieval_qa.mining.negatives import dev_questions, sample_examples
-from retrieval_qa.mining.neighbours import bm25_neighbours, dense_neighbours, known_positives
+from retrieval_qa.mining.neighbours import bm25_neighbours, dense_neighbours
 
 
 def _sample(pool, seed=0, k=10):

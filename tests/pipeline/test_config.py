@@ -4,7 +4,7 @@ import pytest
 
 from retrieval_qa.config import conf_names
 from retrieval_qa.errors import UsageError
-from retrieval_qa.pipeline.config import load_pipeline, parse_pipeline
+from retrieval_qa.pipeline.composition import load_pipeline, parse_pipeline
 
 BASE = {"name": "t", "top_k": 10,
         "retrievers": {"a": {"kind": "bm25"}, "b": {"kind": "bm25",
@@ -58,6 +58,7 @@ def test_extends_merges_the_parent():
 def test_a_valid_mapping_parses():
     cfg = parse_pipeline(BASE, "x.yaml")
     assert cfg.retrievers[1].settings == {"with_context": True}
+    assert cfg.retrievers[1].bm25_settings()["k1"] == 1.2  # conf/model/bm25.yaml's
     assert cfg.fusion.rrf_k == 60 and not cfg.needs_tuning
 
 
@@ -74,8 +75,9 @@ def test_bad_configs_name_the_key_and_the_fix():
     _bad({"topk": 3}, "topk")
     _bad({"top_k": 0}, "top_k")
     _bad({"retrievers": {"a": {"kind": "splade"}}}, "retrievers.a.kind")
-    _bad({"retrievers": {"a": {"kind": "bm25", "settings": {"k3": 1}}}},
-         "retrievers.a.settings.k3")
+    assert "settings.stemer: unknown key; did you mean 'stemmer'?" in _bad(
+        {"retrievers": {"a": {"kind": "bm25", "settings": {"stemer": None}}}}, "retrievers.a (")
+    _bad({"retrievers": {"a": {"kind": "bm25", "batch_size": 8}}}, "retrievers.a.batch_size")
     _bad({"retrievers": {"a": {"kind": "dual_encoder"}}}, "retrievers.a.checkpoint")
     _bad({"fusion": {"method": "sum"}}, "fusion.method")
     _bad({"fusion": {"method": "none"}}, "fusion.method")  # two retrievers, no fusion
@@ -97,7 +99,7 @@ def test_a_paragraph_weight_outside_0_1_names_the_key(weight):
     raw = {"top_k": 5, "retrievers": {"dense": {"kind": "dual_encoder", "checkpoint": "m",
                                                 "paragraph_weight": weight}}}
     with pytest.raises(UsageError, match=r"retrievers\.dense\.paragraph_weight.*"
-                                         r"not a number in \[0, 1\]"):
+                                         r"takes a number in \[0, 1\]"):
         parse_pipeline(raw, "p.yaml")
 
 
@@ -106,5 +108,6 @@ def test_a_reranker_weight_is_a_number_in_0_1_or_tune():
     tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": "tune"}}, "p.yaml")
     assert tuned.reranker.weight == "tune" and tuned.needs_tuning
     assert parse_pipeline({**base, "reranker": {"checkpoint": "m"}}, "p.yaml").reranker.weight == 1
-    with pytest.raises(UsageError, match=r"reranker\.weight.*neither a number in \[0, 1\]"):
+    with pytest.raises(UsageError, match=r"reranker\.weight.*takes tune or a number in "
+                                         r"\[0, 1\]"):
         parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": 2}}, "p.yaml")

@@ -9,7 +9,7 @@ from helpers import eval_conf
 from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.errors import SettingsMismatchError
 from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
-from retrieval_qa.pipeline.config import parse_pipeline
+from retrieval_qa.pipeline.composition import parse_pipeline
 from retrieval_qa.pipeline.run import run_pipeline
 from retrieval_qa.pipeline.stages import StageRun
 from tests.pipeline.pools import tiny_pool
@@ -121,8 +121,8 @@ def test_run_files_of_the_pool_serve_a_subset_of_its_questions(tmp_path):
 
 def test_reranker_examples_follow_the_negative_rules():
     from retrieval_qa.baselines.bm25 import BM25Scorer, BM25Settings
+    from retrieval_qa.classifiers.reranker_data import bm25_top, rerank_examples
     from retrieval_qa.config import load_yaml
-    from retrieval_qa.pipeline.reranker_data import bm25_top, rerank_examples
 
     pool = tiny_pool()
     scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
@@ -143,7 +143,7 @@ def test_reranker_examples_follow_the_negative_rules():
 def test_paragraph_vectors_mix_each_candidate_with_its_paragraph_mean():
     import torch
 
-    from retrieval_qa.pipeline.stages import paragraph_vectors
+    from retrieval_qa.pipeline.retrievers import paragraph_vectors
 
     c = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     doc_of = torch.tensor([0, 0, 1])
@@ -210,8 +210,8 @@ def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
 
     from retrieval_qa.data.pool_index import doc_index
     from retrieval_qa.models import artifact
-    from retrieval_qa.pipeline import stages
-    from retrieval_qa.pipeline.config import RetrieverSpec
+    from retrieval_qa.pipeline import retrievers
+    from retrieval_qa.pipeline.retrievers import DenseRetriever
     from tests.helpers import save_dual_encoder, towers_conf, word_tokenizer
 
     pool = tiny_pool()
@@ -225,19 +225,21 @@ def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
     loads = []
     real = artifact.load_artifact
     monkeypatch.setattr(artifact, "load_artifact", lambda f: loads.append(f) or real(f))
-    sentence = stages.build_scorer(RetrieverSpec("s", "dual_encoder", checkpoint=str(folder)),
-                                   pool)
-    paragraph = stages.build_scorer(RetrieverSpec("p", "dual_encoder", checkpoint=str(folder),
-                                                  paragraph_weight=1.0), pool)
+    def stage(name, weight=0.0):
+        return DenseRetriever(name=name, checkpoint=str(folder), batch_size=128,
+                              paragraph_weight=weight)
+
+    sentence = stage("s").scorer(pool)
+    paragraph = stage("p", 1.0).scorer(pool)
     assert len(loads) == 1
     rows = range(len(pool.questions))
-    expected = sentence.questions @ stages.paragraph_vectors(
+    expected = sentence.questions @ retrievers.paragraph_vectors(
         sentence.candidates, doc_index(pool)[0], 1.0).T
     torch.testing.assert_close(paragraph.score(rows), expected)
     save_dual_encoder(folder, word_tokenizer(words), cfg, "cosine")  # exported again, later
     later = (folder / "towers.pt").stat().st_mtime_ns + 10**9  # (whatever the clock's tick)
     os.utime(folder / "towers.pt", ns=(later, later))
-    stages.build_scorer(RetrieverSpec("s", "dual_encoder", checkpoint=str(folder)), pool)
+    stage("s").scorer(pool)
     assert len(loads) == 2  # a new export is encoded again, never served from the memo
 
 

@@ -129,7 +129,7 @@ def test_callback_blocks_build_in_order_and_null_turns_one_off(setup_dirs, tmp_p
         StderrProgressBar,
         ValidateAtMaxSteps,
     )
-    from retrieval_qa.training.run import build_callbacks
+    from retrieval_qa.training.trainer import build_callbacks
 
     cfg = tiny(setup_dirs, tmp_path, "trainer.callbacks.model_summary=null",
                "trainer.checkpoint_every_n_steps=7", "trainer.enable_progress_bar=true")

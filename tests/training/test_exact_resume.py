@@ -37,7 +37,6 @@ STEPS_PER_EPOCH = 7
 
 KILLER = """
 import os, signal, sys
-import pytorch_lightning as pl
 from retrieval_qa.training.callbacks import ResumableCheckpoints
 kind, _, at = os.environ["KILL"].partition(":")
 at = int(at)
@@ -52,13 +51,14 @@ if kind == "step":  # after training step `at` and what its end wrote
         if trainer.global_step == at:
             kill()
     ResumableCheckpoints.on_train_batch_end = on_train_batch_end
-elif kind == "last":  # right after the first last.ckpt that ModelCheckpoint writes in epoch `at`
-    save = pl.Trainer.save_checkpoint
-    def save_checkpoint(self, filepath, *args, **kwargs):
-        save(self, filepath, *args, **kwargs)
-        if os.path.basename(filepath) == "last.ckpt" and self.current_epoch == at:
+elif kind == "last":  # right after the first last.ckpt written in epoch `at`
+    save = ResumableCheckpoints.save
+    def save_last(self, trainer):
+        path = save(self, trainer)
+        if trainer.current_epoch == at:
             kill()
-    pl.Trainer.save_checkpoint = save_checkpoint
+        return path
+    ResumableCheckpoints.save = save_last
 elif kind == "validation":  # at the first validation batch of epoch `at`
     def on_validation_batch_end(self, trainer, *args):
         if trainer.current_epoch == at:
@@ -145,13 +145,13 @@ def test_killed_right_after_the_epoch_end_checkpoint_resumes_to_the_uninterrupte
 
 def test_killed_during_validation_resumes_and_validates_again(
         setup_dirs, tmp_path, monkeypatch, uninterrupted):
-    """A periodic checkpoint due at an epoch's last step waits for the end of the next step:
-    Lightning resumes a checkpoint written between a step and its validation past that
-    validation, which would never run (the last validation, its scores and best checkpoint
-    would be missing)."""
+    """A periodic checkpoint due at an epoch's last step is the one written after the epoch's
+    validation: Lightning resumes a checkpoint written between a step and its validation past
+    that validation, which would never run (the last validation, its scores and best
+    checkpoint would be missing)."""
     every = f"trainer.checkpoint_every_n_steps={STEPS_PER_EPOCH}"
     last = _killed(setup_dirs, tmp_path / "b", "validation:1", WORKERS, every)
-    assert _step_of(last) == 8  # deferred from step 7 (none at 14, the last)
+    assert _step_of(last) == STEPS_PER_EPOCH  # after epoch 1's validation (none at 14 yet)
     _assert_same_run(uninterrupted(WORKERS),
                      _train(setup_dirs, tmp_path / "b", monkeypatch, WORKERS, every), last)
 
@@ -175,13 +175,35 @@ def test_a_signal_at_an_epochs_last_step_stops_after_its_validation_and_the_next
 
 def test_killed_right_after_a_checkpoint_of_a_mid_epoch_validation(
         setup_dirs, tmp_path, monkeypatch):
-    """Validation every half epoch, each one a better "score" (the step): ModelCheckpoint
-    writes last.ckpt after each validation, inside the epoch."""
+    """Validation every half epoch: last.ckpt is written after each validation, inside the
+    epoch too."""
     half = (WORKERS, "trainer.val_check_interval=0.5", "trainer.monitor=step")
     straight = _train(setup_dirs, tmp_path / "a", monkeypatch, *half)
     last = _killed(setup_dirs, tmp_path / "b", "last:1", *half)
     assert _step_of(last) == 10  # after the validation at step 3 of epoch 2
     _assert_same_run(straight, _train(setup_dirs, tmp_path / "b", monkeypatch, *half), last)
+
+
+def test_an_epoch_that_does_not_improve_still_leaves_its_end_in_last_ckpt(
+        setup_dirs, tmp_path, monkeypatch):
+    """Only epoch 1's validation improves the monitored score: last.ckpt still holds the end
+    of epoch 2 (a crash after it redoes nothing), the best checkpoint epoch 1's weights, and
+    only last.ckpt holds the optimiser state."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from retrieval_qa.training.checkpoints import checkpoint_problem
+
+    monkeypatch.setattr(ModelCheckpoint, "check_monitor_top_k",
+                        lambda self, trainer, current=None: trainer.current_epoch == 0)
+    report, _ = _train(setup_dirs, tmp_path, monkeypatch)
+    folder = tmp_path / "dual_gru" / "cpu-seed42" / "checkpoints"
+    best = folder / f"best-epoch=0-step={STEPS_PER_EPOCH}.ckpt"
+    assert sorted(p.name for p in folder.glob("*.ckpt")) == [best.name, "last.ckpt"]
+    assert report["best_training_checkpoint"] == str(best)
+    assert _step_of(folder / "last.ckpt") == report["global_steps"] == 2 * STEPS_PER_EPOCH
+    assert checkpoint_problem(folder / "last.ckpt") is None
+    assert checkpoint_problem(best).startswith("weights only")
+    assert best.stat().st_size < (folder / "last.ckpt").stat().st_size
 
 
 def test_cuda_states_of_more_devices_than_visible_restore_those_present(monkeypatch, caplog):

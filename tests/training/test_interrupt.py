@@ -184,7 +184,8 @@ def test_checkpoints_by_time_at_the_check_interval_with_weights_only_between(
         setup_dirs, tmp_path, monkeypatch):
     """The clock is read every ``log_every_n_steps`` steps: with a due time that is always
     past, the resumable checkpoint is written at each such step; with only the weights due,
-    a weights-only file is written instead (no optimiser state)."""
+    a weights-only file is written instead (no optimiser state), and the resumable one only
+    after the epoch's validation."""
     seen = []
     original = ResumableCheckpoints.save
     monkeypatch.setattr(ResumableCheckpoints, "save", lambda self, trainer: (
@@ -194,10 +195,11 @@ def test_checkpoints_by_time_at_the_check_interval_with_weights_only_between(
                "trainer.weights_every_minutes=0"))
     assert seen[:3] == [3, 6, 9]
     seen.clear()
-    train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false", "trainer.max_epochs=1",
-               "trainer.log_every_n_steps=3", "trainer.checkpoint_every_minutes=60",
-               "trainer.weights_every_minutes=1e-9"))
-    assert seen == []  # only the weights were due
+    report = train(tiny(setup_dirs, tmp_path / "b", "test_after_fit=false",
+                        "trainer.max_epochs=1", "trainer.log_every_n_steps=3",
+                        "trainer.checkpoint_every_minutes=60",
+                        "trainer.weights_every_minutes=1e-9"))
+    assert seen == [report["global_steps"]]  # only the weights were due before the end
     weights = torch.load(tmp_path / "b" / "dual_gru" / "cpu-seed42" / "checkpoints" /
                          "last-weights.ckpt", weights_only=False)
     assert "state_dict" in weights and "optimizer_states" not in weights

@@ -90,10 +90,32 @@ def _mined(world) -> str:
     return str(folder)
 
 
+def _teacher_scores(world, overrides: list[str]) -> list[str]:
+    """The distillation teacher's scores for ``overrides`` (a tiny reranker, dense retriever
+    and pipeline over the tiny ReQA data, made once; tests/distill_helpers.py), written by
+    the suite's command; returns the overrides that point at them."""
+    from distill_helpers import make_teacher_world
+    from helpers import load_experiment
+    from transformers import BertTokenizerFast
+
+    if "distill" not in world:
+        world["distill"] = make_teacher_world(
+            world["root"] / "distill", world["reqa"],
+            BertTokenizerFast.from_pretrained(world["root"] / "tokenizer"))
+    out = next(o for o in overrides if o.startswith("output_dir=")).split("=", 1)[1]
+    overrides = [*overrides, f"data.teacher.pipeline={world['distill']['pipeline']}",
+                 f"data.teacher.output={out}/teacher"]
+    assert load_experiment("distill_teacher").main([*overrides, "--quiet"]) == 0
+    return overrides
+
+
 def _overrides(experiment: str, profile: str, world, out) -> list[str]:
     common = [f"experiment={experiment}", f"profile={profile}", f"output_dir={out}",
               "logger.name=none", "trainer.enable_progress_bar=false", "threads=1",
               "trainer.max_epochs=1", "trainer.max_steps=-1", "trainer.limit_train_batches=2"]
+    if experiment == "distill":  # the profile's own lists, of every question it can have
+        return _teacher_scores(world, [*common, f"data.data_dir={world['reqa']}",
+                                       "data.batch_size=4", "data.max_val_questions=10"])
     if experiment == "mining_classifier":
         return [*common, f"data.data_dir={world['mining']}", "data.batch_size=4",
                 f"data.dense_retriever={world['retriever']}"]

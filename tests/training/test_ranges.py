@@ -73,8 +73,12 @@ def test_every_numeric_or_optional_key_has_a_rule():
 
 
 def test_every_rule_applies_to_a_key():
-    """No rule outlives its setting (a renamed key would leave its range unchecked)."""
-    keys = _resolved_leaves()
+    """No rule outlives its setting (a renamed key would leave its range unchecked): each
+    applies to a key of an experiment, a pipeline or the reranker's training."""
+    from tests.pipeline.test_composition import pipeline_leaves
+
+    training = leaves(load_yaml("pipeline/training/reranker.yaml"))
+    keys = {**_resolved_leaves(), **pipeline_leaves(), **dict(training)}
     declared = OmegaConf.to_container(load_yaml("ranges.yaml"))
     rules = load_rules()
     unused = [pattern for pattern in declared

@@ -1,7 +1,7 @@
 """A run never passes off another run's result: `rqa train` resumes or reuses a run folder only
 when the run there was started with the same settings (the neutral ones aside), refuses other
 settings before anything is written, starts over cleanly with resume=never, and passes over a
-damaged last.ckpt for the newest whole checkpoint (or refuses, naming the file)."""
+damaged last.ckpt for the newest resumable checkpoint (or refuses, naming the files)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from retrieval_qa.cli import main
 from retrieval_qa.training import run_folder
-from retrieval_qa.training.checkpoints import checkpoint_problem
+from retrieval_qa.training.checkpoints import checkpoint_problem, resumable_checkpoint
 from retrieval_qa.training.compose import compose
 
 SHORT = ("trainer.max_steps=3", "trainer.max_epochs=1")
@@ -123,20 +123,52 @@ def _unfinished_run(setup_dirs, out, capsys) -> tuple[Path, dict]:
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
-def test_a_damaged_last_checkpoint_falls_back_to_the_newest_whole_one(
+def test_a_damaged_last_checkpoint_falls_back_to_the_newest_resumable_one(
         setup_dirs, tmp_path, capsys, damage):
     run, first = _unfinished_run(setup_dirs, tmp_path, capsys)
     last = run / "checkpoints" / "last.ckpt"
     best = next((run / "checkpoints").glob("best-*.ckpt"))
+    copy = run / "checkpoints" / "copy.ckpt"  # a resumable copy of the run's state
     data = last.read_bytes()
+    copy.write_bytes(data)
     last.write_bytes({"empty": b"", "truncated": data[:len(data) // 2],
                       "garbage": b"\x13not a checkpoint\x00" * 64}[damage])
-    assert checkpoint_problem(last) is not None and checkpoint_problem(best) is None
+    assert checkpoint_problem(last) is not None and checkpoint_problem(copy) is None
+    assert checkpoint_problem(best).startswith("weights only")  # never resumed from
     code, report, err = _rqa(capsys, *tiny_overrides(setup_dirs, tmp_path,
                                                      "test_after_fit=false"))
-    assert code == 0 and report["resumed_from"] == str(best)
-    assert "last.ckpt" in err and "passed over" in err and best.name in err
+    assert code == 0 and report["resumed_from"] == str(copy)
+    assert "last.ckpt" in err and "passed over" in err and copy.name in err
     assert report["global_steps"] == first["global_steps"]  # trained on to the run's end
+
+
+def test_a_damaged_last_checkpoint_beside_best_weights_only_is_refused(
+        setup_dirs, tmp_path, capsys):
+    """The best checkpoints hold weights only: they cannot resume the run, and the command
+    says so instead of restarting it silently."""
+    run, _ = _unfinished_run(setup_dirs, tmp_path, capsys)
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(b"")
+    before = _files(tmp_path)
+    code, _, err = _rqa(capsys, *tiny_overrides(setup_dirs, tmp_path, "test_after_fit=false"))
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and str(last) in line and "empty" in line
+    assert "best-" in line and "weights only" in line and "resume=never" in line
+    assert _files(tmp_path) == before
+
+
+def test_a_folder_of_weights_only_checkpoints_starts_the_run_with_a_note(tmp_path):
+    """Killed after a best checkpoint and before the first last.ckpt: nothing can resume the
+    run, nothing is damaged; it starts from its beginning and says why."""
+    import torch
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    best = folder / "best-epoch=0-step=7.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}, "epoch": 0, "global_step": 7}, best)
+    checkpoint, notes = resumable_checkpoint(folder, "unused")
+    assert checkpoint is None and len(notes) == 1
+    assert str(best) in notes[0] and "weights only" in notes[0] and "beginning" in notes[0]
 
 
 def test_no_whole_checkpoint_is_refused_naming_the_file(setup_dirs, tmp_path, capsys):

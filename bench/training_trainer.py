@@ -1,0 +1,295 @@
+"""``--loop trainer`` of the training bench (the default on CUDA): what users run.
+
+Ours is ``rqa train``'s path: the config of ``--experiment`` / ``--config-profile`` (default
+``dual_bert``, profile ``gpu`` on CUDA and ``cpu`` on the CPU) with the bench's batch size,
+lengths, loss (cosine x20) and optimiser settings (AdamW lr 5e-5, weight decay 0.01,
+constant) and ``--override``s; the data module's ``train_dataloader`` (its ``num_workers`` /
+``pin_memory`` as configured) and the LightningModule's ``training_step`` and optimiser in a
+Lightning ``Trainer`` (precision from ``--precision``, ``limit_val_batches=0``, no logger, no
+checkpoints, ``max_steps`` = warm-up + timed steps, the config's other Trainer settings). A
+callback reads the clock, after a synchronize, only at the end of step ``--warmup`` and of
+step ``--warmup + --steps``.
+
+Sentence-transformers runs its own training step in a plain loop over the same training pairs
+(the data module's): ``model.preprocess`` per column each step, ``.to(device)``, MNRL forward
+under ``torch.autocast`` (bf16 for bf16-mixed, fp16 with a GradScaler for 16-mixed: its
+trainer with ``bf16=True`` / ``fp16=True``), backward, ``AdamW(fused=True)``; no gradient
+clipping, schedule or logging (its trainer adds those), one synchronize at each end of the
+timed steps. The sides run one after the other (ST first). GPU utilisation is sampled during
+each side's timed steps.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from bench.common import (
+    device_info,
+    gpu_id,
+    machine,
+    print_machine,
+    print_utilisation,
+    st_model_path,
+    timer,
+    write_result,
+)
+from bench.gpu_utilisation import Utilisation
+from bench.training_sides import (
+    LR,
+    SCALE,
+    WEIGHT_DECAY,
+    Ours,
+    SentenceTransformers,
+    first_batches,
+    pair_up,
+    plan_tokens,
+    print_check,
+    st_optimizer_label,
+    st_side,
+)
+
+
+def trainer_config(args, device: torch.device, precision: str):
+    """The composed config ours trains with, and the overrides that made it: the experiment
+    and profile, then the bench's settings (batch, lengths, loss, optimiser, precision), then
+    ``--override``s."""
+    from retrieval_qa.training.compose import compose
+
+    profile = args.config_profile or ("gpu" if device.type == "cuda" else "cpu")
+    overrides = [
+        f"experiment={args.experiment}", f"profile={profile}",
+        f"data.batch_size={args.batch_size}",
+        f"data.max_question_length={args.max_question_length}",
+        f"data.max_answer_length={args.max_answer_length}",
+        "model.loss.similarity=cosine", f"model.loss.scale={SCALE}",
+        "model.optimizer.name=adamw", f"model.optimizer.lr={LR}",
+        f"model.optimizer.weight_decay={WEIGHT_DECAY}", "model.optimizer.schedule=constant",
+        "model.optimizer.warmup_steps=0", "model.optimizer.warmup_ratio=0.0",
+        f"trainer.precision={precision}", "logger.name=none"]
+    if args.model is not None:
+        overrides.append(f"model.towers.encoder.pretrained={args.model}")
+    overrides += args.override
+    return compose(overrides), overrides
+
+
+#: what the bench sets on the Trainer whatever the config says (the rest of conf/trainer,
+#: e.g. gradient_clip_val, accumulate_grad_batches, log_every_n_steps, passes through)
+def forced_trainer_args(device: torch.device, precision: str, max_steps: int) -> dict:
+    return {"accelerator": "gpu" if device.type == "cuda" else "cpu", "devices": 1,
+            "strategy": "auto", "num_nodes": 1, "precision": precision,
+            "max_steps": max_steps, "max_epochs": -1, "limit_val_batches": 0,
+            "num_sanity_val_steps": 0, "logger": False, "enable_checkpointing": False,
+            "enable_progress_bar": False, "enable_model_summary": False,
+            "use_distributed_sampler": False}
+
+
+def trainer_args(cfg, device: torch.device, precision: str, max_steps: int
+                 ) -> tuple[dict, list[str]]:
+    """pl.Trainer arguments: conf/trainer (less the runner's callback keys) with
+    :func:`forced_trainer_args` over it; and the config's keys pl.Trainer does not take."""
+    import inspect
+
+    import pytorch_lightning as pl
+    from omegaconf import OmegaConf
+
+    from retrieval_qa.training.run import RUNNER_KEYS
+
+    accepted = set(inspect.signature(pl.Trainer.__init__).parameters)
+    config = {k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items()
+              if k not in RUNNER_KEYS}
+    dropped = sorted(k for k in config if k not in accepted)
+    passed = {k: v for k, v in config.items() if k in accepted}
+    return {**passed, **forced_trainer_args(device, precision, max_steps)}, dropped
+
+
+def step_timer(device: torch.device, warmup: int, steps: int, util: Utilisation, label: str):
+    """A Lightning callback that reads the clock (after a synchronize) at the end of step
+    ``warmup`` and of step ``warmup + steps`` only, counting the batches between, and keeps
+    each step's loss (detached, on the device: no host sync)."""
+    import pytorch_lightning as pl
+
+    class StepTimer(pl.Callback):
+        def __init__(self) -> None:
+            self.start = self.end = None
+            self.batches = self.timed_batches = 0
+            self.losses: list[torch.Tensor] = []
+            self.loader = None
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            self.loader = trainer.train_dataloader
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            self.batches += 1
+            step = trainer.global_step
+            if self.start is None and step == warmup:
+                self.start, self.first = timer(device), self.batches
+                util.begin(label)
+            elif self.start is not None and self.end is None:
+                loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+                self.losses.append(loss.detach())
+                if step == warmup + steps:
+                    self.end = timer(device)
+                    util.end()
+                    self.timed_batches = self.batches - self.first
+
+    return StepTimer()
+
+
+def loader_settings(loader) -> dict:
+    """The training DataLoader's worker and memory settings, as the Trainer used it."""
+    if isinstance(loader, (list, tuple)):
+        loader = loader[0]
+    elif isinstance(loader, dict):
+        loader = next(iter(loader.values()))
+    keys = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+    return {"class": type(loader).__name__, **{k: getattr(loader, k, None) for k in keys}}
+
+
+def time_st_loop(st: SentenceTransformers, pairs, plan, warmup: int, steps: int,
+                 util: Utilisation) -> dict:
+    """ST's plain loop: ``warmup`` untimed steps, then ``steps`` between two synchronizes."""
+    for k in range(warmup):
+        st.step(pairs, plan[k], k, phases=False)
+    losses = []
+    start = timer(st.device)
+    with util.region(st.name):
+        for k in range(warmup, warmup + steps):
+            losses.append(st.step(pairs, plan[k], k, phases=False)[0])
+        end = timer(st.device)
+    return {"seconds": end - start, "steps": steps,
+            "mean_train_loss": float(torch.stack(losses).float().mean())}
+
+
+def time_trainer(cfg, module, data, device: torch.device, precision: str, warmup: int,
+                 steps: int, util: Utilisation) -> dict:
+    """Ours in a Lightning Trainer (see the module docstring), timed by :func:`step_timer`."""
+    import pytorch_lightning as pl
+
+    args, dropped = trainer_args(cfg, device, precision, warmup + steps)
+    clock = step_timer(device, warmup, steps, util, "ours")
+    trainer = pl.Trainer(**args, callbacks=[clock])
+    trainer.fit(module, datamodule=data)
+    if clock.end is None:
+        raise SystemExit(f"the Trainer stopped after {clock.batches} batches, before step "
+                         f"{warmup + steps}: give fewer --steps / --warmup or more pairs")
+    shown = {k: v for k, v in args.items() if k != "logger"}
+    return {"seconds": clock.end - clock.start, "steps": steps, "batches": clock.timed_batches,
+            "mean_train_loss": float(torch.stack(clock.losses).float().mean()),
+            "trainer_args": shown, "config_trainer_keys_not_passed": dropped,
+            "data_loader": loader_settings(clock.loader)}
+
+
+def run_trainer(args, device: torch.device, precision: str) -> dict:
+    """ST's plain loop, then ours in a Lightning Trainer (see the module docstring); writes
+    and returns the JSON."""
+    if args.warmup < 1:
+        raise SystemExit("--loop trainer needs --warmup >= 1 (the clock starts at the end of "
+                         "the last warm-up step)")
+    wall = time.perf_counter()
+    info = machine(torch.get_num_threads())
+    from retrieval_qa.training.run import method_class
+
+    cfg, overrides = trainer_config(args, device, precision)
+    built = method_class(cfg).build(cfg)
+    module, data = built.module, built.data
+    data.setup("fit")
+    pairs = data.train_pairs
+    mq, ma = cfg.data.max_question_length, cfg.data.max_answer_length
+    chunk_rows = cfg.model.towers.encoder.get("chunk_rows")
+    count = args.warmup + args.steps
+    ours = Ours(data.tokenizer, mq, ma, chunk_rows, device=device, precision=precision,
+                module=module, answer_with_context=cfg.data.answer_with_context)
+    st = st_side(args, mq, ma, device, precision)
+    # the Trainer's first epoch draws exactly these (same sampler, seed and epoch 0)
+    plans, check = pair_up(ours, st, pairs,
+                           first_batches(data.train_sampler(), count, args.batch_size), args)
+    if cfg.trainer.compile:  # what rqa train does with the profile's trainer.compile
+        from retrieval_qa.training.compile import compile_encoders
+
+        compile_encoders(module, cfg.trainer.compile)
+
+    with Utilisation(gpu_id(device)) as util:
+        st_run = time_st_loop(st, pairs, plans[st.name], args.warmup, args.steps, util)
+        ours_run = time_trainer(cfg, module, data, device, precision, args.warmup, args.steps,
+                                util)
+    timed = slice(args.warmup, count)
+    tokens = {side: plan_tokens(ours, pairs, plans[side][timed], rows)
+              for side, rows in ((ours.name, chunk_rows), (st.name, None))}
+    o, s = ours_run["seconds"], st_run["seconds"]
+    n_pairs = args.steps * args.batch_size
+    st_opt = st_optimizer_label(args)
+    autocast_note = {"32": "no autocast", "bf16-mixed": "torch.autocast(bfloat16)",
+                     "16-mixed": "torch.autocast(float16) + GradScaler"}[precision]
+    out = {
+        "benchmark": "training throughput, MiniLM dual encoder, in-batch softmax (cosine x20): "
+                     "ours in the Lightning Trainer, sentence-transformers in a plain loop",
+        "command": args.command,
+        "machine": info,
+        "device": device_info(device, precision, info["cpu"]),
+        "settings": {
+            "loop": "trainer", "experiment": cfg.experiment, "profile": cfg.profile,
+            "config_overrides": overrides, "pairs_in_pool": len(pairs),
+            "train_pairs": data.describe().get("train"),
+            "batch_size": args.batch_size, "timed_steps": args.steps,
+            "warmup_steps": args.warmup, "max_question_length": mq, "max_answer_length": ma,
+            "lr": LR, "weight_decay": WEIGHT_DECAY, "precision": precision,
+            "model": st_model_path(args.model), "chunk_rows": chunk_rows,
+            "bucket_unit": data.bucket_unit,
+            "batches": ("each side's own sampler over the data module's training pairs: ours "
+                        "the data module's NoDuplicatesBatchSampler (what the Trainer draws), "
+                        "ST its NoDuplicatesBatchSampler (seed 0, random batches)"
+                        if args.batches == "own" else
+                        "the same batches for both sides (the data module's sampler)"),
+            "trainer_args": ours_run["trainer_args"],
+            "config_trainer_keys_not_passed": ours_run["config_trainer_keys_not_passed"],
+            "data_loader": ours_run["data_loader"],
+            "mean_tokens_per_step": {side: {k: v / args.steps for k, v in t.items()}
+                                     for side, t in tokens.items()},
+            "ours_runs": "data module train_dataloader -> Lightning Trainer (precision "
+                         f"{precision}): DualEncoderModule.training_step -> backward -> "
+                         "optimiser of model.optimizer (build_optimizer) and its schedule",
+            "sentence_transformers_runs": "plain loop: model.preprocess per column (max_length "
+                                          f"{mq} / {ma}) -> .to(device) -> "
+                                          "MultipleNegativesRankingLoss(scale 20, cos_sim) "
+                                          f"under {autocast_note} -> backward -> torch "
+                                          f"{st_opt}; no clipping, schedule or logging",
+            "timing": "torch.cuda.synchronize() then perf_counter at the end of the last "
+                      "warm-up step and of the last timed step (ours: a Trainer callback); "
+                      "nothing waits in between",
+        },
+        "first_batch_check": check,
+        "ours_steps_per_s": args.steps / o,
+        "sentence_transformers_steps_per_s": args.steps / s,
+        "ours_pairs_per_s": n_pairs / o,
+        "sentence_transformers_pairs_per_s": n_pairs / s,
+        "ratio_ours_over_st": s / o,
+        "ratio_real_tokens_per_s": (tokens[ours.name]["real"] / o)
+        / (tokens[st.name]["real"] / s),
+        "mean_train_loss": {ours.name: ours_run["mean_train_loss"],
+                            st.name: st_run["mean_train_loss"]},
+        "gpu_utilization": util.report((ours.name, st.name)),
+        "goal_ratio": 2.0 if device.type == "cuda" else 1.3,
+    }
+    write_result(out, args.out, wall)
+
+    print_machine(out)
+    print_check(check, "eval mode, same weights, fp32")
+    dl = out["settings"]["data_loader"]
+    print(f"{'side':<34}{'steps/s':>9}{'pairs/s':>10}")
+    print(f"{'ours (Lightning Trainer)':<34}{out['ours_steps_per_s']:>9.2f}"
+          f"{out['ours_pairs_per_s']:>10.1f}   num_workers {dl['num_workers']}, "
+          f"pin_memory {dl['pin_memory']}")
+    print(f"{'ST (plain loop, ' + st_opt + ')':<34}"
+          f"{out['sentence_transformers_steps_per_s']:>9.2f}"
+          f"{out['sentence_transformers_pairs_per_s']:>10.1f}")
+    print(f"ratio ours/ST: {out['ratio_ours_over_st']:.3f} steps/s, "
+          f"{out['ratio_real_tokens_per_s']:.3f} real tokens/s (goal >= {out['goal_ratio']}); "
+          f"{cfg.experiment} profile {cfg.profile}, batches {args.batches}, {args.steps} steps "
+          f"of {args.batch_size} after {args.warmup}, precision {precision}, wall "
+          f"{out['wall_s']:.0f} s -> {args.out}")
+    print_utilisation(out, device)
+    return out
+
+

@@ -1,0 +1,48 @@
+"""``rqa compare``: paired tests between settings, question by question
+(:mod:`retrieval_qa.analysis.compare`)."""
+
+from __future__ import annotations
+
+from .parsing import add_command
+
+EXAMPLES = """\
+examples:
+  rqa compare results/compare/bm25.questions.jsonl.gz \\
+      results/compare/bm25_context.questions.jsonl.gz
+  rqa compare Dual=runs/dual_gru/cpu-seed1 Dual=runs/dual_gru/cpu-seed2 \\
+      ENDX=runs/endx_gru/cpu-seed1 ENDX=runs/endx_gru/cpu-seed2   # seeds averaged
+  rqa compare runs/sweeps/endx_confounds --pairs all"""
+
+
+def add_parser(sub) -> None:
+    co = add_command(sub, "compare", run=run, threads="check", epilog=EXAMPLES,
+                     help="paired tests between runs: MRR / R@k differences, bootstrap "
+                          "intervals, randomisation p (Holm)",
+                     description="Compare settings question by question on one pool: the "
+                                 "MRR / R@k difference with its paired bootstrap 95% interval, "
+                                 "the paired randomisation (sign-flip) p-value Holm-corrected "
+                                 "across the pairs, wins/ties/losses, and with seeds a "
+                                 "seed-level test (retrieval_qa/analysis/compare.py).")
+    co.add_argument("inputs", nargs="+", metavar="[NAME=]PATH",
+                    help="per-question records (*.questions.jsonl.gz, per_question.jsonl.gz), "
+                         "run files (*.jsonl), run folders or sweep folders; the first is the "
+                         "baseline; a NAME repeated = seeds of one setting")
+    co.add_argument("--pairs", choices=["first", "all"], default="first",
+                    help="first: each setting vs the first; all: every pair")
+    co.add_argument("--metrics", default=None, metavar="M,M,...",
+                    type=lambda t: [m.strip() for m in t.split(",") if m.strip()],
+                    help="mrr, r@K, doc_mrr, doc_r@K (default: mrr, the records' r@k and "
+                         "doc_mrr when every input has doc ranks)")
+    co.add_argument("--output", default=None, metavar="FILE.md",
+                    help="write the markdown table here and its JSON beside (FILE.json)")
+    co.add_argument("--samples", type=int, default=2000, help="bootstrap resamples")
+    co.add_argument("--permutations", type=int, default=10000,
+                    help="sign flips of the randomisation test")
+    co.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+
+
+def run(args) -> dict:
+    from ..analysis.compare import run_compare
+
+    return run_compare(args.inputs, metrics=args.metrics, pairs=args.pairs, output=args.output,
+                       samples=args.samples, permutations=args.permutations, seed=args.seed)

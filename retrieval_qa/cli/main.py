@@ -1,0 +1,142 @@
+"""The ``rqa`` parser and dispatch: the commands' parsers gathered, one command run, its
+result written, and the errors turned into one line on stderr and an exit status.
+
+Contract of every command: one JSON object on the last line of stdout (``rqa train --cfg``:
+the YAML), progress and logs on stderr; bad input (an option, a config override, a file) one
+line on stderr naming it and the fix, exit status 2; a run stopped by SIGTERM/SIGINT its JSON
+with the checkpoint to resume from, exit status 128+N."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import RunInterrupted, UsageError
+from . import analyze, compare, data, encode, evaluate, export, metrics, mine, sweep, train
+from .parsing import ArgumentParser, HelpFormatter
+
+#: the commands in the order ``rqa --help`` lists them
+COMMANDS = (data, evaluate, train, sweep, export, encode, metrics, mine, compare, analyze)
+
+DESCRIPTION = """\
+rqa: train, evaluate and analyse sentence-retrieval models on ReQA and MultiReQA.
+
+Every command prints one JSON object on the last line of stdout (progress and logs go to
+stderr; --quiet for no progress). Bad input ends with one line on stderr naming the option,
+key, file or record and the fix, and exit status 2. `rqa COMMAND --help` shows each command's
+options, defaults and examples."""
+
+
+def _epilog() -> str:
+    """The examples, and every way in with the names it takes (read from conf/ when the help
+    is shown)."""
+    import textwrap
+
+    from ..config import conf_names
+
+    def names(group: str) -> str:
+        return textwrap.fill(", ".join(conf_names(group)), 96, initial_indent=" " * 17,
+                             subsequent_indent=" " * 17)
+
+    return f"""\
+examples:
+  rqa data stats --dataset reqa_squad --pool dev
+  rqa evaluate --model bm25 --dataset reqa_squad --pool dev
+  rqa train experiment=dual_gru profile=cpu
+  rqa evaluate --checkpoint runs/dual_gru/cpu-seed42/model
+  rqa evaluate --pipeline hybrid_convex --dataset reqa_squad --pool dev
+
+ways in:
+  a method       rqa train experiment=NAME [profile=cpu]   (rqa train --help lists them)
+  a baseline     rqa evaluate --model bm25|static:glove50|...   (rqa evaluate --help)
+  an export      rqa evaluate --checkpoint DIR, rqa encode, rqa export
+  a pipeline     rqa evaluate --pipeline NAME, one of conf/pipeline/:
+{names("pipeline")}
+  a sweep        rqa sweep NAME, one of conf/sweeps/:
+{names("sweeps")}
+  mining         rqa mine
+  tests, tables  rqa compare, rqa metrics, rqa analyze ANALYSIS"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="rqa", description=DESCRIPTION, epilog=_epilog,
+                            formatter_class=HelpFormatter)
+    parser.add_argument("--threads", default=None,
+                        help="torch threads for this command: N or auto (default: "
+                             "$RQA_THREADS, else `threads` in conf/train.yaml: auto, half the "
+                             "cores; see results/BENCH.md)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser
+
+
+def emit(obj: dict, stream=None) -> None:
+    """The command's JSON, its paths named without the machine's layout (portable_paths)."""
+    from ..portable_paths import portable
+
+    stream = stream or sys.stdout
+    stream.write(json.dumps(portable(obj), ensure_ascii=False) + "\n")
+    stream.flush()
+
+
+def main(argv: Sequence[str] | None = None, stdout=None) -> int:
+    """Run one command. Anything the command (or a library: Lightning, Rich, wandb) writes to
+    ``sys.stdout`` goes to stderr; the JSON result is written last, to ``stdout`` (default: the
+    real stdout). A run stopped by SIGTERM/SIGINT prints its JSON (with the checkpoint to
+    resume from) and exits 128+N. Bad input (:class:`~retrieval_qa.errors.UsageError`, and
+    the errors the readers raise naming the file, record or key) is one line on stderr and
+    exit status 2."""
+    return dispatch(build_parser().parse_args(argv), stdout or sys.stdout)
+
+
+def dispatch(args: argparse.Namespace, out) -> int:
+    """Run the parsed command (its ``func``) and write its result to ``out``: a dict as
+    JSON (its ``exit_code``, when it has one, is the exit status), a string as it is."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            from ..runtime import apply_threads, resolve_threads
+
+            if args.threads_rule == "check":  # no torch: the value is checked
+                resolve_threads(args.threads)
+            elif args.threads_rule == "apply":  # "config": the command applies its config's
+                apply_threads(args.threads)
+            result = args.func(args)
+    except RunInterrupted as e:
+        print(f"rqa: {e}", file=sys.stderr)
+        emit({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
+              "global_step": e.global_step, "resume": "run the same command again"}, out)
+        return e.exit_code
+    except (UsageError, FileNotFoundError, ValueError, KeyError, ImportError) as e:
+        # UsageError: bad input named by this package; the others are what the readers and
+        # builders raise with a message naming the file, record or key (a KeyError's message
+        # is its argument, not its repr); one line whatever the message holds
+        message = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
+        print("rqa: error: " + " ".join(str(message).split("\n")), file=sys.stderr)
+        return 2
+    if isinstance(result, str):  # `rqa train --cfg`, `rqa evaluate --pipeline --cfg`: YAML
+        out.write(result)
+        out.flush()
+        return 0
+    if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
+        emit(result, out)
+    return int(result.get("exit_code", 0))
+
+
+def run() -> int:
+    """The console entry point: the arguments parsed first (``--help`` goes to stdout, so it
+    pipes), then :func:`main`'s work with file descriptor 1 pointed at stderr for the whole
+    process, so C extensions and exit handlers (wandb's) cannot write after the JSON; the
+    JSON goes to a duplicate of the original stdout."""
+    args = build_parser().parse_args()
+    sys.stdout.flush()
+    real = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        return dispatch(args, real)
+    finally:
+        real.close()

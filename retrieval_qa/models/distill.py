@@ -1,0 +1,69 @@
+"""The distilled dual encoder: the dual encoder's towers (:mod:`.dual_encoder`) trained with
+the in-batch softmax and a distillation term towards a cross-encoder teacher's scores over
+each question's first-stage list (:mod:`retrieval_qa.losses.distillation`).
+
+A training batch (:class:`~retrieval_qa.distill.datamodule.DistillDataModule`) holds ``B``
+gold pairs, each question's list negatives, the list mask and the teacher's scores. The
+student's score of list entry ``j`` of question ``b`` is the in-batch loss's scaled
+similarity (``scale * cos`` under the CPU profile) of the question with the gold sentence
+(``j = 0``) or with its ``j``-th negative. The loss::
+
+    in_batch_weight * in-batch softmax(q, gold sentences) + weight * distillation(list scores)
+
+(plus the pooler's penalty of the gold pairs, for a pooler that has one).
+
+Export, evaluation and inference are the dual encoder's: the export is a
+``DualEncoderInference`` folder (a pipeline stage's ``checkpoint:``, ``rqa evaluate
+--checkpoint``, ``rqa export --format sentence-transformers --checkpoint``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..losses.distillation import ListDistillationLoss
+from .dual_encoder import DualEncoderModule
+
+
+class DistillDualEncoderModule(DualEncoderModule):
+    """The dual encoder's keyword arguments plus ``distillation`` (``loss``: kl |
+    margin_mse, ``weight``, ``in_batch_weight``, ``student_temperature``,
+    ``teacher_temperature``; conf/model/distill.yaml)."""
+
+    def __init__(self, towers: dict, loss: dict, optimizer: dict, *, gradient_cache: dict,
+                 evaluation: dict, distillation: dict) -> None:
+        if (gradient_cache or {}).get("mini_batch_size") is not None:
+            raise ValueError("model.gradient_cache.mini_batch_size must be null for "
+                             "distillation (the list scores are not gradient-cached)")
+        super().__init__(towers, loss, optimizer, gradient_cache=gradient_cache,
+                         evaluation=evaluation)
+        self.distill_loss = ListDistillationLoss(
+            kind=distillation["loss"], student_temperature=distillation["student_temperature"],
+            teacher_temperature=distillation["teacher_temperature"])
+        self.distill_weight = float(distillation["weight"])
+        self.in_batch_weight = float(distillation["in_batch_weight"])
+
+    def list_scores(self, q: torch.Tensor, a: torch.Tensor, negatives: torch.Tensor | None,
+                    mask: torch.Tensor) -> torch.Tensor:
+        """``[B, L]`` student scores of each question's list: column 0 with its gold sentence
+        ``a``, then with its negatives (``negatives``: the existing entries of ``mask[:, 1:]``
+        in row-major order); 0 where an entry does not exist."""
+        qs, gold = self.loss.score_space(q), self.loss.score_space(a)
+        rest = torch.zeros(mask.shape[0], mask.shape[1] - 1, device=qs.device, dtype=qs.dtype)
+        if negatives is not None:
+            owner = mask[:, 1:].nonzero()[:, 0]  # the question of each negative, row-major
+            rest = rest.masked_scatter(mask[:, 1:],
+                                       (qs[owner] * self.loss.score_space(negatives)).sum(-1))
+        return torch.cat([(qs * gold).sum(-1, keepdim=True), rest], dim=1)
+
+    def training_step(self, batch, batch_idx):
+        q, a, penalty = self.towers.encode_pair(batch["question"], batch["answer"])
+        in_batch = self.loss(q, a)
+        negatives = batch.get("negatives")
+        n = self.towers.encode_answer(**negatives) if negatives is not None else None
+        student = self.list_scores(q, a, n, batch["list_mask"])
+        distill = self.distill_loss(student, batch["teacher"], batch["list_mask"])
+        logs = {"train/in_batch_loss": in_batch, "train/distill_loss": distill}
+        loss = self.add_penalty(self.in_batch_weight * in_batch + self.distill_weight * distill,
+                                penalty, logs)
+        return self.log_training(loss, logs, batch_idx, q.shape[0])

@@ -1,0 +1,64 @@
+"""The reranker of a pipeline, built from its ``reranker:`` block by the registry
+(:func:`~retrieval_qa.registry.instantiate`): a block names its class by ``_target_``, or by
+``kind`` (``cross_encoder``, the kind of a block that names none), and is merged over the
+settings of its kind (``conf/pipeline/stages/<kind>.yaml``).
+
+A reranker is any class whose objects have ``top_k`` (the fused candidates it rescores per
+question), ``weight`` (its share of the head's score, or ``"tune"``) and
+:meth:`pair_scorer` (questions, sentences -> scores)."""
+
+from __future__ import annotations
+
+__all__ = ["CrossEncoderStage"]
+
+
+class CrossEncoderStage:
+    """A cross-encoder export (:class:`~retrieval_qa.classifiers.reranker.CrossEncoderReranker`)
+    rescoring each question's fused ``top_k``.
+
+    Args:
+        checkpoint: a cross-encoder export (``python -m retrieval_qa.classifiers.train_reranker
+            --output``).
+        top_k: the fused candidates rescored per question.
+        batch_size: pairs scored at once.
+        weight: the reranker's share of the head's score (1: its order alone, 0: the fused
+            order), or ``"tune"``: chosen on the validation side.
+
+    Example::
+
+        stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
+                                  batch_size=64, weight=1.0)
+        scores = stage.pair_scorer()(["who wrote it?"], ["She wrote it in 1850."])
+    """
+
+    kind = "cross_encoder"
+
+    def __init__(self, *, checkpoint: str, top_k: int, batch_size: int,
+                 weight: float | str) -> None:
+        if not isinstance(checkpoint, str) or not checkpoint:
+            raise ValueError(f"checkpoint={checkpoint!r} is not a folder (fix: give the folder "
+                             "of an exported cross-encoder)")
+        for key, value in (("top_k", top_k), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key}={value!r} is not a whole number >= 1")
+        if weight != "tune" and (isinstance(weight, bool) or not isinstance(weight, int | float)
+                                 or not 0 <= weight <= 1):
+            raise ValueError(f"weight={weight!r} is neither a number in [0, 1] nor tune (fix: "
+                             "1: the reranker's order alone, 0: the fused order, tune: chosen "
+                             "on the validation side)")
+        self.checkpoint, self.top_k, self.batch_size = checkpoint, top_k, batch_size
+        self.weight = weight if weight == "tune" else float(weight)
+
+    def pair_scorer(self, model=None):
+        """``(questions, sentences) -> scores`` (a numpy array) of ``model`` (an object with
+        ``score_pairs(questions, sentences, batch_size)``; default: the export of
+        ``checkpoint``, loaded now)."""
+        if model is None:
+            from ..classifiers.reranker import CrossEncoderReranker
+
+            model = CrossEncoderReranker.load(self.checkpoint)
+
+        def score_pairs(questions, sentences):
+            return model.score_pairs(questions, sentences, self.batch_size).cpu().numpy()
+
+        return score_pairs

@@ -1,0 +1,135 @@
+"""The reranker's training on a tiny random BERT: its export and report, the run of the same
+settings again (nothing more trained), other settings refused, and a training stopped by a
+signal (inside an epoch, at an epoch's last step) resumed to the weights, losses and report of
+the uninterrupted one.
+
+Bitwise equality of the weights is the point: the runs are the same computation in the same
+process and thread setting, so any difference is a different random stream or data order."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import (
+    WORDS,
+    save_tiny_bert_model,
+    signal_at_step,
+    synthetic_squad,
+    word_tokenizer,
+    write_json_gz,
+)
+
+from retrieval_qa.classifiers.reranker import CrossEncoderReranker
+from retrieval_qa.classifiers.train_reranker import main, train_reranker
+from retrieval_qa.config import load_yaml, plain
+from retrieval_qa.errors import RunInterrupted, SettingsMismatchError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VOCAB = list(dict.fromkeys([*WORDS, *map(str, range(200)), "?", ".", "fact", "form", "(", ")"]))
+REPORTED = ("steps_planned", "steps_done", "first_loss", "last_loss", "examples", "batch_size")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reranker")
+    write_json_gz(root / "squad" / "train-v1.1.json.gz", synthetic_squad(12))
+    save_tiny_bert_model(root / "bert", word_tokenizer(VOCAB), hidden=16)
+    return root
+
+
+def settings(data, out, **more) -> dict:
+    """conf/pipeline/training/reranker.yaml, shrunk: 20 questions, 2 epochs of batch 8."""
+    cfg = plain(load_yaml("pipeline/training/reranker.yaml"))
+    cfg.update(questions=20, epochs=2, max_minutes=None, output=str(out),
+               model={"pretrained": str(data / "bert"), "fallback": None, "max_length": 48,
+                      "dropout": 0.3, "optimizer": {"lr": 1e-3, "warmup_ratio": 0.1},
+                      "training": {"batch_size": 8, "accelerator": "cpu"}})
+    return {**cfg, **more}
+
+
+def weights(folder) -> dict:
+    return CrossEncoderReranker.load(folder).state_dict()
+
+
+def assert_same_training(a: dict, b: dict) -> None:
+    assert {k: a[k] for k in REPORTED} == {k: b[k] for k in REPORTED}
+    wa, wb = weights(a["output"]), weights(b["output"])
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+
+
+@pytest.fixture(scope="module")
+def straight(data, tmp_path_factory):
+    """The uninterrupted training, on one thread as the tests' runs (a module fixture is made
+    before the function-scoped ``one_thread`` applies: set here too, or the two runs would
+    differ in thread count, which float32 sums do not survive bitwise)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train_reranker(settings(data, tmp_path_factory.mktemp("straight") / "model"),
+                              data, progress=False)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_training_exports_and_the_same_settings_again_train_nothing_more(
+        data, straight, tmp_path):
+    assert straight["steps_done"] == straight["steps_planned"] > 2
+    assert straight["resumed_from"] is None
+    checkpoints = Path(straight["output"]) / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["config.yaml", "last.ckpt"]
+    again = train_reranker(settings(data, straight["output"]), data, progress=False)
+    assert again["resumed_from"] == str(checkpoints / "last.ckpt")
+    assert_same_training(straight, again)
+
+
+@pytest.mark.parametrize("where", ["inside an epoch", "at an epoch's last step"])
+def test_a_training_stopped_by_a_signal_resumes_to_the_uninterrupted_weights(
+        data, straight, tmp_path, monkeypatch, where):
+    per_epoch = straight["steps_planned"] // 2
+    step = 3 if where == "inside an epoch" else per_epoch
+    cfg = settings(data, tmp_path / "model")
+    with monkeypatch.context() as m:
+        signal_at_step(m, step, signal.SIGTERM)
+        with pytest.raises(RunInterrupted) as stopped:
+            train_reranker(cfg, data, progress=False)
+    assert stopped.value.global_step == step
+    resumed = train_reranker(cfg, data, progress=False)
+    assert resumed["resumed_from"] == str(tmp_path / "model" / "checkpoints" / "last.ckpt")
+    assert_same_training(straight, resumed)
+
+
+def overrides(data, out, *more) -> list[str]:
+    """The command line of :func:`settings`."""
+    return ["--data-dir", str(data), "questions=20", "epochs=2", "max_minutes=null",
+            f"output={out}", f"model.pretrained={data / 'bert'}", "model.max_length=48",
+            "model.training.batch_size=8", *more]
+
+
+def test_other_settings_are_refused_and_resume_never_starts_over(data, tmp_path, capsys):
+    out = tmp_path / "model"
+    train_reranker(settings(data, out, epochs=1), data, progress=False)
+    with pytest.raises(SettingsMismatchError, match=r"epochs: 1 -> 2.*resume=never"):
+        train_reranker(settings(data, out), data, progress=False)
+    capsys.readouterr()
+    assert main(overrides(data, out)) == 2  # the command: one line naming the fix, status 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("train_reranker: error:") and "epochs: 1 -> 2" in line
+    report = train_reranker(settings(data, out, resume="never"), data, progress=False)
+    assert report["resumed_from"] is None and report["steps_done"] == report["steps_planned"]
+    assert "resume=never: removed" in capsys.readouterr().err
+
+
+def test_the_command_prints_the_interrupted_run_and_exits_with_the_signal(
+        data, tmp_path, monkeypatch, capsys):
+    signal_at_step(monkeypatch, 2, signal.SIGTERM)
+    assert main(overrides(data, tmp_path / "m")) == 128 + signal.SIGTERM
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["interrupted"] is True and out["global_step"] == 2
+    assert out["checkpoint"] == str(tmp_path / "m" / "checkpoints" / "last.ckpt")

@@ -1,0 +1,11 @@
+"""Fixtures of the command-line tests: the training tests' synthetic data dir."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import TINY_SQUAD, make_dirs
+
+
+@pytest.fixture(scope="module")
+def setup_dirs(tmp_path_factory):
+    return make_dirs(tmp_path_factory.mktemp("cli"), TINY_SQUAD)
