@@ -110,17 +110,17 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
     gam = module.hparams["gam"]
     kernel, sigma = gam["kernel"], float(gam["sigma"])
     exclude_self = bool(gam.get("exclude_self", False))
+    kw = {"kernel": kernel, "sigma": sigma, "exclude_self": exclude_self}
     cross = cross_embeddings(module, endx_inf.tokenizer, questions, candidate, endx_inf.meta)
     dual_space = module.loss.score_space
     emb = {"cross_endx": module.cross_loss.score_space(cross),
            "dual_endx": dual_space(endx_inf.encode_questions(questions, progress=False)),
            "dual_baseline": dual_space(dual_inf.encode_questions(questions, progress=False))}
     matrices = {k: similarity_matrix(v) for k, v in emb.items()}
-    probs = {k: log_neighbour_probabilities(v, v, kernel, sigma, exclude_self).exp()
+    probs = {k: log_neighbour_probabilities(v, v, **kw).exp()
              for k, v in emb.items()}
     agreement = {k: {"kl_qq_from_cross": round(float(relation_kl(
-                        emb["cross_endx"], emb["cross_endx"], emb[k], emb[k], kernel, sigma,
-                        exclude_self)), 6),
+                        emb["cross_endx"], emb["cross_endx"], emb[k], emb[k], **kw)), 6),
                      "offdiag_correlation_with_cross": _correlation(matrices["cross_endx"],
                                                                     matrices[k])}
                  for k in ("dual_endx", "dual_baseline")}
