@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import save_dual_encoder, save_tiny_bert_model
+from helpers import save_dual_encoder, save_tiny_bert_model, towers_conf
 
 #: the reranker's training questions in the tiny world (of the synthetic training side's ~40)
 TEACHER_QUESTIONS = 10
@@ -30,9 +30,9 @@ def make_teacher_world(root: Path, data_dir: Path, tokenizer) -> dict:
                       "max_length": 32, "training": {"batch_size": 8, "accelerator": "cpu"}})
     out = train_reranker(cfg, data_dir, progress=False)
     (root / "reranker" / "training.json").write_text(json.dumps(out, default=str))
-    words = {"encoder": {"type": "gru", "vocab_size": len(tokenizer.vocab), "embedding_dim": 8,
-                         "hidden_size": 8, "dropout": 0.0},
-             "pooler": {"type": "mean"}, "projection": {"dim": None}, "sharing": "sde"}
+    words = towers_conf(encoder={"type": "gru", "vocab_size": len(tokenizer.vocab),
+                                 "embedding_dim": 8, "hidden_size": 8, "dropout": 0.0},
+                        pooler={"type": "mean"}, projection={"dim": None}, sharing="sde")
     dense = save_dual_encoder(root / "dense", tokenizer, words, "cosine", lengths=(16, 24))
     pipeline = root / "pipeline.yaml"
     pipeline.write_text(

@@ -98,8 +98,9 @@ class DualEncoderInference:
         folder = Path(folder)
         meta = read_json(folder / "model.json", ("towers",))
         meta.pop("_target_", None)
+        weights = load_weights(folder / "towers.pt", map_location)  # a missing file first
         towers = locate(meta.get("builder", DEFAULT_BUILDER))(exported_towers(meta["towers"]))
-        towers.load_state_dict(load_weights(folder / "towers.pt", map_location))
+        towers.load_state_dict(weights)
         towers.to(map_location)
         tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
         return cls(towers, tokenizer, meta)

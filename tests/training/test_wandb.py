@@ -75,7 +75,7 @@ def test_the_mode_is_logger_mode_else_wandb_mode_else_the_login(home, monkeypatc
 
 def test_the_logger_block_gives_wandb_the_mode(setup_dirs, tmp_path, home, capsys):
     overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
-    assert compose(overrides).logger.mode is None  # conf/logger: null, the login decides
+    assert compose([*overrides, "logger=wandb"]).logger.mode is None  # null: the login decides
     with pytest.raises(OutOfRangeError, match="logger.mode"):
         compose([*overrides, "logger=wandb", "logger.mode=onlin"])
     logger, _ = build_logger(compose([*overrides, "logger=wandb"]), tmp_path)
