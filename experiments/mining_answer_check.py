@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from retrieval_qa.data.registry import resolve_data_dir
+from retrieval_qa.data.sources import resolve_data_dir
 from retrieval_qa.data.squad import read_squad
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 from retrieval_qa.data import load_pool
 from retrieval_qa.data.multireqa import read_boundaries
 from retrieval_qa.data.multireqa_train import rebuild_multireqa_train
-from retrieval_qa.data.registry import resolve_data_dir
+from retrieval_qa.data.sources import resolve_data_dir
 from retrieval_qa.data.squad import read_squad
 from retrieval_qa.portable_paths import portable
 

@@ -13,8 +13,8 @@ import pytest
 from helpers import TINY_SQUAD, write_json_gz
 
 from retrieval_qa.cli import main
-from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.io import iter_json_lines
+from retrieval_qa.errors import DataFormatError
 
 
 def _squad(tmp_path, data) -> str:

@@ -169,3 +169,15 @@ def test_the_checks_find_a_cycle_and_an_upward_arrow():
     assert _cycle(packages) == ["data", "training", "data"]
     assert upward(packages, _level()) == ["data -> training"]
     assert upward({"evaluation": {"losses"}}, _level()) == ["evaluation -> losses"]
+
+
+def test_the_shared_names_are_one_module_each_and_no_module_is_long():
+    """registry, errors, ranking and config name one module each (a reader who opens
+    ``errors.py`` finds every error class), and no module passes 400 lines."""
+    modules = sorted(PACKAGE.rglob("*.py"))
+    for name in ("registry", "errors", "ranking", "config"):
+        named = [str(p.relative_to(PACKAGE)) for p in modules if p.stem == name]
+        assert len(named) == 1, f"modules named {name}: {named}"
+    long = {str(p.relative_to(PACKAGE)): n for p in modules
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"modules over 400 lines: {long}"

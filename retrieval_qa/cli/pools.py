@@ -14,7 +14,7 @@ def add_data_args(p: argparse.ArgumentParser, paragraphs: bool = False,
     """The data options; ``paragraphs``: squad_paragraphs (the paragraph task of frozen
     embeddings) is a dataset too."""
     from ..data.paragraphs import DATASET as PARAGRAPHS
-    from ..data.registry import DATASETS
+    from ..data.sources import DATASETS
 
     others = ", ".join(d for d in DATASETS if d != "reqa_squad")
     p.add_argument("--dataset", default="reqa_squad",

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import DataFormatError
+from ..errors import DataFormatError
 
 
 def open_text(path: str | Path) -> IO[str]:

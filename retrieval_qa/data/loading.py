@@ -8,13 +8,13 @@ import os
 import time
 from pathlib import Path
 
+from ..errors import DataFileNotFoundError
 from ..written import Damaged, rebuilding
 from . import multireqa, reqa, splitter
 from .cache import cache_root, load_cached_pool, save_pool
-from .errors import DataFileNotFoundError
 from .io import file_sha256
 from .mrqa import read_mrqa
-from .registry import default_pool, resolve_data_dir, source_files
+from .sources import default_pool, resolve_data_dir, source_files
 from .squad import parse_squad, read_squad, squad_from_hub_rows
 from .types import RetrievalPool
 
@@ -94,7 +94,7 @@ def _rebuilt_multireqa_train(dirs: list[Path], missing: DataFileNotFoundError,
     """MultiReQA SQuAD train from its boundaries over the SQuAD train file's text, when the
     MRQA train file is absent (:mod:`.multireqa_train`; cached like the other pools)."""
     from . import multireqa_train
-    from .registry import find_file
+    from .sources import find_file
 
     how = f"{missing.how_to_get} Without it the pool is rebuilt from these two files."
     bounds = find_file("multireqa/train/SQuAD/candidates.json.gz", dirs, how)

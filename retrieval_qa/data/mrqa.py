@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DataFormatError, ReadReport
+from ..errors import DataFormatError
 from .io import iter_json_lines
+from .read_report import ReadReport
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataFormatError, ReadReport
+from ..errors import DataFormatError
 from .io import iter_json_lines
 from .mrqa import MrqaContext
+from .read_report import ReadReport
 from .reqa import assemble_pool
 from .types import MRQA_QID, Candidate, QAPair, RetrievalPool
 

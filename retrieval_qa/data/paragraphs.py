@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import did_you_mean
 from .io import file_sha256
-from .registry import resolve_data_dir, source_files
+from .sources import resolve_data_dir, source_files
 from .squad import SquadParagraph, read_squad
 
 DATASET = "squad_paragraphs"

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DataFormatError, ReadReport
+from ..errors import DataFormatError
 from .io import load_json
+from .read_report import ReadReport
 
 
 @dataclass(frozen=True)

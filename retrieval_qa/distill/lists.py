@@ -28,12 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.errors import DataFormatError
 from ..data.pool_index import known_positives
 from ..data.types import RetrievalPool
-from ..errors import InputFileError
+from ..errors import DataFormatError, InputFileError
 from ..pipeline.composition import Pipeline
-from ..pipeline.ranking import ordered
+from ..pipeline.fused_ranks import ordered
 from ..pipeline.run import fuse, pool_folder, tune_fusion
 from ..pipeline.stages import (
     RUN_SUFFIX,

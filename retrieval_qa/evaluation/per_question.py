@@ -150,7 +150,7 @@ class PerQuestion:
 
 
 def _error(path, where: str, problem: str):
-    from ..data.errors import DataFormatError
+    from ..errors import DataFormatError
 
     return DataFormatError(path, where, problem,
                            "give a per-question record written by `rqa evaluate --run-file` "

@@ -57,10 +57,10 @@ class RunFileWriter:
 
 def read_run_file(path: str | Path) -> list[dict]:
     """The records of a run file; a line that is not a JSON object is a
-    :class:`~retrieval_qa.data.errors.DataFormatError` naming the file and the line, a file
+    :class:`~retrieval_qa.errors.DataFormatError` naming the file and the line, a file
     with another number of records than its ``pool_questions`` an
     :class:`~retrieval_qa.errors.InputFileError` (truncated)."""
-    from ..data.errors import DataFormatError
+    from ..errors import DataFormatError
 
     fix = ("give a run file written by `rqa evaluate --run-file` (one JSON object per line); "
            f"if this one was, it is damaged: {REWRITE}")
@@ -94,7 +94,7 @@ def read_run_file(path: str | Path) -> list[dict]:
 
 def read_records(path: str | Path) -> list[dict]:
     """:func:`read_run_file`, and a file with no record is an error too."""
-    from ..data.errors import DataFormatError
+    from ..errors import DataFormatError
 
     records = read_run_file(path)
     if not records:
@@ -106,7 +106,7 @@ def read_records(path: str | Path) -> list[dict]:
 
 def _ranks(records: list[dict], key: str, path) -> list[float]:
     """The ``key`` of every record, each a number >= 1 (a rank)."""
-    from ..data.errors import DataFormatError
+    from ..errors import DataFormatError
 
     ranks = []
     for number, record in enumerate(records, 1):

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from ..data.errors import DataFormatError
+from ..errors import DataFormatError
 from ..written import atomic_path
 
 SOURCES = ("gold", "bm25", "dense", "same_document")

@@ -24,8 +24,8 @@ from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter
 from .composition import Pipeline
+from .fused_ranks import ordered, rank_lists
 from .fusion import convex, normalise, rrf
-from .ranking import ordered, rank_lists
 from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever
 from .tuning import tune
 

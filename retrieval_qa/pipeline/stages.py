@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.errors import DataFormatError
 from ..data.types import RetrievalPool
+from ..errors import DataFormatError
 from ..evaluation.evaluator import _records, doc_index, rank_questions
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question

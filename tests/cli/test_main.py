@@ -59,7 +59,7 @@ def test_unknown_override_fails_with_key_named(capsys, tiny_squad_file):
 
 def test_missing_data_is_a_clear_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr("retrieval_qa.data.registry.repo_root", lambda: tmp_path / "repo")
+    monkeypatch.setattr("retrieval_qa.data.sources.repo_root", lambda: tmp_path / "repo")
     monkeypatch.delenv("RQA_DATA_DIR", raising=False)
     code, _, err = _run(capsys, "data", "stats", "--data-dir", str(tmp_path))
     assert code == 2 and "squad/dev-v1.1.json.gz" in err

@@ -5,7 +5,7 @@ import pytest
 from helpers import TINY_SQUAD, write_json_gz
 
 from retrieval_qa.data import DataDirNotFoundError, DataFileNotFoundError, load_pool
-from retrieval_qa.data.registry import resolve_data_dir
+from retrieval_qa.data.sources import resolve_data_dir
 
 
 def test_load_pool_builds_then_reads_cache(tmp_path, tiny_squad_file, monkeypatch):
@@ -29,7 +29,7 @@ def test_load_pool_builds_then_reads_cache(tmp_path, tiny_squad_file, monkeypatc
 def test_missing_file_says_which_where_and_how(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.delenv("RQA_DATA_DIR", raising=False)
-    monkeypatch.setattr("retrieval_qa.data.registry.repo_root", lambda: tmp_path / "repo")
+    monkeypatch.setattr("retrieval_qa.data.sources.repo_root", lambda: tmp_path / "repo")
     (tmp_path / "nowhere").mkdir()
     with pytest.raises(DataFileNotFoundError) as err:
         load_pool("reqa_squad", "train", data_dir=tmp_path / "nowhere")
@@ -46,7 +46,7 @@ def test_data_dir_order(tmp_path, monkeypatch):
     assert resolve_data_dir(None, tmp_path / "cfg") == [tmp_path / "env"]
     monkeypatch.delenv("RQA_DATA_DIR")
     assert resolve_data_dir(None, tmp_path / "cfg") == [tmp_path / "cfg"]
-    monkeypatch.setattr("retrieval_qa.data.registry.repo_root", lambda: tmp_path / "repo")
+    monkeypatch.setattr("retrieval_qa.data.sources.repo_root", lambda: tmp_path / "repo")
     assert resolve_data_dir() == [tmp_path / "shared" / "data"]
 
 

@@ -1,9 +1,9 @@
 import pytest
 from helpers import eval_conf, write_jsonl_gz
 
-from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.mrqa import read_mrqa
 from retrieval_qa.data.multireqa import build_multireqa, parse_candidate_id, read_boundaries
+from retrieval_qa.errors import DataFormatError
 
 CTX = "Ray died in Rome. He was 60. Rome is in Italy."
 

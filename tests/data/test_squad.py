@@ -4,8 +4,8 @@ import gzip
 import pytest
 from helpers import TINY_SQUAD, write_json_gz
 
-from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.squad import parse_squad, read_squad, squad_from_hub_rows
+from retrieval_qa.errors import DataFormatError
 
 
 def test_reads_plain_and_gzip(tmp_path, tiny_squad_file):

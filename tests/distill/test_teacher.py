@@ -67,7 +67,7 @@ def test_the_lists_follow_the_fused_order_and_the_negative_rules(world, settings
     from retrieval_qa.distill.lists import first_stage, question_lists
     from retrieval_qa.distill.questions import distill_pool, reranker_draw, reranker_questions
     from retrieval_qa.pipeline.composition import load_pipeline
-    from retrieval_qa.pipeline.ranking import ordered
+    from retrieval_qa.pipeline.fused_ranks import ordered
 
     teacher, data, evaluation = settings
     full, _ = load_pool("reqa_squad", "train", world["data"])

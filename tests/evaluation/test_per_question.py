@@ -8,8 +8,8 @@ import pytest
 import torch
 from helpers import assert_ranks_fit_scores, eval_conf
 
-from retrieval_qa.data.errors import DataFormatError
 from retrieval_qa.data.types import Candidate, RetrievalPool
+from retrieval_qa.errors import DataFormatError
 from retrieval_qa.evaluation import DenseScorer, evaluate
 from retrieval_qa.evaluation.per_question import (
     beside_run_file,

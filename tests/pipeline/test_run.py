@@ -6,8 +6,7 @@ import json
 import pytest
 from helpers import eval_conf
 
-from retrieval_qa.data.errors import DataFormatError
-from retrieval_qa.errors import SettingsMismatchError
+from retrieval_qa.errors import DataFormatError, SettingsMismatchError
 from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
 from retrieval_qa.pipeline.composition import parse_pipeline
 from retrieval_qa.pipeline.run import run_pipeline
@@ -158,7 +157,7 @@ def test_paragraph_vectors_mix_each_candidate_with_its_paragraph_mean():
 def test_place_mixes_the_head_and_keeps_it_above_the_rest():
     import numpy as np
 
-    from retrieval_qa.pipeline.ranking import ordered
+    from retrieval_qa.pipeline.fused_ranks import ordered
     from retrieval_qa.pipeline.run import place
 
     fused = [(np.array([4, 7, 9, 2]), np.array([0.9, 0.8, 0.5, 0.1]))]

@@ -6,8 +6,8 @@ import torch
 
 from retrieval_qa.evaluation.evaluator import doc_index, rank_questions
 from retrieval_qa.evaluation.ranking import gold_ranks
+from retrieval_qa.pipeline.fused_ranks import levels, rank_lists
 from retrieval_qa.pipeline.fusion import convex
-from retrieval_qa.pipeline.ranking import levels, rank_lists
 from retrieval_qa.pipeline.tuning import grid_mrr
 from tests.pipeline.pools import tiny_pool
 

@@ -6,8 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import did_you_mean
-from .errors import DataDirNotFoundError, DataFileNotFoundError
+from ..errors import DataDirNotFoundError, DataFileNotFoundError, did_you_mean
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/{name}"
 MRQA_URL = "https://github.com/mrqa/MRQA-Shared-Task-2019 (download.sh lists every file)"
