@@ -94,7 +94,7 @@ def trainer_args(cfg, device: torch.device, precision: str, max_steps: int
     import pytorch_lightning as pl
     from omegaconf import OmegaConf
 
-    from retrieval_qa.training.run import RUNNER_KEYS
+    from retrieval_qa.training.trainer import RUNNER_KEYS
 
     accepted = set(inspect.signature(pl.Trainer.__init__).parameters)
     config = {k: v for k, v in OmegaConf.to_container(cfg.trainer, resolve=True).items()

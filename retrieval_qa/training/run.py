@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -23,7 +24,7 @@ from .callbacks import ResumableCheckpoints
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
-from .trainer import RUNNER_KEYS, build_logger, build_trainer  # noqa: F401 (the first two: for bench/, tests/app/)
+from .trainer import build_trainer
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,35 @@ def profile_settings(cfg: DictConfig, block: DictConfig | None) -> dict:
     return {"settings": settings, "overridden": overridden}
 
 
-def _describe(cfg: DictConfig, block: DictConfig | None, threads: int) -> tuple[str, dict]:
-    """The description, corrected for command-line overrides of the profile's settings, and
-    the profile's effective settings; printed to stderr before anything runs."""
+def command_line_settings(overrides: Sequence[str], profile_keys: Collection[str]) -> list[str]:
+    """The ``key=value`` settings of ``overrides`` that change what a run computes and that
+    the description does not name otherwise: not the experiment, profile and seed (named
+    beside it), not the profile's own keys (named with the profile's value), not the
+    settings of :data:`.run_folder.NEUTRAL_KEYS` (where the run is, how it is displayed)."""
+    named = {"experiment", "profile", "seed", *profile_keys}
+    out = []
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        if "=" in item and key not in named and not any(
+                key == n or key.startswith(n + ".") for n in run_folder.NEUTRAL_KEYS):
+            out.append(item)
+    return out
+
+
+def _describe(cfg: DictConfig, block: DictConfig | None, threads: int,
+              overrides: Sequence[str] = ()) -> tuple[str, dict]:
+    """The description, corrected for the command line's settings (the profile's overridden
+    ones with the profile's value, then the others as given), and the profile's effective
+    settings; printed to stderr before anything runs."""
     prof = profile_settings(cfg, block)
     description = cfg.description
     if prof["overridden"]:
         description += " [overridden on the command line: " + ", ".join(
             f"{k}={v['effective']} (profile: {v['profile']})"
             for k, v in prof["overridden"].items()) + "]"
+    others = command_line_settings(overrides, prof["settings"])
+    if others:
+        description += " [set on the command line: " + ", ".join(others) + "]"
     print(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}, "
           f"{threads} torch thread{'s' if threads != 1 else ''}): {description}",
           file=sys.stderr, flush=True)
@@ -134,8 +155,8 @@ def train(composed: Composed | DictConfig) -> dict:
     same settings is reused (its report, ``"reused": true``), an unfinished one resumed from
     its newest whole checkpoint; ``resume=never`` starts the folder over."""
     start = time.perf_counter()
-    cfg, block = (composed.cfg, composed.profile_block) if isinstance(composed, Composed) \
-        else (composed, None)
+    cfg, block, overrides = (composed.cfg, composed.profile_block, composed.overrides) \
+        if isinstance(composed, Composed) else (composed, None, [])
     folder = run_folder.inspect(cfg)
     run_dir = folder.path
     if folder.state == "finished":
@@ -149,7 +170,7 @@ def train(composed: Composed | DictConfig) -> dict:
         compile_mode(cfg.trainer.compile)
     pl.seed_everything(cfg.seed, workers=True)
     built = method_class(cfg).build(cfg)  # a bad setting fails here, before any folder
-    description, reduced = _describe(cfg, block, threads)
+    description, reduced = _describe(cfg, block, threads, overrides)
     for note in folder.notes:
         print(f"  {note}", file=sys.stderr, flush=True)
     if folder.state == "start over" and rank_zero_only.rank == 0:

@@ -209,7 +209,7 @@ def test_a_run_in_a_subprocess_as_wandb_agent_runs_it(setup_dirs, tmp_path, monk
 
 
 def test_the_wandb_logger_takes_the_sweeps_group(setup_dirs, tmp_path):
-    from retrieval_qa.training.run import build_logger
+    from retrieval_qa.training.trainer import build_logger
 
     overrides = [o for o in tiny_overrides(setup_dirs, tmp_path) if not o.startswith("logger.")]
     cfg = compose([*overrides, "logger=wandb", "logger.group=my_sweep"])

@@ -103,6 +103,11 @@ def test_description_states_overrides_of_the_profile(setup_dirs, tmp_path, capsy
                                                  "trainer.max_epochs=1")))
     err = capsys.readouterr().err
     assert "data.max_val_questions=None (profile: 1000)" in report["description"]
+    # the settings the profile does not name, as given; not where the run goes
+    others = report["description"].split("[set on the command line: ", 1)[1]
+    assert "data.max_question_length=16" in others and "test_after_fit=false" in others
+    assert "trainer.max_epochs" not in others  # a profile key, at the profile's value
+    assert "output_dir=" not in others and "seed=" not in others
     assert report["profile_settings"]["data.batch_size"] == 8
     assert err.index("profile settings in effect") < err.index("Epoch 1/1") if "Epoch" in err \
         else "profile settings in effect" in err

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from retrieval_qa.cli import main
 from retrieval_qa.training.compose import compose_traced, experiment_profiles, load_experiment
 from retrieval_qa.training.provenance import COMMAND_LINE, annotated_yaml
-from retrieval_qa.training.run import profile_settings
+from retrieval_qa.training.run import command_line_settings, profile_settings
 
 # each experiment at its first reduced profile (every layer kind: groups, parents, profiles)
 SAMPLE = [(e, next(p for p in profiles if p != "paper"))
@@ -83,3 +83,11 @@ def test_rqa_train_cfg_prints_the_annotated_config_and_trains_nothing(tmp_path):
     # the notes are YAML comments: the text reads back as the composed config
     assert yaml.safe_load(text) == OmegaConf.to_container(composed.cfg, resolve=False)
     assert text == annotated_yaml(composed.cfg, composed.sources())
+
+
+def test_command_line_settings_leave_out_what_the_description_names_otherwise():
+    given = ["experiment=dual_gru", "profile=cpu", "seed=3", "data.batch_size=4",
+             "trainer.max_steps=20", "output_dir=runs/x", "logger=wandb", "logger.mode=online",
+             "trainer.enable_progress_bar=false", "model.loss.scale=10"]
+    assert command_line_settings(given, {"data.batch_size": 8}) == [
+        "trainer.max_steps=20", "model.loss.scale=10"]

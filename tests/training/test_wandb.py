@@ -21,7 +21,7 @@ from retrieval_qa.cli import main
 from retrieval_qa.errors import OutOfRangeError
 from retrieval_qa.training.compose import compose
 from retrieval_qa.training.loggers import WANDB_CONFIG_FILE, wandb_logged_in, wandb_mode
-from retrieval_qa.training.run import build_logger
+from retrieval_qa.training.trainer import build_logger
 
 pytest.importorskip("wandb")
 
