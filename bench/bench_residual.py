@@ -1,4 +1,4 @@
-"""Residual-embedding pipeline costs (issue 12), one torch thread by default:
+"""Residual-embedding pipeline costs, one torch thread by default:
 
 1. encoding + caching the SQuAD dev paragraph task (10,570 questions, 2,067 paragraphs) with
    each static base embedding (GloVe 6B 50d, spaCy md 300d), with and without IDF: a cold run

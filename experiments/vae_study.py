@@ -1,4 +1,4 @@
-"""Dual-GRUs vs Dual-VAEs vs Cross-VAEs side by side (issue 11; Cross-VAEs paper, Tables 2
+"""Dual-GRUs vs Dual-VAEs vs Cross-VAEs side by side (Cross-VAEs paper, Tables 2
 and 3): the same data, profile, steps and seeds for the three rows, on the ReQA SQuAD dev pool
 and its one-to-many subset (answers with more than 8 questions: ``--min-questions-per-answer
 9``), with MRR, R@1, R@5 and the SSE of the subset's question embeddings. The Dual-GRUs row is
@@ -220,7 +220,7 @@ class Study:
                     "cross_minus_dual_vae_subset_mrr": stats(paired_sub),
                     "pairing": "by seed (same seed: same training order and subset)"}
         return {
-            "title": "Dual-GRUs vs Dual-VAEs vs Cross-VAEs (issue 11)",
+            "title": "Dual-GRUs vs Dual-VAEs vs Cross-VAEs",
             "profile": self.args.profile, "overrides": self.overrides,
             "seeds": self.seeds, "threads": self.args.threads,
             "test_pool": "reqa_squad/dev",
