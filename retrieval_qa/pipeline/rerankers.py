@@ -19,10 +19,13 @@ class CrossEncoderStage:
     Args:
         checkpoint: a cross-encoder export (``python -m retrieval_qa.classifiers.train_reranker
             --output``).
-        top_k: the fused candidates rescored per question.
+        top_k: the fused candidates rescored per question, or ``"tune"``: the one of
+            ``depths`` of best validation MRR.
         batch_size: pairs scored at once.
         weight: the reranker's share of the head's score (1: its order alone, 0: the fused
             order), or ``"tune"``: chosen on the validation side.
+        depths: the depths that ``top_k: tune`` chooses from (each pair of the validation
+            side is scored once, at the deepest).
 
     Example::
 
@@ -33,12 +36,19 @@ class CrossEncoderStage:
 
     kind = "cross_encoder"
 
-    def __init__(self, *, checkpoint: str, top_k: int, batch_size: int,
-                 weight: float | str) -> None:
+    def __init__(self, *, checkpoint: str, top_k: int | str, batch_size: int,
+                 weight: float | str, depths: list[int]) -> None:
         if not isinstance(checkpoint, str) or not checkpoint:
             raise ValueError(f"checkpoint={checkpoint!r} is not a folder (fix: give the folder "
                              "of an exported cross-encoder)")
-        for key, value in (("top_k", top_k), ("batch_size", batch_size)):
+        depths = list(depths or [])
+        whole = [("batch_size", batch_size), *(("depths", d) for d in depths)]
+        if top_k != "tune":
+            whole.append(("top_k", top_k))
+        elif not depths:
+            raise ValueError("top_k=tune needs depths to choose from (fix: e.g. "
+                             "depths=[5, 10, 20])")
+        for key, value in whole:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key}={value!r} is not a whole number >= 1")
         if weight != "tune" and (isinstance(weight, bool) or not isinstance(weight, int | float)
@@ -47,6 +57,7 @@ class CrossEncoderStage:
                              "1: the reranker's order alone, 0: the fused order, tune: chosen "
                              "on the validation side)")
         self.checkpoint, self.top_k, self.batch_size = checkpoint, top_k, batch_size
+        self.depths = sorted(set(depths)) if top_k == "tune" else [top_k]
         self.weight = weight if weight == "tune" else float(weight)
 
     def pair_scorer(self, model=None):

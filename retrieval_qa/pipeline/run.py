@@ -186,19 +186,27 @@ def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
     return place(fused, head_scores(pool, fused, score_pairs, top_k), weight)
 
 
-def tune_rerank_weight(val: RetrievalPool, val_fused: list[tuple], score_pairs, top_k: int,
-                       grid_step: float, memory_mb: float) -> dict:
-    """The head weight of best MRR on the validation lists, over ``0, step, ..., 1`` (each
-    pair scored once)."""
-    heads = head_scores(val, val_fused, score_pairs, top_k)
-    grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6)
-    mrr = {}
-    for w in grid:
-        ranks, _ = rank_lists(val, place(val_fused, heads, float(w)), doc_level=False,
-                              memory_mb=memory_mb)
-        mrr[float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
-    best = max(mrr, key=lambda w: (mrr[w], -w))  # ties: the least reliance on the reranker
-    return {"weight": best, "val_mrr": mrr[best], "val_mrr_by_weight": mrr,
+def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
+                weight: float | str, grid_step: float, memory_mb: float) -> dict:
+    """The reranking depth (of ``depths``) and head weight (``weight``, or with ``"tune"`` the
+    grid ``0, step, ..., 1``) of best MRR on the validation lists; each pair scored once, at
+    the deepest depth (a head of depth k is the first k of the deepest one: the same pairs in
+    the same fused order). Ties: the shallowest depth, then the least reliance on the
+    reranker."""
+    heads = head_scores(val, val_fused, score_pairs, max(depths))
+    grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
+        else [weight]
+    mrr: dict[int, dict[float, float]] = {}
+    for k in sorted(depths):
+        top = [(h[:k], v[:k]) for h, v in heads]
+        mrr[k] = {}
+        for w in grid:
+            ranks, _ = rank_lists(val, place(val_fused, top, float(w)), doc_level=False,
+                                  memory_mb=memory_mb)
+            mrr[k][float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
+    k, w = max(((k, w) for k in mrr for w in mrr[k]), key=lambda kw: (mrr[kw[0]][kw[1]],
+                                                                      -kw[0], -kw[1]))
+    return {"top_k": k, "weight": w, "val_mrr": mrr[k][w], "val_mrr_by_depth_and_weight": mrr,
             "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
 
 
@@ -242,22 +250,22 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
                                      seconds=first_seconds))
     if cfg.reranker is not None:
         score_pairs = cfg.reranker.pair_scorer(reranker)
-        weight = cfg.reranker.weight
-        if weight == "tune":
+        top_k, weight = cfg.reranker.top_k, cfg.reranker.weight
+        if "tune" in (top_k, weight):
             start = time.perf_counter()
-            tuned = tune_rerank_weight(val, val_fused, score_pairs, cfg.reranker.top_k,
-                                       cfg.tuning.grid_step, memory_mb)
+            tuned = tune_rerank(val, val_fused, score_pairs, cfg.reranker.depths, weight,
+                                cfg.tuning.grid_step, memory_mb)
             fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
-            weight = tuned["weight"]
+            top_k, weight = tuned["top_k"], tuned["weight"]
         start = time.perf_counter()
-        reranked = rerank(pool, fused, score_pairs, cfg.reranker.top_k, weight)
+        reranked = rerank(pool, fused, score_pairs, top_k, weight)
         rr_seconds = time.perf_counter() - start
-        stage = evaluate_lists(f"reranked top-{cfg.reranker.top_k}", pool, reranked,
+        stage = evaluate_lists(f"reranked top-{top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
                                memory_mb=memory_mb,
                                seconds=stages[-1]["seconds"] + rr_seconds)
         stage["rerank_seconds"] = round(rr_seconds, 3)
-        stage["reranker_weight"] = weight
+        stage["reranker_weight"], stage["reranker_top_k"] = weight, top_k
         stages.append(stage)
     return {"pipeline": cfg.name, "config": cfg.source, "dataset": pool.dataset,
             "pool": pool.pool, "questions": len(pool.questions),

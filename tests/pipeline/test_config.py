@@ -111,3 +111,16 @@ def test_a_reranker_weight_is_a_number_in_0_1_or_tune():
     with pytest.raises(UsageError, match=r"reranker\.weight.*takes tune or a number in "
                                          r"\[0, 1\]"):
         parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": 2}}, "p.yaml")
+
+
+
+def test_a_reranker_depth_is_a_whole_number_or_tune_over_its_depths():
+    base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
+    tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "top_k": "tune",
+                                                 "depths": [20, 5]}}, "p.yaml")
+    assert tuned.reranker.depths == [5, 20] and tuned.needs_tuning
+    fixed = parse_pipeline({**base, "reranker": {"checkpoint": "m", "top_k": 7}}, "p.yaml")
+    assert fixed.reranker.depths == [7] and not fixed.needs_tuning
+    with pytest.raises(UsageError, match=r"reranker\.depths"):
+        parse_pipeline({**base, "reranker": {"checkpoint": "m", "top_k": "tune",
+                                             "depths": [0, 5]}}, "p.yaml")

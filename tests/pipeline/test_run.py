@@ -175,7 +175,7 @@ def test_place_mixes_the_head_and_keeps_it_above_the_rest():
 
 
 def test_the_rerank_weight_is_tuned_on_the_validation_lists():
-    from retrieval_qa.pipeline.run import fuse, tune_rerank_weight
+    from retrieval_qa.pipeline.run import fuse, tune_rerank
     from retrieval_qa.pipeline.stages import run_retriever
 
     pool = tiny_pool()
@@ -190,16 +190,49 @@ def test_the_rerank_weight_is_tuned_on_the_validation_lists():
         return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
 
     wrong = [(ids, -scores) for ids, scores in fused]  # a fused order upside down
-    found = tune_rerank_weight(pool, wrong, oracle, 4, 0.25, memory_mb=1)
-    by_weight = found["val_mrr_by_weight"]
+    found = tune_rerank(pool, wrong, oracle, [4], "tune", 0.25, memory_mb=1)
+    by_weight = found["val_mrr_by_depth_and_weight"][4]
     assert set(by_weight) == {0.0, 0.25, 0.5, 0.75, 1.0} and found["val_pairs_scored"] > 0
     assert found["weight"] >= 0.5 and found["val_mrr"] > by_weight[0.0] + 20
 
     def adversary(questions, sentences):  # gold last: the fused order (weight 0) wins
         return [-x for x in oracle(questions, sentences)]
 
-    worst = tune_rerank_weight(pool, fused, adversary, 4, 0.25, memory_mb=1)
-    assert worst["weight"] == 0.0 and worst["val_mrr"] > worst["val_mrr_by_weight"][1.0]
+    worst = tune_rerank(pool, fused, adversary, [4], "tune", 0.25, memory_mb=1)
+    by_weight = worst["val_mrr_by_depth_and_weight"][4]
+    assert worst["weight"] == 0.0 and worst["val_mrr"] > by_weight[1.0]
+
+
+def test_the_rerank_depth_is_tuned_on_the_validation_lists_from_one_scoring():
+    from retrieval_qa.evaluation.metrics import metrics_from_ranks
+    from retrieval_qa.pipeline.run import fuse, rank_lists, rerank, tune_rerank
+
+    pool = tiny_pool()
+    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+    from retrieval_qa.pipeline.stages import run_retriever
+
+    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
+            for spec in cfg.retrievers]
+    wrong = [(ids, -scores) for ids, scores in fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})]
+    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
+                                                               strict=True) for c in g}
+    pairs = []
+
+    def oracle(questions, sentences):  # the gold first; counts the pairs it scores
+        pairs.extend(zip(questions, sentences, strict=True))
+        return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
+
+    found = tune_rerank(pool, wrong, oracle, [1, 2, 4], 1.0, 0.25, memory_mb=1)
+    assert len(pairs) == found["val_pairs_scored"]  # scored once, at the deepest
+    by_depth = {k: v[1.0] for k, v in found["val_mrr_by_depth_and_weight"].items()}
+    assert set(by_depth) == {1, 2, 4} and found["weight"] == 1.0
+    assert found["val_mrr"] == max(by_depth.values())
+    assert found["top_k"] == min(k for k, m in by_depth.items() if m == found["val_mrr"])
+    for k, mrr in by_depth.items():  # each depth's MRR is that of reranking at that depth
+        ranks, _ = rank_lists(pool, rerank(pool, wrong, oracle, k, 1.0), doc_level=False,
+                              memory_mb=1)
+        assert mrr == round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
+    assert by_depth[4] > by_depth[1]  # the upside-down list hides gold below the top 1
 
 
 def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
