@@ -331,3 +331,19 @@ def assert_ranks_fit_scores(record, pool, scores, atol: float) -> None:
     low, high = bounds["rank"]
     fixed = int((low == high).sum())
     assert 2 * fixed >= len(low), f"{len(low) - fixed} of {len(low)} ranks not fixed by the scores"
+
+
+def damage(path: Path, how: str) -> bool:
+    """Damage the file ``path`` in one of the ways every reader of the suite's files must
+    name: ``truncated`` (its first half kept), ``empty``, ``garbage`` (bytes of no format).
+    False, the file untouched, for any other ``how`` (one the caller applies itself)."""
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(bytes(range(256)) * 4)
+    else:
+        return False
+    return True

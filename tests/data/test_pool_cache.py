@@ -10,6 +10,7 @@ import logging
 
 import pyarrow.ipc as ipc
 import pytest
+from helpers import damage
 
 from retrieval_qa.data import load_pool
 from retrieval_qa.data.cache import CACHE_FORMAT
@@ -29,13 +30,9 @@ def _write_table(table, path):
 
 def _damage(path, how):
     data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[:len(data) // 2])
-    elif how == "empty":
-        path.write_bytes(b"")
-    elif how == "garbage":
-        path.write_bytes(bytes(range(256)) * 4)
-    elif how == "older_format" and path.suffix == ".json":  # the meta of the first layout
+    if damage(path, how):
+        return
+    if how == "older_format" and path.suffix == ".json":  # the meta of the first layout
         meta = json.loads(data)
         del meta["format"]
         path.write_text(json.dumps(meta))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import word_tokenizer
+from helpers import damage, word_tokenizer
 
 from retrieval_qa.data.collate import PairCollator, TextCollator, encode_texts
 from retrieval_qa.data.tokenized import TokenizedTexts
@@ -100,13 +100,8 @@ def test_a_damaged_cache_file_is_rebuilt_with_a_warning(tokenizer, cache_dir, ho
 
     first = TokenizedTexts.build(tokenizer, TEXTS, 8, CONTEXTS)
     (path,) = (cache_dir / "tokenized").glob("*.arrow")
-    data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[:len(data) // 2])
-    elif how == "empty":
-        path.write_bytes(b"")
-    elif how == "garbage":
-        path.write_bytes(bytes(range(256)) * 4)
+    if damage(path, how):
+        pass
     elif how == "other_rows":
         _other_rows(path)
     else:  # a table without its ids column (not of this layout)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import TINY_SQUAD
+from helpers import TINY_SQUAD, damage
 
 from retrieval_qa.data.paragraphs import build_paragraph_task
 from retrieval_qa.data.squad import parse_squad
@@ -70,13 +70,9 @@ def _damage(folder, name, how):
 
     path = folder / name
     data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[:len(data) // 2])
-    elif how == "empty":
-        path.write_bytes(b"")
-    elif how == "garbage":
-        path.write_bytes(bytes(range(256)) * 4)
-    elif how == "older_format":  # the meta of the first layout: no tensor shapes
+    if damage(path, how):
+        return path
+    if how == "older_format":  # the meta of the first layout: no tensor shapes
         meta = json.loads(data)
         del meta["shapes"]
         path.write_text(json.dumps(meta))

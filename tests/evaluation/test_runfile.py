@@ -10,6 +10,7 @@ import json
 import shutil
 
 import pytest
+from helpers import damage
 
 from retrieval_qa.cli import main
 from retrieval_qa.evaluation.per_question import beside_run_file
@@ -98,15 +99,8 @@ def test_rqa_compare_refuses_a_damaged_per_question_record(written, tmp_path, ca
     import gzip
 
     record = beside_run_file(_copy(written, tmp_path))
-    data = record.read_bytes()
-    if how == "truncated":
-        record.write_bytes(data[:len(data) // 2])
-    elif how == "empty":
-        record.write_bytes(b"")
-    elif how == "garbage":
-        record.write_bytes(bytes(range(256)) * 4)
-    else:
-        lines = gzip.decompress(data).decode().splitlines(keepends=True)
+    if not damage(record, how):  # an older format
+        lines = gzip.decompress(record.read_bytes()).decode().splitlines(keepends=True)
         header = json.loads(lines[0])
         header["format"] = "rqa-per-question/0"
         record.write_bytes(gzip.compress("".join([json.dumps(header) + "\n", *lines[1:]])

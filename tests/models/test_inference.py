@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import word_tokenizer
+from helpers import damage, word_tokenizer
 
 from retrieval_qa.data.types import Candidate
 from retrieval_qa.models.inference import DualEncoderInference
@@ -36,14 +36,9 @@ def _model(work_dir=None):
 
 
 def _damage(path, how):
-    data = path.read_bytes()
-    if how == "truncated":
-        path.write_bytes(data[:len(data) // 2])
-    elif how == "empty":
-        path.write_bytes(b"")
-    elif how == "garbage":
-        path.write_bytes(bytes(range(256)) * 4)
-    elif how == "other_rows":  # a shard of fewer texts under this name
+    if damage(path, how):
+        return
+    if how == "other_rows":  # a shard of fewer texts under this name
         saved = torch.load(path, weights_only=True)
         torch.save({**saved, "embeddings": saved["embeddings"][:1]}, path)
     elif how == "no_digest":  # not of the shard layout
