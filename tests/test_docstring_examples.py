@@ -21,6 +21,16 @@ MODULES = [
     "retrieval_qa.losses.reconstruction",
     "retrieval_qa.losses.distillation",
     "retrieval_qa.losses.in_batch_softmax",
+    "retrieval_qa.encoders.builders",
+    "retrieval_qa.encoders.poolers",
+    "retrieval_qa.encoders.dual_towers",
+    "retrieval_qa.encoders.tower",
+    "retrieval_qa.encoders.projection",
+    "retrieval_qa.encoders.token_embedder",
+    "retrieval_qa.encoders.token_encoder",
+    "retrieval_qa.encoders.recurrent_encoder",
+    "retrieval_qa.encoders.transformer_encoder",
+    "retrieval_qa.encoders.pretrained_encoder",
 ]
 
 
