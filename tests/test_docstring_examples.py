@@ -31,6 +31,14 @@ MODULES = [
     "retrieval_qa.encoders.recurrent_encoder",
     "retrieval_qa.encoders.transformer_encoder",
     "retrieval_qa.encoders.pretrained_encoder",
+    "retrieval_qa.models.dual_encoder",
+    "retrieval_qa.models.endx",
+    "retrieval_qa.models.vae",
+    "retrieval_qa.models.distill",
+    "retrieval_qa.models.residual",
+    "retrieval_qa.models.inference",
+    "retrieval_qa.models.artifact",
+    "retrieval_qa.training.compose",
 ]
 
 
