@@ -39,6 +39,20 @@ MODULES = [
     "retrieval_qa.models.inference",
     "retrieval_qa.models.artifact",
     "retrieval_qa.training.compose",
+    "retrieval_qa.evaluation.evaluator",
+    "retrieval_qa.evaluation.metrics",
+    "retrieval_qa.evaluation.ranking",
+    "retrieval_qa.evaluation.search",
+    "retrieval_qa.evaluation.rank_metrics",
+    "retrieval_qa.evaluation.runfile",
+    "retrieval_qa.evaluation.per_question",
+    "retrieval_qa.pipeline.retrievers",
+    "retrieval_qa.pipeline.rerankers",
+    "retrieval_qa.pipeline.composition",
+    "retrieval_qa.pipeline.run",
+    "retrieval_qa.data.loading",
+    "retrieval_qa.data.sources",
+    "retrieval_qa.data.types",
 ]
 
 

@@ -24,11 +24,14 @@ class CrossEncoderStage:
         weight: the reranker's share of the head's score (1: its order alone, 0: the fused
             order), or ``"tune"``: chosen on the validation side.
 
-    Example::
+    Example:
 
-        stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
-                                  batch_size=64, weight=1.0)
-        scores = stage.pair_scorer()(["who wrote it?"], ["She wrote it in 1850."])
+        >>> stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
+        ...                           batch_size=64, weight="tune")
+        >>> stage.weight
+        'tune'
+        >>> scores = stage.pair_scorer()(["who wrote it?"],  # doctest: +SKIP
+        ...                              ["She wrote it in 1850."])
     """
 
     kind = "cross_encoder"
