@@ -53,6 +53,9 @@ MODULES = [
     "retrieval_qa.data.loading",
     "retrieval_qa.data.sources",
     "retrieval_qa.data.types",
+    "retrieval_qa.distill.teacher",
+    "retrieval_qa.distill.datamodule",
+    "retrieval_qa.export.sentence_transformers",
 ]
 
 

@@ -144,7 +144,10 @@ def _save_quietly(built: RetrievalPool, notes: dict, folder: Path) -> None:
 def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None = None,
               configured_dir: str | Path | None = None, cache_dir: str | Path | None = None,
               strict: bool = True, use_cache: bool = True) -> tuple[RetrievalPool, dict]:
-    """Build (or read from cache) the pool; returns (pool, notes on the build).
+    """Build (or read from cache) the pool; returns (pool, notes on the build). Without a
+    local file, ``multireqa_squad``'s train pool is rebuilt from its boundaries over the
+    SQuAD train file, and ``reqa_squad`` is asked of the Hugging Face hub (not in offline mode); other datasets
+    are an error naming the missing file.
 
     Args:
         dataset: one of :data:`~retrieval_qa.data.DATASETS` (``reqa_squad``,
