@@ -133,12 +133,9 @@ def build_token_embedder(encoder: Any, weight: torch.Tensor | None = None) -> To
 
     Example:
 
-        >>> from retrieval_qa.training.compose import compose_group
-        >>> towers = compose_group("model", "dual_encoder", {"towers": {
-        ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
-        ...                 "hidden_size": 8},
-        ...     "pooler": {"type": "mean"}}}).towers
-        >>> build_token_embedder(towers.encoder).embedding
+        >>> encoder = {"vocab_size": 50, "embedding_dim": 8, "padding_idx": 0,
+        ...            "freeze_embeddings": False}
+        >>> build_token_embedder(encoder).embedding
         Embedding(50, 8, padding_idx=0)
     """
     enc = plain(encoder)
