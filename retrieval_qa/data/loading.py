@@ -144,7 +144,34 @@ def _save_quietly(built: RetrievalPool, notes: dict, folder: Path) -> None:
 def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None = None,
               configured_dir: str | Path | None = None, cache_dir: str | Path | None = None,
               strict: bool = True, use_cache: bool = True) -> tuple[RetrievalPool, dict]:
-    """Build (or read from cache) the pool; returns (pool, notes on the build)."""
+    """Build (or read from cache) the pool; returns (pool, notes on the build). Without a
+    local file, ``multireqa_squad``'s train pool is rebuilt from its boundaries over the
+    SQuAD train file, and ``reqa_squad`` is asked of the Hugging Face hub (not in offline mode); other datasets
+    are an error naming the missing file.
+
+    Args:
+        dataset: one of :data:`~retrieval_qa.data.DATASETS` (``reqa_squad``,
+            ``multireqa_<name>``).
+        pool: ``dev``/``train`` (ReQA) or ``test``/``train`` (MultiReQA); None: the
+            dataset's evaluation pool (:func:`~retrieval_qa.data.default_pool`).
+        data_dir: the data folder (``--data-dir``); None: $RQA_DATA_DIR, then
+            ``configured_dir``, then ``../shared/data`` beside the repository.
+        configured_dir: the config's ``data_dir``; None: none.
+        cache_dir: the pool cache's folder; None: $RQA_CACHE_DIR or
+            ``~/.cache/retrieval_qa``.
+        strict: a malformed record is an error; False: it is skipped and counted in the
+            notes' ``skipped_records``.
+        use_cache: read and write the pool cache (keyed by the source files' content).
+
+    Returns:
+        ``(RetrievalPool, notes)``; the notes say how it was built (counts, skipped records,
+        the cache folder).
+
+    Example:
+
+        >>> pool, notes = load_pool("reqa_squad")  # SQuAD dev  # doctest: +SKIP
+        >>> len(pool.questions), len(pool.candidates)  # doctest: +SKIP
+    """
     pool = pool or default_pool(dataset)
     dirs = resolve_data_dir(data_dir, configured_dir)
     try:

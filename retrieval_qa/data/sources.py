@@ -39,6 +39,16 @@ DATASETS = ("reqa_squad", *(f"multireqa_{k}" for k in MULTIREQA))
 
 
 def default_pool(dataset: str) -> str:
+    """The pool a dataset is evaluated on: ``dev`` for ReQA, ``test`` for MultiReQA.
+
+    Args:
+        dataset: one of :data:`DATASETS`.
+
+    Example:
+
+        >>> default_pool("reqa_squad"), default_pool("multireqa_bioasq")
+        ('dev', 'test')
+    """
     return "dev" if dataset.startswith("reqa_") else "test"
 
 

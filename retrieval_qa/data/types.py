@@ -15,6 +15,17 @@ class Candidate:
 
     ``id`` is unique within a pool; ``doc_id`` names the paragraph (context) it came from, used
     by document-level metrics; ``context`` is the paragraph text (for sentence+context models).
+
+    Args:
+        id: the candidate's id, unique within its pool.
+        text: the sentence.
+        context: its paragraph's text.
+        doc_id: its paragraph's id.
+
+    Example:
+
+        >>> Candidate("c0", "Paris is in France.", "Paris is in France. It is big.", "p0").doc_id
+        'p0'
     """
 
     id: str
@@ -25,7 +36,20 @@ class Candidate:
 
 @dataclass(frozen=True)
 class QAPair:
-    """One (question, gold answer sentence) training or evaluation input."""
+    """One (question, gold answer sentence) training or evaluation input.
+
+    Args:
+        question: the question text.
+        answer: the gold answer sentence.
+        context: the sentence's paragraph.
+        question_id: the question's id (the MRQA qid in MultiReQA).
+        answer_id: the answer candidate's id.
+
+    Example:
+
+        >>> QAPair("Where is Paris?", "Paris is in France.", "", "q0", "c0").answer_id
+        'c0'
+    """
 
     question: str
     answer: str
@@ -45,6 +69,25 @@ class RetrievalPool:
     into ``candidates`` that count as correct for unit ``i``; ``pairs`` are the QA inputs
     (one per question and distinct answer sentence), which are also the training pairs when
     the pool is a training file.
+
+    Args:
+        dataset: the dataset's name (e.g. ``reqa_squad``).
+        pool: the pool's name (``dev``, ``test``, ``train``).
+        candidates: the retrievable sentences.
+        questions: the evaluation units' texts.
+        gold: ``gold[i]``, the indices into ``candidates`` correct for unit ``i``.
+        pairs: the QA inputs; default: none.
+        source: the files it was built from.
+        question_unit: ``"question_text"`` or ``"mrqa_qid"``.
+        question_ids: each unit's qid (required with ``"mrqa_qid"``).
+
+    Example:
+
+        >>> pool = RetrievalPool("toy", "dev", [Candidate("c0", "Paris is in France.", "",
+        ...                                               "p0")],
+        ...                      questions=["Where is Paris?"], gold=[[0]])
+        >>> pool.question_keys
+        ['Where is Paris?']
     """
 
     dataset: str

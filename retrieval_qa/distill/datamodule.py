@@ -66,7 +66,27 @@ class ListCollator:
 
 class DistillDataModule(ReQADataModule):
     """``ReQADataModule`` arguments plus ``teacher`` (the ``data.teacher`` block of
-    ``conf/data/distill.yaml``); see the module docstring."""
+    ``conf/data/distill.yaml``); see the module docstring.
+
+    Args:
+        tokenizer: the student's tokenizer.
+        teacher: the ``data.teacher`` block; its ``output`` folder must hold the finished
+            teacher scores of these settings (:func:`~retrieval_qa.distill.teacher.
+            score_teacher`).
+        kwargs: the :class:`~retrieval_qa.data.datamodule.ReQADataModule` arguments (the
+            other keys of conf/data/distill.yaml); ``max_train_pairs``, ``extra_pairs``,
+            ``features`` and ``answer_with_context`` must be unset.
+
+    Training batches add ``list_mask`` ``[B, list_size]``, ``teacher`` ``[B, list_size]``
+    (the teacher's scores) and ``negatives`` (the lists' tokenised negatives).
+
+    Example:
+
+        >>> from retrieval_qa.registry import instantiate
+        >>> from retrieval_qa.training.compose import compose
+        >>> cfg = compose(["experiment=distill", "profile=cpu"])  # doctest: +SKIP
+        >>> data = instantiate(cfg.data, "data", tokenizer=tokenizer)  # doctest: +SKIP
+    """
 
     def __init__(self, tokenizer, *, teacher: dict, **kwargs) -> None:
         super().__init__(tokenizer, **kwargs)

@@ -114,7 +114,31 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
     """Fill ``teacher["output"]`` (see the module docstring) and return its summary.
     ``teacher``: the ``data.teacher`` block; ``data``: the data block; ``evaluation``: the
     ``eval`` block (the first stage's ranking); ``rebuild``: start the folder over;
-    ``reranker``: the teacher model, already loaded (default: loaded from its folder)."""
+    ``reranker``: the teacher model, already loaded (default: loaded from its folder).
+
+    Args:
+        teacher: the ``data.teacher`` block of conf/data/distill.yaml (``pipeline``,
+            ``reranker``, ``questions``, ``seed``, ``list_size``, ``shard_questions``,
+            ``batch_size``, ``device``, ``output``).
+        data: the composed ``data`` block (the training file and its split).
+        evaluation: the ``eval`` block.
+        rebuild: remove what an earlier call wrote into the folder first.
+        progress: show progress bars.
+        reranker: the teacher, an object with the reranker's pair scoring; None: the
+            cross-encoder export of the teacher's folder, loaded when a shard needs it.
+
+    Returns:
+        The summary written to the folder's ``teacher.json`` (counts, first-stage metrics,
+        times).
+
+    Example:
+
+        >>> from retrieval_qa.registry import config_values
+        >>> from retrieval_qa.training.compose import compose
+        >>> cfg = compose(["experiment=distill", "profile=cpu"])  # doctest: +SKIP
+        >>> summary = score_teacher(config_values(cfg.data.teacher),  # doctest: +SKIP
+        ...                         config_values(cfg.data), config_values(cfg.eval))
+    """
     from tqdm.auto import tqdm
 
     key = cache_key(teacher, data)

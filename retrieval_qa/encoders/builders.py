@@ -95,7 +95,20 @@ ADDED_SINCE_FIRST_EXPORTS = {"chunk_rows": None, "input_types": False}
 
 def exported_towers(towers: Any) -> dict[str, Any]:
     """The towers block of an exported model (its model.json), as the builders take it: one
-    written before a setting existed gets :data:`ADDED_SINCE_FIRST_EXPORTS`'s value."""
+    written before a setting existed gets :data:`ADDED_SINCE_FIRST_EXPORTS`'s value.
+
+    Args:
+        towers: the ``towers`` mapping of an export's model.json (a dict or a DictConfig).
+
+    Returns:
+        A plain dict; its ``encoder`` block has every key of
+        :data:`ADDED_SINCE_FIRST_EXPORTS` (the values given win).
+
+    Example:
+
+        >>> exported_towers({"encoder": {"type": "gru"}, "sharing": "sde"})["encoder"]
+        {'chunk_rows': None, 'input_types': False, 'type': 'gru'}
+    """
     given = plain(towers)
     if isinstance(given.get("encoder"), dict):
         given["encoder"] = {**ADDED_SINCE_FIRST_EXPORTS, **given["encoder"]}
@@ -110,7 +123,21 @@ def _resolve(enc: dict[str, Any]) -> ResolvedCheckpoint:
 def build_token_embedder(encoder: Any, weight: torch.Tensor | None = None) -> TokenEmbedder:
     """A :class:`TokenEmbedder` per the ``encoder`` block: random when ``vocab_size`` and
     ``embedding_dim`` are set, else ``weight`` when given (a ``[V, E]`` matrix, copied), else
-    the word embeddings of ``encoder.pretrained``."""
+    the word embeddings of ``encoder.pretrained``.
+
+    Args:
+        encoder: the ``towers.encoder`` block; reads ``vocab_size``, ``embedding_dim``,
+            ``padding_idx``, ``freeze_embeddings`` (and ``pretrained``, ``fallback`` when
+            the table comes from a checkpoint).
+        weight: a ``[V, E]`` matrix to copy; None: random or the checkpoint's.
+
+    Example:
+
+        >>> encoder = {"vocab_size": 50, "embedding_dim": 8, "padding_idx": 0,
+        ...            "freeze_embeddings": False}
+        >>> build_token_embedder(encoder).embedding
+        Embedding(50, 8, padding_idx=0)
+    """
     enc = plain(encoder)
     require_keys(enc, ("vocab_size", "embedding_dim", "padding_idx", "freeze_embeddings"), _ENCODER)
     freeze = bool(enc["freeze_embeddings"])
@@ -158,9 +185,23 @@ def build_token_encoder(
 ) -> TokenEncoder:
     """A token encoder per the ``encoder`` block.
 
-    token_embedder: reuse this table (encoders over a token embedder) instead of building one.
-    model: use this already loaded Hugging Face model (encoders over a model, ``pretrained``)
-        instead of loading ``encoder.pretrained``.
+    Args:
+        encoder: the ``towers.encoder`` block (its ``_target_`` names the class).
+        token_embedder: reuse this table (encoders over a token embedder) instead of building
+            one; None: build it (:func:`build_token_embedder`).
+        model: use this already loaded Hugging Face model (encoders over a model,
+            ``pretrained``) instead of loading ``encoder.pretrained``; None: load it.
+
+    Example:
+
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> towers = compose_group("model", "dual_encoder", {"towers": {
+        ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
+        ...                 "hidden_size": 8},
+        ...     "pooler": {"type": "mean"}}}).towers
+        >>> encoder = build_token_encoder(towers.encoder)
+        >>> type(encoder).__name__, encoder.hidden_size
+        ('RecurrentTokenEncoder', 8)
     """
     enc = plain(encoder)
     if _over_model(enc):
@@ -174,14 +215,39 @@ def build_token_encoder(
 
 
 def build_pooler(pooler: Any, hidden_size: int) -> Pooler:
-    """A pooler per the ``pooler`` block, over states of width ``hidden_size``."""
+    """A pooler per the ``pooler`` block, over states of width ``hidden_size``.
+
+    Args:
+        pooler: the ``towers.pooler`` block (its ``_target_`` and the class's arguments).
+        hidden_size: H, the width of the token states it pools.
+
+    Example:
+
+        >>> pooler = build_pooler({"_target_": "retrieval_qa.encoders.poolers.MeanPooler"}, 8)
+        >>> pooler.output_dim
+        8
+    """
     return instantiate(plain(pooler), _POOLER, "pooler", hidden_size=hidden_size)
 
 
 def build_projection(projection: Any, in_dim: int, required: bool = False
                      ) -> Projection | None:
     """A :class:`Projection` to ``projection.dim``; None when dim is null, unless
-    ``required`` (then a square ``in_dim -> in_dim`` projection)."""
+    ``required`` (then a square ``in_dim -> in_dim`` projection).
+
+    Args:
+        projection: the ``towers.projection`` block (``dim``, ``normalize``, ``bias``).
+        in_dim: the width of the pooled vectors it maps.
+        required: give a projection even when ``dim`` is null (ADE-SPL shares one).
+
+    Example:
+
+        >>> block = {"dim": None, "normalize": False, "bias": False}
+        >>> build_projection(block, 8) is None
+        True
+        >>> build_projection(block, 8, required=True).output_dim
+        8
+    """
     proj = plain(projection)
     require_keys(proj, PROJECTION_KEYS, _PROJECTION)
     dim = proj["dim"]
@@ -207,7 +273,25 @@ def _sections(towers: Any) -> dict[str, Any]:
 
 def build_tower(towers: Any, *, token_encoder: TokenEncoder | None = None,
                 projection_required: bool = False) -> Tower:
-    """One :class:`Tower` from a towers block (``encoder``, ``pooler``, ``projection``)."""
+    """One :class:`Tower` from a towers block (``encoder``, ``pooler``, ``projection``).
+
+    Args:
+        towers: a towers block (all four sections given; ``sharing`` is checked, not used).
+        token_encoder: use this token encoder; None: build one from ``towers.encoder``.
+        projection_required: add a square projection when ``projection.dim`` is null.
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> towers = compose_group("model", "dual_encoder", {"towers": {
+        ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
+        ...                 "hidden_size": 8},
+        ...     "pooler": {"type": "mean"}}}).towers
+        >>> tower = build_tower(towers)
+        >>> tower(torch.randint(1, 50, (2, 5)), torch.ones(2, 5)).shape
+        torch.Size([2, 8])
+    """
     full = _sections(towers)
     enc = full["encoder"]
     encoder = token_encoder if token_encoder is not None else build_token_encoder(enc)
@@ -228,6 +312,25 @@ def build_dual_towers(towers: Any) -> DualTowers:
     give each tower its own copy, so both start from the same pretrained weights, as in the
     SDE/ADE paper; randomly initialised parts (pooler, projection, recurrent or transformer
     layers) are drawn independently per tower.
+
+    Args:
+        towers: a towers block (``model.towers`` of a composed config, or an export's
+            ``towers`` through :func:`exported_towers`).
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> towers = compose_group("model", "dual_encoder", {"towers": {
+        ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
+        ...                 "hidden_size": 8},
+        ...     "pooler": {"type": "mean"}}}).towers
+        >>> dual = build_dual_towers(towers)
+        >>> dual.sharing, dual.output_dim
+        ('sde', 8)
+        >>> ids, mask = torch.randint(1, 50, (3, 6)), torch.ones(3, 6)
+        >>> dual.encode_question(ids, mask).shape
+        torch.Size([3, 8])
     """
     full = _sections(towers)
     sharing = full["sharing"]

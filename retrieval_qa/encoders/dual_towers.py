@@ -41,8 +41,13 @@ def count_trainable(module: nn.Module) -> int:
 class DualTowers(nn.Module):
     """Two towers that map questions and answers to vectors of the same size.
 
-    question_tower, answer_tower: :class:`Tower` objects. sharing (see ``SHARING_MODES``) is
-    applied here, so the object always holds what its name says:
+    Args:
+        question_tower: the question side's :class:`Tower`.
+        answer_tower: the answer side's :class:`Tower`; None (or the question tower) with
+            ``sde``.
+        sharing: one of ``SHARING_MODES``.
+
+    The sharing is applied here, so the object always holds what its name says:
 
     - ``sde``: the answer tower must be None or the question tower itself; one object serves
       both sides. With input-type embeddings (``Tower.input_types``) the answer tower is the
@@ -58,6 +63,25 @@ class DualTowers(nn.Module):
     ``forward(q_batch, a_batch) -> (q_emb[B, D], a_emb[B', D])``, each batch a mapping with
     ``input_ids[B, L]``, ``attention_mask[B, L]`` and optionally ``token_type_ids[B, L]``;
     ``encode_pair`` returns the poolers' penalty with them (:class:`PairEncoding`).
+
+    Example:
+
+        >>> import copy
+        >>> import torch
+        >>> from retrieval_qa.encoders import MeanPooler, RecurrentTokenEncoder, TokenEmbedder
+        >>> from retrieval_qa.encoders import Tower
+        >>> encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
+        ...                                 hidden_size=8, num_layers=1, bidirectional=True,
+        ...                                 dropout=0.0)
+        >>> question = Tower(encoder, MeanPooler(8), normalize=False, chunk_rows=None)
+        >>> dual = DualTowers(question, copy.deepcopy(question), sharing="ade_ste")
+        >>> dual.answer_tower.token_embedder is dual.question_tower.token_embedder
+        True
+        >>> batch = {"input_ids": torch.randint(1, 100, (2, 5)),
+        ...          "attention_mask": torch.ones(2, 5)}
+        >>> q, a = dual(batch, batch)
+        >>> q.shape, a.shape
+        (torch.Size([2, 8]), torch.Size([2, 8]))
     """
 
     def __init__(self, question_tower: Tower, answer_tower: Tower | None = None, *,

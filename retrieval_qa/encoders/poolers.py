@@ -15,7 +15,18 @@ COMBINE_MODES = ("concat", "mean")
 
 class Pooler(nn.Module):
     """``forward(states[B, L, H], attention_mask[B, L]) -> pooled[B, output_dim]``;
-    ``pool(...)`` gives ``(pooled, penalty)``."""
+    ``pool(...)`` gives ``(pooled, penalty)``.
+
+    The base class of the poolers; a subclass takes ``hidden_size`` (H) and sets
+    ``output_dim``. ``attention_mask`` is 1 for tokens, 0 for padding.
+
+    Example:
+
+        >>> import torch
+        >>> pooled, penalty = MeanPooler(4).pool(torch.ones(2, 3, 4), torch.ones(2, 3))
+        >>> pooled.shape, float(penalty)
+        (torch.Size([2, 4]), 0.0)
+    """
 
     output_dim: int
 
@@ -26,7 +37,18 @@ class Pooler(nn.Module):
 
 
 class MeanPooler(Pooler):
-    """Mean of the states of real tokens (mask 1); D = H."""
+    """Mean of the states of real tokens (mask 1); D = H.
+
+    Args:
+        hidden_size: H, the width of the token states.
+
+    Example:
+
+        >>> import torch
+        >>> states = torch.tensor([[[1.0], [3.0], [100.0]]])  # [1, 3, 1], the last is padding
+        >>> MeanPooler(1)(states, torch.tensor([[1, 1, 0]]))
+        tensor([[2.]])
+    """
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__()
@@ -38,7 +60,18 @@ class MeanPooler(Pooler):
 
 
 class ClsPooler(Pooler):
-    """The state of the first token (BERT's [CLS]); D = H."""
+    """The state of the first token (BERT's [CLS]); D = H.
+
+    Args:
+        hidden_size: H, the width of the token states.
+
+    Example:
+
+        >>> import torch
+        >>> states = torch.tensor([[[1.0], [3.0]]])
+        >>> ClsPooler(1)(states, torch.ones(1, 2))
+        tensor([[1.]])
+    """
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__()
@@ -49,7 +82,19 @@ class ClsPooler(Pooler):
 
 
 def attention_penalty(attention: torch.Tensor) -> torch.Tensor:
-    """``mean_b ||A_b A_b^T - I||_F^2`` for attention ``A[B, r, L]`` (Lin et al. 2017, eq. 8)."""
+    """``mean_b ||A_b A_b^T - I||_F^2`` for attention ``A[B, r, L]`` (Lin et al. 2017, eq. 8).
+
+    Args:
+        attention: ``[B, r, L]``, each hop's distribution over the L positions.
+
+    Example:
+
+        >>> import torch
+        >>> attention_penalty(torch.eye(2).unsqueeze(0))  # two hops on two distinct tokens
+        tensor(0.)
+        >>> attention_penalty(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]]))  # both on one token
+        tensor(2.)
+    """
     gram = attention @ attention.transpose(1, 2)
     eye = torch.eye(attention.shape[1], device=attention.device, dtype=attention.dtype)
     return ((gram - eye) ** 2).sum(dim=(1, 2)).mean()
@@ -62,11 +107,14 @@ class MultiHopSelfAttentionPooler(Pooler):
     biases), softmax over the L positions of each of the r hops, padded positions masked out
     (they get weight 0, so padding never changes the result). ``M = A H`` is ``[B, r, H]``.
 
-    hidden_size: H. hops: r (4). attention_dim: d_a (350, Lin et al.'s value).
-    combine: ``"concat"`` (default) flattens M to ``[B, r * H]`` as Lin et al. do, keeping
-        what each hop found; ``"mean"`` averages the hops to ``[B, H]``, keeping the
-        embedding at the encoder's width (smaller index, and the same width as a mean or
-        CLS pooler).
+    Args:
+        hidden_size: H, the width of the token states.
+        hops: r (conf/: 4).
+        attention_dim: d_a (conf/: 350, Lin et al.'s value).
+        combine: ``"concat"`` (conf/'s) flattens M to ``[B, r * H]`` as Lin et al. do,
+            keeping what each hop found; ``"mean"`` averages the hops to ``[B, H]``, keeping
+            the embedding at the encoder's width (smaller index, and the same width as a
+            mean or CLS pooler).
 
     Penalty: ``pool()`` returns ``P = mean_b ||A A^T - I||_F^2`` (with its graph) beside the
     pooled batch; ``attention()`` gives ``A`` for inspection. P pushes the hops to attend to
@@ -74,6 +122,18 @@ class MultiHopSelfAttentionPooler(Pooler):
     with a coefficient: ``loss = retrieval_loss + penalty_coef * P_q + penalty_coef * P_a``
     (``DualTowers.encode_pair`` sums the two; Lin et al. add ``coef * P`` to the task loss;
     the coefficient is a hyper-parameter, 0 disables it).
+
+    Example:
+
+        >>> import torch
+        >>> pooler = MultiHopSelfAttentionPooler(8, hops=2, attention_dim=4, combine="concat")
+        >>> states, mask = torch.randn(3, 5, 8), torch.tensor([[1] * 5, [1] * 3 + [0] * 2,
+        ...                                                     [1] * 1 + [0] * 4])
+        >>> pooled, penalty = pooler.pool(states, mask)
+        >>> pooled.shape, penalty.shape
+        (torch.Size([3, 16]), torch.Size([]))
+        >>> bool((pooler.attention(states, mask)[1, :, 3:] == 0).all())  # padding: weight 0
+        True
     """
 
     def __init__(self, hidden_size: int, *, hops: int, attention_dim: int, combine: str) -> None:

@@ -16,9 +16,13 @@ class PretrainedTokenEncoder(TokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None)
     -> last_hidden_state[B, L, H]``.
 
-    model: any ``transformers`` model whose output has ``last_hidden_state`` (for T5, the
-    ``T5EncoderModel`` that :func:`~retrieval_qa.pretrained.load_model` gives).
-    gradient_checkpointing: recompute activations in the backward pass (saves memory).
+    Args:
+        model: any ``transformers`` model whose output has ``last_hidden_state`` (for T5, the
+            ``T5EncoderModel`` that :func:`~retrieval_qa.pretrained.load_model` gives).
+        gradient_checkpointing: recompute activations in the backward pass (saves memory).
+        checkpoint: the :class:`ResolvedCheckpoint` the model was loaded from (None: not
+            recorded; ``from_pretrained`` sets it).
+
     ``token_type_ids`` are passed only when given and when the model takes them (T5 has no
     segment embeddings: they are left out). The token embedder is the model's ``embeddings``
     module (for BERT: word, position and token-type tables plus their LayerNorm), or its input
@@ -28,10 +32,17 @@ class PretrainedTokenEncoder(TokenEncoder):
     ``input_offset``, when given, is added to every token's word embedding before the
     model's own embedding layer adds positions and token types.
 
-    Example::
+    Example:
 
-        encoder = PretrainedTokenEncoder.from_pretrained("minilm", gradient_checkpointing=False)
-        states = encoder(input_ids, attention_mask)
+        >>> import torch
+        >>> from transformers import BertConfig, BertModel
+        >>> bert = BertModel(BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+        ...                             num_attention_heads=2, intermediate_size=32))
+        >>> encoder = PretrainedTokenEncoder(bert, gradient_checkpointing=False)
+        >>> encoder(torch.randint(1, 100, (2, 7)), torch.ones(2, 7)).shape
+        torch.Size([2, 7, 16])
+        >>> minilm = PretrainedTokenEncoder.from_pretrained(  # doctest: +SKIP
+        ...     "minilm", gradient_checkpointing=False)
     """
 
     def __init__(

@@ -14,6 +14,17 @@ class Projection(nn.Module):
     Initialised as in the SDE/ADE paper ("variance scaling initialization with scale 1.0":
     truncated normal, std sqrt(1 / in_dim)); ``bias``: conf/ has none, like the T5
     projection of Sentence-T5 that the paper follows.
+
+    Args:
+        in_dim: the width of the pooled vectors.
+        output_dim: the width of the projected ones.
+        bias: add a bias (initialised to 0).
+
+    Example:
+
+        >>> import torch
+        >>> Projection(16, 8, bias=False)(torch.randn(3, 16)).shape
+        torch.Size([3, 8])
     """
 
     def __init__(self, in_dim: int, output_dim: int, *, bias: bool) -> None:

@@ -15,28 +15,35 @@ RECURRENT_KINDS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 class RecurrentTokenEncoder(EmbedderTokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids=None) -> states[B, L, H]``.
 
-    embedder: the :class:`TokenEmbedder` (E-dimensional vectors).
-    kind: ``"rnn"`` (tanh), ``"gru"`` or ``"lstm"``.
-    hidden_size: H, the size of each output state. When ``bidirectional`` the forward and
-        backward directions have H // 2 units each and are concatenated, so H stays the
-        same whichever the direction (H must then be even).
-    num_layers: ENDX section 4.4 uses 2 ("2 layers over 768-d BERT token embeddings").
-    bidirectional: the papers do not say; the multi-hop self-attention aggregator they use
-        comes from Lin et al. (2017), which runs it over a BiLSTM, and every state then sees
-        the whole sentence, as BERT's do. Keeping H fixed (768 in conf/) keeps these encoders
-        interchangeable with BERT-sized ones and H divisible by ENDX's 12 cross-attention
-        heads.
-    dropout: applied to the embeddings and between recurrent layers.
+    Args:
+        embedder: the :class:`TokenEmbedder` (E-dimensional vectors).
+        kind: ``"rnn"`` (tanh), ``"gru"`` or ``"lstm"``.
+        hidden_size: H, the size of each output state. When ``bidirectional`` the forward
+            and backward directions have H // 2 units each and are concatenated, so H stays
+            the same whichever the direction (H must then be even).
+        num_layers: ENDX section 4.4 uses 2 ("2 layers over 768-d BERT token embeddings").
+        bidirectional: the papers do not say; the multi-hop self-attention aggregator they
+            use comes from Lin et al. (2017), which runs it over a BiLSTM, and every state
+            then sees the whole sentence, as BERT's do. Keeping H fixed (768 in conf/) keeps
+            these encoders interchangeable with BERT-sized ones and H divisible by ENDX's 12
+            cross-attention heads.
+        dropout: applied to the embeddings and between recurrent layers.
 
     The settings are the keys of ``model.towers.encoder`` (conf/model/dual_encoder.yaml);
     ``type: gru | lstm | rnn`` names this class with ``kind``.
 
-    Example::
+    Example:
 
-        encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
-                                        hidden_size=32, num_layers=2, bidirectional=True,
-                                        dropout=0.1)
-        states = encoder(input_ids, attention_mask)
+        >>> import torch
+        >>> from retrieval_qa.encoders import TokenEmbedder
+        >>> encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
+        ...                                 hidden_size=32, num_layers=2, bidirectional=True,
+        ...                                 dropout=0.1)
+        >>> ids = torch.randint(1, 100, (2, 7))
+        >>> mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+        >>> states = encoder(ids, mask)
+        >>> states.shape, bool((states[1, 4:] == 0).all())  # padded positions are 0
+        (torch.Size([2, 7, 32]), True)
 
     Sequences are packed by length (``attention_mask.sum(1)``), so padding never enters the
     recurrence: a state does not change when more padding is appended, and the backward

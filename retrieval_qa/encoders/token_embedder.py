@@ -17,6 +17,23 @@ class TokenEmbedder(nn.Module):
     Holds one ``nn.Embedding`` (``self.embedding``); sharing a TokenEmbedder between towers
     shares that very object (ADE-STE). ``freeze()`` stops its gradient (ADE-FTE).
     ``source`` says where the weights came from (a checkpoint label or "random").
+
+    Args:
+        vocab_size: V, the number of rows.
+        embedding_dim: E, the width of a row.
+        padding_idx: the row of the padding id (kept at 0, no gradient); None: none.
+        freeze: stop the table's gradient from the start.
+        weight: a ``[V, E]`` matrix to copy into the table; None: random (N(0, 1)).
+        source: where the weights came from, for reports.
+
+    Example:
+
+        >>> import torch
+        >>> embedder = TokenEmbedder(100, 16, padding_idx=0)
+        >>> embedder(torch.tensor([[5, 0]])).shape
+        torch.Size([1, 2, 16])
+        >>> TokenEmbedder.from_matrix(torch.zeros(10, 4), padding_idx=None, freeze=True).frozen
+        True
     """
 
     def __init__(

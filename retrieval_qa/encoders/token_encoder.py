@@ -18,6 +18,21 @@ class TokenEncoder(nn.Module):
     Hugging Face tokenizers pad by default). Subclasses also expose their token embedder, the
     lowest layer that maps ids to vectors, so that :class:`~.dual_towers.DualTowers` can share
     it (ADE-STE) or freeze it (ADE-FTE).
+
+    An interface: no constructor arguments of its own (see :class:`RecurrentTokenEncoder`,
+    :class:`TransformerTokenEncoder`, :class:`PretrainedTokenEncoder`).
+
+    Example:
+
+        >>> from retrieval_qa.encoders import RecurrentTokenEncoder, TokenEmbedder
+        >>> encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
+        ...                                 hidden_size=8, num_layers=1, bidirectional=False,
+        ...                                 dropout=0.0)
+        >>> isinstance(encoder, TokenEncoder), encoder.input_dim
+        (True, 16)
+        >>> encoder.freeze_token_embedder()
+        >>> encoder.token_embedder.frozen
+        True
     """
 
     hidden_size: int

@@ -14,24 +14,41 @@ class Tower(nn.Module):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids[B, L] | None = None)
     -> embeddings[B, output_dim]``.
 
-    token_encoder: ids to states ``[B, L, H]``. pooler: states to ``[B, D]``.
-    projection: an optional module ``[B, D] -> [B, D']`` (shared between towers in ADE-SPL).
-    normalize: L2-normalise the final embedding (cosine retrieval; off for the inner-product
-        kernel of ENDX).
-    chunk_rows: encode a batch of more rows in length-sorted chunks of this many rows, each
-        cut to its own longest text, so short texts are not padded to the batch's longest
-        (``encoder.chunk_rows``; None: the whole batch at once). Every chunk is a batch of
-        its own, so the embeddings are the same (to float rounding) and the pooler's penalty,
-        a mean over rows, is the row-weighted mean of the chunks'. Saves the padding's compute
-        where it dominates (a CPU, mixed lengths); on a GPU a whole batch is usually faster.
-    input_types: an ``nn.Embedding(2, E)`` of input-type vectors (E: the token embeddings'
-        width, ``token_encoder.input_dim``); input_type: the row of this tower's side (0
-        question, 1 answer). That vector is added to every input token's embedding (the
-        supervised-mining paper's input-type embedding, 4.2), so one shared encoder knows
-        which side it encodes. ``for_side(i)`` gives the other side's tower over the same
-        modules.
+    Args:
+        token_encoder: ids to states ``[B, L, H]``.
+        pooler: states to ``[B, D]``.
+        projection: an optional module ``[B, D] -> [B, D']`` (shared between towers in
+            ADE-SPL); None: none.
+        normalize: L2-normalise the final embedding (cosine retrieval; off for the
+            inner-product kernel of ENDX).
+        chunk_rows: encode a batch of more rows in length-sorted chunks of this many rows,
+            each cut to its own longest text, so short texts are not padded to the batch's
+            longest (``encoder.chunk_rows``; None: the whole batch at once). Every chunk is a
+            batch of its own, so the embeddings are the same (to float rounding) and the
+            pooler's penalty, a mean over rows, is the row-weighted mean of the chunks'.
+            Saves the padding's compute where it dominates (a CPU, mixed lengths); on a GPU a
+            whole batch is usually faster.
+        input_types: an ``nn.Embedding(2, E)`` of input-type vectors (E: the token
+            embeddings' width, ``token_encoder.input_dim``); None: none. That vector is added
+            to every input token's embedding (the supervised-mining paper's input-type
+            embedding, 4.2), so one shared encoder knows which side it encodes.
+            ``for_side(i)`` gives the other side's tower over the same modules.
+        input_type: the row of ``input_types`` of this tower's side (0 question, 1 answer).
+
     ``encode(...) -> (embeddings, penalty)`` also returns the pooler's regulariser of the
     batch (a 0 tensor when it has none).
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.encoders import MeanPooler, RecurrentTokenEncoder, TokenEmbedder
+        >>> encoder = RecurrentTokenEncoder(TokenEmbedder(100, 16, padding_idx=0), kind="gru",
+        ...                                 hidden_size=8, num_layers=1, bidirectional=True,
+        ...                                 dropout=0.0)
+        >>> tower = Tower(encoder, MeanPooler(8), normalize=True, chunk_rows=None)
+        >>> emb = tower(torch.randint(1, 100, (3, 5)), torch.ones(3, 5))
+        >>> emb.shape, bool(torch.allclose(emb.norm(dim=1), torch.ones(3)))
+        (torch.Size([3, 8]), True)
     """
 
     def __init__(

@@ -26,15 +26,20 @@ def sinusoidal_positions(max_positions: int, dim: int) -> torch.Tensor:
 class TransformerTokenEncoder(EmbedderTokenEncoder):
     """``forward(input_ids[B, L], attention_mask[B, L], token_type_ids=None) -> states[B, L, H]``.
 
-    embedder: the :class:`TokenEmbedder` (E-dimensional vectors); when E != H a linear layer
-        maps them to H.
-    hidden_size: H (d_model); must be divisible by ``num_heads``.
-    num_layers: ENDX section 4.4 uses 2. num_heads: ENDX uses 12. feedforward_dim: 4 * H when
-        None.
-    positions: ``"learned"`` (conf/'s; a table initialised N(0, 0.02) like BERT's, which keeps
-        the position signal on the scale of pretrained word embeddings, about 0.05 per unit)
-        or ``"sinusoidal"`` (Vaswani et al.; unit amplitude, so it dominates small pretrained
-        embeddings at the start of training). ``max_positions`` bounds L for either kind.
+    Args:
+        embedder: the :class:`TokenEmbedder` (E-dimensional vectors); when E != H a linear
+            layer maps them to H.
+        hidden_size: H (d_model); must be divisible by ``num_heads``.
+        num_layers: ENDX section 4.4 uses 2.
+        num_heads: ENDX uses 12.
+        feedforward_dim: the feed-forward width; None: 4 * H.
+        dropout: the dropout of the embeddings and of the layers.
+        positions: ``"learned"`` (conf/'s; a table initialised N(0, 0.02) like BERT's, which
+            keeps the position signal on the scale of pretrained word embeddings, about 0.05
+            per unit) or ``"sinusoidal"`` (Vaswani et al.; unit amplitude, so it dominates
+            small pretrained embeddings at the start of training).
+        max_positions: bounds L for either kind of positions.
+
     The sum of word and position vectors goes through LayerNorm and dropout, then a post-LN
     ``nn.TransformerEncoder`` (GELU) with ``src_key_padding_mask`` so padded keys are never
     attended to. ``token_type_ids`` are accepted and ignored.
@@ -42,13 +47,18 @@ class TransformerTokenEncoder(EmbedderTokenEncoder):
     The settings are the keys of ``model.towers.encoder`` (conf/model/dual_encoder.yaml;
     ``type: transformer`` names this class).
 
-    Example::
+    Example:
 
-        encoder = TransformerTokenEncoder(TokenEmbedder(100, 16, padding_idx=0),
-                                          hidden_size=32, num_layers=2, num_heads=4,
-                                          feedforward_dim=None, dropout=0.1,
-                                          positions="learned", max_positions=512)
-        states = encoder(input_ids, attention_mask)
+        >>> import torch
+        >>> from retrieval_qa.encoders import TokenEmbedder
+        >>> encoder = TransformerTokenEncoder(TokenEmbedder(100, 16, padding_idx=0),
+        ...                                   hidden_size=32, num_layers=2, num_heads=4,
+        ...                                   feedforward_dim=None, dropout=0.1,
+        ...                                   positions="learned", max_positions=512)
+        >>> ids = torch.randint(1, 100, (2, 7))
+        >>> mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+        >>> encoder(ids, mask).shape
+        torch.Size([2, 7, 32])
     """
 
     def __init__(

@@ -28,6 +28,22 @@ SPARSE_BYTES_PER_CELL = 4
 
 @dataclass
 class EvaluationResult:
+    """What :func:`evaluate` gives.
+
+    Args:
+        metrics: ``{"mrr": ..., "mrr@100": ..., "r@k": ..., "p@k": ...}`` in percent (and
+            ``doc_*`` with document-level ranks).
+        ranks: ``[Q]`` float64, each question's rank (1-based, x.5 for ties).
+        doc_ranks: ``[Q]`` float64 document-level ranks; None when not asked for.
+        questions: Q, the number of evaluation questions.
+        candidates: the number of candidates.
+        seconds: the wall time of the evaluation.
+        run_file: the run file written; None: none.
+        extra: what a caller adds.
+        question_unit: what a question is (``"question_text"`` or ``"mrqa_qid"``).
+        per_question: the per-question record written; None: none.
+    """
+
     metrics: dict[str, float]
     ranks: torch.Tensor
     doc_ranks: torch.Tensor | None
@@ -84,6 +100,28 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
     ``non_finite(q, c, value)`` builds the error for a non-finite score (``c`` None: the sparse
     path's base score). ``sparse`` (default: when the scorer has ``score_sparse``) ranks from
     :class:`~.sparse.SparseScores` blocks with the same rules and numbers.
+
+    Args:
+        scorer: a :class:`~.search.Scorer` (``score(rows) -> [len(rows), C]``).
+        gold: ``gold[q]``, the candidate indices that count as correct for question ``q``.
+        doc_of: ``[C]`` long, each candidate's document; None: no document ranks.
+        memory_mb: the budget of one block of scores, in MiB.
+        top_k: how many best candidates per row ``on_block`` gets (0: none).
+        sparse: rank from sparse score blocks; None: when the scorer has ``score_sparse``.
+        on_block: called after each block (see above); None: nothing.
+        non_finite: builds the error for a non-finite score; None: a plain ValueError.
+        progress: show a progress bar.
+        desc: the progress bar's label.
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.evaluation.search import DenseScorer
+        >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> c = torch.tensor([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+        >>> ranks, doc_ranks = rank_questions(DenseScorer(q, c), [[0], [1]], memory_mb=1)
+        >>> ranks.tolist(), doc_ranks
+        ([1.0, 2.0], None)
     """
     n_q, n_c = scorer.num_questions, scorer.num_candidates
     if len(gold) != n_q:
@@ -180,6 +218,39 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: floa
     (:mod:`.per_question`); default: beside ``run_file`` when one is given.
     ``top_k``, ``memory_mb``, ``ks`` and ``doc_level`` are the ``eval`` group's settings
     (conf/eval/default.yaml, their one source).
+
+    Args:
+        pool: the :class:`~retrieval_qa.data.RetrievalPool` (questions, candidates, gold).
+        scorer: a :class:`~.search.Scorer` over the pool's questions and candidates, in
+            their order.
+        top_k: the candidates each run-file record lists.
+        memory_mb: the budget of one block of scores, in MiB.
+        ks: the cut-offs of R@k / P@k.
+        doc_level: also rank documents (``doc_*`` metrics).
+        run_file: where to write the run file (JSON lines); None: none.
+        progress: show a progress bar.
+        desc: the progress bar's label.
+        sparse: see :func:`rank_questions`.
+        per_question: where to write the per-question record; None: beside ``run_file``
+            (or nowhere without one).
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.evaluation.search import DenseScorer
+        >>> from retrieval_qa.data import Candidate, RetrievalPool
+        >>> pool = RetrievalPool("toy", "dev", [Candidate(f"c{i}", f"s{i}", "", f"d{i // 2}")
+        ...                                     for i in range(4)],
+        ...                      questions=["q0", "q1"], gold=[[0], [2]])
+        >>> questions = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> candidates = torch.tensor([[1.0, 0.0], [0.0, 3.0], [0.0, 2.0], [0.0, 1.0]])
+        >>> scorer = DenseScorer(questions, candidates)  # q1 scores c1 above its gold c2
+        >>> result = evaluate(pool, scorer, top_k=2, memory_mb=1, ks=(1,), doc_level=True,
+        ...                   progress=False)
+        >>> result.ranks.tolist(), result.metrics["mrr"], result.metrics["r@1"]
+        ([1.0, 2.0], 75.0, 50.0)
+        >>> result.doc_ranks.tolist()  # documents d0 = {c0, c1}, d1 = {c2, c3}
+        [1.0, 2.0]
     """
     start = time.perf_counter()
     n_q, n_c = len(pool.questions), len(pool.candidates)

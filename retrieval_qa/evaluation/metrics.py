@@ -18,7 +18,21 @@ import torch
 
 def metrics_from_ranks(ranks: torch.Tensor | Sequence[float], ks: Sequence[int],
                        prefix: str = "") -> dict[str, float]:
-    """MRR, MRR@100 and R@k / P@k at the cut-offs ``ks`` (the ``eval`` group's ``ks``)."""
+    """MRR, MRR@100 and R@k / P@k at the cut-offs ``ks`` (the ``eval`` group's ``ks``).
+
+    Args:
+        ranks: the questions' ranks (1-based; floats for ties).
+        ks: the cut-offs of R@k / P@k.
+        prefix: put before every key (``"doc_"`` for document ranks).
+
+    Returns:
+        ``{"mrr", "mrr@100", "r@k", "p@k" for k in ks}`` in percent.
+
+    Example:
+
+        >>> metrics_from_ranks([1, 2, 4, 128], ks=(1, 10))
+        {'mrr': 43.9453125, 'mrr@100': 43.75, 'r@1': 25.0, 'p@1': 25.0, 'r@10': 75.0, 'p@10': 75.0}
+    """
     ranks = torch.as_tensor(ranks, dtype=torch.float64)
     if ranks.numel() == 0:
         raise ValueError("no ranks to compute metrics from")

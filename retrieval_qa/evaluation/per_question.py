@@ -165,7 +165,20 @@ def _rank(value, path, where: str, key: str) -> float:
 
 
 def read_per_question(path: str | Path) -> PerQuestion:
-    """A record file; a malformed one is a DataFormatError naming the file and line."""
+    """A record file; a malformed one is a DataFormatError naming the file and line.
+
+    Args:
+        path: a per-question record (gzipped JSON lines: a header, then one row per
+            question), written by ``rqa evaluate --run-file`` or ``rqa train``.
+
+    Returns:
+        A :class:`PerQuestion`; ``.metrics()`` gives the evaluator's numbers again.
+
+    Example:
+
+        >>> record = read_per_question("runs/eval/bm25.per_question.jsonl.gz")  # doctest: +SKIP
+        >>> record.metrics()["mrr"]  # doctest: +SKIP
+    """
     if Path(path).is_file() and not Path(path).stat().st_size:
         raise _error(path, "whole file", "empty file")
     try:
@@ -211,7 +224,16 @@ def from_run_file(path: str | Path, ks) -> PerQuestion:
     """A run file (``rqa evaluate --run-file``) as a record: ids are the MRQA qids when the
     records carry them, else the row (the pool's order, as the evaluator writes them); no
     pool fingerprint, but the digest of the question texts, which `rqa compare` checks. A run file keeps no ``ks``:
-    the caller gives them (the eval group's)."""
+    the caller gives them (the eval group's).
+
+    Args:
+        path: a run file (``rqa evaluate --run-file``).
+        ks: the cut-offs the record's ``metrics()`` uses.
+
+    Example:
+
+        >>> record = from_run_file("runs/eval/bm25.jsonl", ks=(1, 5))  # doctest: +SKIP
+    """
     from .runfile import _ranks, read_records
 
     records = read_records(path)

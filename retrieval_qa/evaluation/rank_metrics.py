@@ -24,7 +24,22 @@ from .ranking import aggregate_min, gold_ranks
 
 
 class ReQARankMetric(Metric):
-    """All ReQA metrics at once: ``compute()`` returns a dict of percentages (0-dim tensors)."""
+    """All ReQA metrics at once: ``compute()`` returns a dict of percentages (0-dim tensors).
+
+    Args:
+        ks: the cut-offs of R@k / P@k (the ``eval`` group's ``ks``).
+        kwargs: torchmetrics' ``Metric`` arguments.
+
+    Example:
+
+        >>> import torch
+        >>> metric = ReQARankMetric(ks=(1,))
+        >>> scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.9, 0.1]])
+        >>> gold = torch.tensor([[True, False], [True, False], [False, True]])
+        >>> metric.update(scores, gold, question_ids=torch.tensor([0, 1, 1]))  # q1 twice
+        >>> {k: float(v) for k, v in metric.compute().items() if k in ("mrr", "r@1")}
+        {'mrr': 75.0, 'r@1': 50.0}
+    """
 
     full_state_update = False
     higher_is_better = True
@@ -73,6 +88,21 @@ class ReQARankMetric(Metric):
 
 
 class MeanReciprocalRank(ReQARankMetric):
+    """The MRR alone (percent, a 0-dim tensor) under the ReQA rank rules.
+
+    Args:
+        kwargs: torchmetrics' ``Metric`` arguments.
+
+    Example:
+
+        >>> import torch
+        >>> metric = MeanReciprocalRank()
+        >>> metric.update(torch.tensor([[0.1, 0.9]]), torch.tensor([[True, False]]),
+        ...               torch.tensor([0]))
+        >>> float(metric.compute())
+        50.0
+    """
+
     def __init__(self, **kwargs) -> None:
         super().__init__(ks=(), **kwargs)  # MRR needs no cut-offs
 
@@ -81,6 +111,22 @@ class MeanReciprocalRank(ReQARankMetric):
 
 
 class RecallAtK(ReQARankMetric):
+    """R@k alone (percent, a 0-dim tensor) under the ReQA rank rules.
+
+    Args:
+        k: the cut-off.
+        kwargs: torchmetrics' ``Metric`` arguments.
+
+    Example:
+
+        >>> import torch
+        >>> metric = RecallAtK(2)
+        >>> metric.update(torch.tensor([[0.1, 0.9]]), torch.tensor([[True, False]]),
+        ...               torch.tensor([0]))
+        >>> float(metric.compute())
+        100.0
+    """
+
     def __init__(self, k: int, **kwargs) -> None:
         super().__init__(ks=(k,), **kwargs)
         self.k = k

@@ -59,7 +59,19 @@ def read_run_file(path: str | Path) -> list[dict]:
     """The records of a run file; a line that is not a JSON object is a
     :class:`~retrieval_qa.errors.DataFormatError` naming the file and the line, a file
     with another number of records than its ``pool_questions`` an
-    :class:`~retrieval_qa.errors.InputFileError` (truncated)."""
+    :class:`~retrieval_qa.errors.InputFileError` (truncated).
+
+    Args:
+        path: a run file (``rqa evaluate --run-file``; one JSON object per line).
+
+    Returns:
+        The records, in the file's order (an empty list for an empty file).
+
+    Example:
+
+        >>> records = read_run_file("runs/eval/bm25.jsonl")  # doctest: +SKIP
+        >>> records[0]["gold_rank"], records[0]["top_ids"][:3]  # doctest: +SKIP
+    """
     from ..errors import DataFormatError
 
     fix = ("give a run file written by `rqa evaluate --run-file` (one JSON object per line); "
@@ -123,7 +135,16 @@ def _ranks(records: list[dict], key: str, path) -> list[float]:
 
 def metrics_from_run_file(path: str | Path, ks) -> dict[str, float]:
     """Recompute the metrics from the gold ranks a run file records (and the document ranks
-    when it has them)."""
+    when it has them).
+
+    Args:
+        path: a run file (``rqa evaluate --run-file``).
+        ks: the cut-offs of R@k / P@k.
+
+    Example:
+
+        >>> metrics_from_run_file("runs/eval/bm25.jsonl", ks=(1, 5))  # doctest: +SKIP
+    """
     records = read_records(path)
     out = metrics_from_ranks(_ranks(records, "gold_rank", path), ks)
     if "doc_rank" in records[0]:

@@ -12,6 +12,18 @@ import torch
 
 
 class Scorer(Protocol):
+    """What the evaluator ranks with: ``num_questions``, ``num_candidates`` and
+    ``score(rows)`` (optionally ``score_sparse(rows)``, :mod:`.sparse`). :class:`DenseScorer`
+    is one; the BM25 baseline and the pipeline's fused lists are others.
+
+    Example:
+
+        >>> import torch
+        >>> isinstance(DenseScorer(torch.ones(2, 3), torch.ones(4, 3)).score(range(0, 2)),
+        ...            torch.Tensor)
+        True
+    """
+
     num_questions: int
     num_candidates: int
 
@@ -26,7 +38,20 @@ class DenseScorer:
 
     ``device``: where the scores are computed (default: where the embeddings are), e.g. the
     GPU that encoded them; the blocks of scores stay there for ranking. Always in full float32
-    (no TF32 on a GPU), so near-ties are ordered as on the CPU."""
+    (no TF32 on a GPU), so near-ties are ordered as on the CPU.
+
+    Args:
+        questions: ``[Q, D]`` question embeddings (in the retrieval space).
+        candidates: ``[C, D]`` candidate embeddings.
+        device: where the scores are computed; None: the questions' device.
+
+    Example:
+
+        >>> import torch
+        >>> scorer = DenseScorer(torch.randn(5, 8), torch.randn(20, 8))
+        >>> scorer.num_questions, scorer.num_candidates, scorer.score(range(1, 3)).shape
+        (5, 20, torch.Size([2, 20]))
+    """
 
     def __init__(self, questions: torch.Tensor, candidates: torch.Tensor,
                  device: torch.device | str | None = None) -> None:

@@ -301,7 +301,30 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
     wrote) into a sentence-transformers folder ``output``; returns a summary.
 
     modules: ``auto`` (sentence-transformers' own modules where they express the towers, else
-    the custom module), ``native`` (an error where they do not) or ``custom``."""
+    the custom module), ``native`` (an error where they do not) or ``custom``.
+
+    Args:
+        checkpoint: an exported dual-encoder folder.
+        output: the sentence-transformers folder to write.
+        model_card: write sentence-transformers' model card (README.md).
+        modules: ``"auto"``, ``"native"`` or ``"custom"`` (above).
+
+    Returns:
+        A summary: the ``output``, which ``modules`` were written (and ``why_custom`` for a
+        fallback), ``similarity_fn_name``, ``sharing``, ``embedding_dim`` and ``load`` (the
+        call that loads the folder).
+
+    Raises:
+        NotNative: ``modules="native"`` and sentence-transformers' modules cannot express the
+            model.
+
+    Example:
+
+        >>> summary = export_sentence_transformers(  # doctest: +SKIP
+        ...     "runs/dual_gru/checkpoint", "runs/st")
+        >>> summary["load"]  # doctest: +SKIP
+        "SentenceTransformer('runs/st', trust_remote_code=True)"
+    """
     import tempfile
 
     import sentence_transformers

@@ -69,7 +69,30 @@ def margin_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
 
 class ListDistillationLoss(nn.Module):
     """``loss(student [B, L], teacher [B, L], mask [B, L]) -> scalar``: :func:`list_kl` or
-    :func:`margin_mse` (``kind``) with the two temperatures."""
+    :func:`margin_mse` (``kind``) with the two temperatures.
+
+    Args:
+        kind: ``"kl"`` or ``"margin_mse"`` (``model.distillation.loss``,
+            conf/model/distill.yaml).
+        student_temperature: ``T_s`` (> 0), divides the student's scores.
+        teacher_temperature: ``T_t`` (> 0), divides the teacher's scores.
+
+    ``forward`` takes the student's and the teacher's scores ``[B, L]`` of each question's
+    list (column 0 its gold sentence) and the bool ``mask`` ``[B, L]`` of the entries that
+    exist; the teacher's scores get no gradient.
+
+    Example:
+
+        >>> import torch
+        >>> loss = ListDistillationLoss(kind="kl", student_temperature=1.0,
+        ...                             teacher_temperature=1.0)
+        >>> scores = torch.tensor([[3.0, 1.0, 0.0], [2.0, 0.5, 0.0]])
+        >>> mask = torch.tensor([[True, True, True], [True, True, False]])
+        >>> round(float(loss(scores, scores, mask)), 2)  # the student copies the teacher
+        0.0
+        >>> bool(loss(-scores, scores, mask) > 0)
+        True
+    """
 
     def __init__(self, *, kind: str, student_temperature: float,
                  teacher_temperature: float) -> None:

@@ -196,6 +196,27 @@ def relation_kl(
     ``cross_x``/``dual_x`` are the anchors, ``cross_y``/``dual_y`` the neighbours. ``sigma``
     is the cross-side width (``sigma_c`` of eq. 7) and ``dual_sigma`` the dual-side width
     (``sigma_d`` of eq. 8, default: same as ``sigma``); both only matter for Gaussian kernels.
+
+    Args:
+        cross_x: ``[B, D_c]`` cross-side anchors.
+        cross_y: ``[B', D_c]`` cross-side neighbours.
+        dual_x: ``[B, D_d]`` dual-side anchors (row ``i`` matches ``cross_x``'s).
+        dual_y: ``[B', D_d]`` dual-side neighbours.
+        kernel: ``"inner_product"``, ``"gaussian"`` or ``"gaussian_literal"``.
+        sigma: cross-side Gaussian width.
+        exclude_self: leave ``p(x_i | x_i)`` out (anchors and neighbours one set, ``B == B'``).
+        dual_sigma: dual-side Gaussian width; None: ``sigma``.
+
+    Returns:
+        The scalar mean KL over the anchors.
+
+    Example:
+
+        >>> import torch
+        >>> x, y = torch.randn(3, 4), torch.randn(5, 4)
+        >>> kl = relation_kl(x, y, x, y, kernel="gaussian", sigma=1.0, exclude_self=False)
+        >>> round(float(kl), 2)
+        0.0
     """
     if cross_x.shape[0] != dual_x.shape[0] or cross_y.shape[0] != dual_y.shape[0]:
         raise ValueError("cross and dual embeddings must cover the same batch")
@@ -219,7 +240,24 @@ class GeometryAlignmentLoss(nn.Module):
             False: the paper's sums over all ``k`` (see the module docstring).
         detach_cross: stop GAM gradients into the cross-embeddings (teacher).
         dual_sigma: optional separate Gaussian width for the dual side (eqs. 7-8 name
-            ``sigma_c`` and ``sigma_d`` separately).
+            ``sigma_c`` and ``sigma_d`` separately); None: ``sigma``.
+
+    ``forward(dual_q, dual_a, cross_q, cross_a, weights)``: four ``[B, D]`` embeddings (row
+    ``i`` of each belongs to QA pair ``i``; the dual pair and the cross pair may differ in
+    ``D``) and ``{relation: weight}``; returns ``(weighted total, {relation: unweighted KL})``
+    (:meth:`compute_loss_from_embeddings`).
+
+    Example:
+
+        >>> import torch
+        >>> gam = GeometryAlignmentLoss(kernel="inner_product", sigma=1.0, exclude_self=False,
+        ...                             detach_cross=True)
+        >>> q, a = torch.randn(4, 8), torch.randn(4, 8)
+        >>> total, terms = gam(q, a, q.clone(), a.clone(), {"a|q": 1.0, "q|a": 1.0})
+        >>> sorted(terms), total.shape
+        (['a|a', 'a|q', 'q|a', 'q|q'], torch.Size([]))
+        >>> round(float(terms["a|q"]), 2)  # identical geometries: nothing to align
+        0.0
     """
 
     def __init__(

@@ -28,7 +28,20 @@ def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
 
 class GaussianKLLoss(nn.Module):
     """``forward(mean[B, Z], logvar[B, Z]) -> scalar``: :func:`gaussian_kl` averaged over the
-    batch, computed in float32 (also inside an autocast region)."""
+    batch, computed in float32 (also inside an autocast region).
+
+    No constructor arguments. ``forward`` takes the posterior's ``mean`` ``[B, Z]`` and
+    ``logvar`` ``[B, Z]`` (``log sigma^2``).
+
+    Example:
+
+        >>> import torch
+        >>> kl = GaussianKLLoss()
+        >>> kl(torch.zeros(2, 3), torch.zeros(2, 3))  # the prior itself
+        tensor(0.)
+        >>> kl(torch.ones(2, 3), torch.zeros(2, 3))  # 1/2 * sum_d mu_d^2 = 1.5
+        tensor(1.5000)
+    """
 
     def forward(self, mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
         with float32_region(mean, logvar) as (mean, logvar):

@@ -52,38 +52,53 @@ class InBatchSoftmaxLoss(nn.Module):
     ``loss_i = -log softmax_j(s_i)[i]`` the loss is ``mean_i loss_i`` or, with weights,
     ``mean_i w_i loss_i`` (supervised-mining eq. 2).
 
-    similarity: ``"dot"`` (ENDX's inner product) or ``"cosine"`` (SDE/ADE paper;
-        supervised mining's l2-normalised dot product).
-    scale: multiplies the similarities (1 / temperature): 1.0 for dot products, 20 to 100
-        for cosine (supervised mining: 100).
-    symmetric: also the answer-to-question direction, ``-log softmax_i(s_{:, j})[j]`` over the
-        B questions for each positive answer j < B (hard negatives have no question); the two
-        directions are averaged per pair, ``(loss_q->a_i + loss_a->q_i) / 2``.
-    weights: per-pair weights (supervised mining eq. 2: 1 for gold pairs, p^2 for mined pairs
-        with classifier probability p; they are not differentiated). Eq. 2 sums
-        ``w(x, y) * (the pair's softmax term)`` over the batch; here ``w_i`` multiplies the
-        pair's loss and the batch is averaged over its B pairs (a constant factor, as in the
-        unweighted loss), so all-ones weights give exactly the unweighted loss and the
-        gradient of pair i is ``w_i`` times the one it has in the unweighted loss: a mined
-        pair with p = 0.5 pulls a quarter as hard as a gold pair, whatever else the batch
-        holds. (Dividing by ``sum_i w_i`` instead would undo the weights of a batch of
-        mined pairs alone.)
-    gather_across_processes: when torch.distributed is initialised with world size > 1,
-        gather q, a (and weights) from every rank with
-        ``torch.distributed.nn.functional.all_gather`` (gradients flow back to each rank's
-        rows), so every question sees the global batch as negatives. The gathered answers
-        are ordered as all ranks' positives (rank 0's B_0, rank 1's B_1, ...) then all
-        ranks' hard negatives, so question r's i-th row has its positive at
-        ``sum_{s<r} B_s + i`` (``rank * B`` with equal batches). Every rank computes the
-        same global-mean loss, equal to the single-process loss over the concatenated
-        batches. Gradients on a rank's local embeddings are then ``world_size`` times those
-        of that global loss; DDP's gradient averaging divides this back, so parameter
-        gradients equal single-process training on the global batch. Local batch sizes
-        may differ between ranks (rows are padded for the collective).
+    Args:
+        similarity: ``"dot"`` (ENDX's inner product) or ``"cosine"`` (SDE/ADE paper;
+            supervised mining's l2-normalised dot product).
+        scale: multiplies the similarities (1 / temperature): 1.0 for dot products, 20 to 100
+            for cosine (supervised mining: 100).
+        symmetric: also the answer-to-question direction, ``-log softmax_i(s_{:, j})[j]``
+            over the B questions for each positive answer j < B (hard negatives have no
+            question); the two directions are averaged per pair,
+            ``(loss_q->a_i + loss_a->q_i) / 2``.
+        gather_across_processes: when torch.distributed is initialised with world size > 1,
+            gather q, a (and weights) from every rank with
+            ``torch.distributed.nn.functional.all_gather`` (gradients flow back to each rank's
+            rows), so every question sees the global batch as negatives. The gathered answers
+            are ordered as all ranks' positives (rank 0's B_0, rank 1's B_1, ...) then all
+            ranks' hard negatives, so question r's i-th row has its positive at
+            ``sum_{s<r} B_s + i`` (``rank * B`` with equal batches). Every rank computes the
+            same global-mean loss, equal to the single-process loss over the concatenated
+            batches. Gradients on a rank's local embeddings are then ``world_size`` times those
+            of that global loss; DDP's gradient averaging divides this back, so parameter
+            gradients equal single-process training on the global batch. Local batch sizes
+            may differ between ranks (rows are padded for the collective).
+
+    ``weights`` (of ``forward``; ``[B]``, None: unweighted) are per-pair weights (supervised
+    mining eq. 2: 1 for gold pairs, p^2 for mined pairs with classifier probability p; they
+    are not differentiated). Eq. 2 sums ``w(x, y) * (the pair's softmax term)`` over the
+    batch; here ``w_i`` multiplies the pair's loss and the batch is averaged over its B pairs
+    (a constant factor, as in the unweighted loss), so all-ones weights give exactly the
+    unweighted loss and the gradient of pair i is ``w_i`` times the one it has in the
+    unweighted loss: a mined pair with p = 0.5 pulls a quarter as hard as a gold pair,
+    whatever else the batch holds. (Dividing by ``sum_i w_i`` instead would undo the weights
+    of a batch of mined pairs alone.)
 
     Duplicate positives: if the same answer occurs twice in a batch, each copy is a negative
     for the other's question. There is no label mask; the data module's no-duplicates
     sampler keeps an answer (and a question) at most once per batch.
+
+    Example:
+
+        >>> import torch
+        >>> loss = InBatchSoftmaxLoss(similarity="cosine", scale=20.0, symmetric=False,
+        ...                           gather_across_processes=False)
+        >>> q, a = torch.randn(4, 8), torch.randn(6, 8)  # 4 pairs, 2 extra hard negatives
+        >>> loss.scores(q, a).shape
+        torch.Size([4, 6])
+        >>> value = loss(q, a, weights=torch.tensor([1.0, 1.0, 0.25, 0.25]))
+        >>> value.shape, bool(value > 0)
+        (torch.Size([]), True)
     """
 
     def __init__(self, *, similarity: str, scale: float, symmetric: bool,

@@ -17,7 +17,27 @@ import torch
 def grouped_softmax_loss(logits: torch.Tensor, group: torch.Tensor,
                          labels: torch.Tensor) -> torch.Tensor:
     """``logits`` [N], ``group`` [N] (group index of each row, 0..G-1), ``labels`` [N] (1 for
-    the one gold row of each group, else 0). Returns the mean of the groups' losses."""
+    the one gold row of each group, else 0). Returns the mean of the groups' losses.
+
+    Args:
+        logits: ``[N]`` scores of the candidates, all groups' rows together.
+        group: ``[N]`` long, the group (question) of each row, ``0..G-1``; groups may have
+            any sizes.
+        labels: ``[N]``, 1 for the one gold row of each group, else 0.
+
+    Returns:
+        The scalar mean over the groups of ``-s_gold + logsumexp(s_group)`` (float32).
+
+    Example:
+
+        >>> import torch
+        >>> logits = torch.tensor([0.0, 0.0, 5.0, 1.0, 1.0])
+        >>> group = torch.tensor([0, 0, 1, 1, 1])
+        >>> labels = torch.tensor([1, 0, 1, 0, 0])
+        >>> loss = grouped_softmax_loss(logits, group, labels)
+        >>> loss.shape, bool(loss > 0)
+        (torch.Size([]), True)
+    """
     if not logits.shape == group.shape == labels.shape:
         raise ValueError(f"logits {tuple(logits.shape)}, group {tuple(group.shape)} and labels "
                          f"{tuple(labels.shape)} must have one shape [N]")

@@ -64,18 +64,31 @@ def balanced_mean(values: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
 
 
 class LatentMatchingLoss(nn.Module):
-    """``forward(zq[B, D], za[B, D]) -> scalar`` (see the module docstring).
+    """``forward(zq[B, D], za[B, D]) -> scalar`` (see the module docstring): row ``i`` of
+    ``zq`` (question latents) and of ``za`` (answer latents) is pair ``i``.
 
-    probability: ``"sigmoid"`` or ``"linear"``. scale, bias: initial ``s`` and ``b`` of the
-    sigmoid. learnable: whether ``s`` and ``b`` are trained (else fixed buffers).
-    weighting: ``"balanced"`` or ``"mean"``. eps: clipping of the linear probability.
+    Args:
+        probability: ``"sigmoid"`` or ``"linear"``.
+        scale: initial ``s`` of the sigmoid (> 0; stored as ``log s``).
+        bias: initial ``b`` of the sigmoid.
+        learnable: whether ``s`` and ``b`` are trained (else fixed buffers); only with
+            ``"sigmoid"``.
+        weighting: ``"balanced"`` or ``"mean"``.
+        eps: clipping of the linear probability to ``[eps, 1 - eps]``.
+
     The settings are the keys of ``model.loss.matching`` (conf/model/vae.yaml).
 
-    Example::
+    Example:
 
-        loss = LatentMatchingLoss(probability="sigmoid", scale=10.0, bias=0.0, learnable=True,
-                                  weighting="balanced")
-        value = loss(question_latents, answer_latents)
+        >>> import torch
+        >>> loss = LatentMatchingLoss(probability="sigmoid", scale=10.0, bias=0.0,
+        ...                           learnable=True, weighting="balanced")
+        >>> zq, za = torch.randn(4, 16), torch.randn(4, 16)
+        >>> loss.probabilities(zq, za).shape
+        torch.Size([4, 4])
+        >>> value = loss(zq, za)
+        >>> value.shape, bool(value > 0)
+        (torch.Size([]), True)
     """
 
     def __init__(self, *, probability: str, scale: float, bias: float, learnable: bool,

@@ -21,6 +21,23 @@ def conditional_margin(margin: float, d: torch.Tensor) -> torch.Tensor:
 
 def quadratic_conditional_loss(q: torch.Tensor, p: torch.Tensor, *, margin: float,
                                squared: bool, reduction: str = "mean") -> torch.Tensor:
+    """Eq. 1 over the batch's (question, its paragraph) pairs (see the module docstring).
+
+    Args:
+        q: ``[B, D]`` question embeddings.
+        p: ``[B, D]`` embeddings of each question's paragraph (row ``i`` is pair ``i``).
+        margin: ``m``, in the units of ``d``.
+        squared: ``d = ||q - p||^2`` instead of ``||q - p||``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` (the ``[B]`` per-pair losses).
+
+    Example:
+
+        >>> import torch
+        >>> q = torch.zeros(2, 2)
+        >>> p = torch.tensor([[0.0, 0.1], [0.0, 3.0]])  # d = 0.1 (within m), d = 3 (beyond)
+        >>> quadratic_conditional_loss(q, p, margin=1.0, squared=True, reduction="none")
+        tensor([0., 9.])
+    """
     if q.shape != p.shape or q.ndim != 2:
         raise ValueError(f"q {tuple(q.shape)} and p {tuple(p.shape)} must both be [B, D]")
     diff = q - p
@@ -42,10 +59,14 @@ class QuadraticConditionalLoss(nn.Module):
 
     Positive pairs only (:attr:`in_batch_negatives` False): no anchor side, no negative.
 
-    Example::
+    ``forward(q[B, D], p[B, D])`` returns the scalar batch mean.
 
-        loss = QuadraticConditionalLoss(margin=0.2, squared=False)
-        value = loss(questions, paragraphs)
+    Example:
+
+        >>> import torch
+        >>> loss = QuadraticConditionalLoss(margin=0.2, squared=False)
+        >>> loss(torch.zeros(3, 4), torch.zeros(3, 4))  # every pair within the margin
+        tensor(0.)
     """
 
     in_batch_negatives = False

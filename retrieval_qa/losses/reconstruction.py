@@ -56,10 +56,24 @@ class TokenReconstructionLoss(nn.Module):
     """See the module docstring; ``reduction``: ``model.loss.reconstruction`` of
     conf/model/vae.yaml.
 
-    Example::
+    Args:
+        reduction: ``"sequence"`` (each text's summed NLL, averaged over the batch) or
+            ``"token"`` (the mean over the batch's real target tokens).
 
-        loss = TokenReconstructionLoss(reduction="sequence")
-        value = loss(*decoder(z, input_ids, attention_mask))
+    ``forward(logits, targets, mask)``: ``logits`` ``[B, T, V]`` (one distribution per
+    position) or ``[B, V]`` (one per text), ``targets`` ``[B, T]`` token ids, ``mask``
+    ``[B, T]`` (1: a real target, 0: ignored); returns a scalar.
+
+    Example:
+
+        >>> import torch
+        >>> loss = TokenReconstructionLoss(reduction="sequence")
+        >>> logits = torch.zeros(2, 3, 10)  # uniform over 10 tokens: -log p = log 10 each
+        >>> targets = torch.tensor([[1, 2, 0], [3, 0, 0]])
+        >>> mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+        >>> value = loss(logits, targets, mask)  # (2 + 1) / 2 tokens per text, times log 10
+        >>> value.shape, bool(torch.isclose(value, 1.5 * torch.log(torch.tensor(10.0))))
+        (torch.Size([]), True)
     """
 
     def __init__(self, *, reduction: str) -> None:

@@ -29,6 +29,27 @@ def batch_hard_triplet_loss(anchors: torch.Tensor, candidates: torch.Tensor,
     """anchors ``[B, D]`` (questions), candidates ``[N, D]`` (paragraphs), integer labels
     (paragraph ids). Anchors with no positive or no negative among the candidates are left
     out of the mean (a batch where every anchor is one is an error: nothing to learn from).
+
+    Args:
+        anchors: ``[B, D]`` anchor embeddings (the questions).
+        candidates: ``[N, D]`` candidate embeddings (the paragraphs).
+        anchor_labels: ``[B]`` integer label of each anchor.
+        candidate_labels: ``[N]`` integer label of each candidate; equal labels are positives.
+        margin: ``m``, in the units of ``d``.
+        squared: use squared Euclidean distances.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` (the per-anchor losses of the valid
+            anchors, ``[B_valid]``).
+
+    Example:
+
+        >>> import torch
+        >>> q = torch.tensor([[0.0, 0.0], [1.0, 0.0]])
+        >>> labels = torch.tensor([0, 1])
+        >>> batch_hard_triplet_loss(q, q, labels, labels, margin=0.2, squared=False,
+        ...                         reduction="none")
+        tensor([0., 0.])
+        >>> batch_hard_triplet_loss(q, q, labels, labels, margin=2.0, squared=True)
+        tensor(1.)
     """
     if anchors.ndim != 2 or candidates.ndim != 2 or anchors.shape[1] != candidates.shape[1]:
         raise ValueError(f"anchors {tuple(anchors.shape)} and candidates "
@@ -72,10 +93,19 @@ class BatchHardTripletLoss(nn.Module):
     Mines its negatives in the batch (:attr:`in_batch_negatives`): which side anchors the
     triplets matters, and a batch of one label has none.
 
-    Example::
+    ``forward`` takes anchors ``[B, D]``, candidates ``[N, D]`` and their integer labels
+    ``[B]`` and ``[N]`` (paragraph ids) and returns the scalar mean over the anchors that have
+    both a positive and a negative.
 
-        loss = BatchHardTripletLoss(margin=0.2, squared=False)
-        value = loss(questions, paragraphs, labels, labels)
+    Example:
+
+        >>> import torch
+        >>> loss = BatchHardTripletLoss(margin=0.2, squared=False)
+        >>> questions, paragraphs = torch.randn(4, 8), torch.randn(4, 8)
+        >>> labels = torch.tensor([0, 0, 1, 1])
+        >>> value = loss(questions, paragraphs, labels, labels)
+        >>> value.shape, bool(value >= 0)
+        (torch.Size([]), True)
     """
 
     in_batch_negatives = True

@@ -38,7 +38,27 @@ def refusing_damage() -> Iterator[None]:
 
 def load_artifact(folder: str | Path, map_location: str = "auto"):
     """The exported model in ``folder`` on ``map_location`` (``auto``: the GPU when CUDA is
-    available, else the CPU)."""
+    available, else the CPU).
+
+    Args:
+        folder: an export folder (the ``checkpoint`` that ``rqa train`` prints, or ``rqa
+            export --output``); its model.json names the loader class.
+        map_location: ``"auto"``, ``"cpu"``, ``"cuda"``, ...
+
+    Returns:
+        The loader's object (a :class:`~retrieval_qa.models.inference.DualEncoderInference`
+        for the dual encoders), with ``encode_questions`` / ``encode_answers`` and ``meta``.
+
+    Raises:
+        FileNotFoundError: the folder, or a file of it, is missing.
+        InputFileError: a file of the export is damaged.
+
+    Example:
+
+        >>> model = load_artifact("runs/dual_gru/checkpoint", "cpu")  # doctest: +SKIP
+        >>> model.meta["similarity"]  # doctest: +SKIP
+        'dot'
+    """
     if map_location == "auto":
         import torch
 

@@ -28,7 +28,32 @@ from .dual_encoder import DualEncoderModule
 class DistillDualEncoderModule(DualEncoderModule):
     """The dual encoder's keyword arguments plus ``distillation`` (``loss``: kl |
     margin_mse, ``weight``, ``in_batch_weight``, ``student_temperature``,
-    ``teacher_temperature``; conf/model/distill.yaml)."""
+    ``teacher_temperature``; conf/model/distill.yaml).
+
+    Args:
+        towers: the ``model.towers`` block (the student dual encoder).
+        loss: the in-batch softmax's ``model.loss`` block.
+        optimizer: the ``model.optimizer`` block.
+        gradient_cache: must hold ``mini_batch_size: null``.
+        evaluation: the ``eval`` group's settings.
+        distillation: the ``model.distillation`` block (above).
+
+    It trains on batches of :class:`~retrieval_qa.distill.datamodule.DistillDataModule`
+    (each question's list and the teacher's scores).
+
+    Example:
+
+        >>> from retrieval_qa.registry import config_values, instantiate
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
+        ...                                 "embedding_dim": 8, "hidden_size": 8},
+        ...                     "pooler": {"type": "mean"}}}
+        >>> model = compose_group("model", "distill", tiny)  # conf/model/distill.yaml
+        >>> evaluation = config_values(compose_group("eval", "default"))
+        >>> module = instantiate(model, "model", evaluation=evaluation)
+        >>> type(module).__name__, module.distill_loss.kind
+        ('DistillDualEncoderModule', 'kl')
+    """
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, *, gradient_cache: dict,
                  evaluation: dict, distillation: dict) -> None:

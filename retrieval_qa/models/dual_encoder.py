@@ -16,7 +16,34 @@ class DualEncoderModule(RetrievalModule):
     null for the plain step, else GradCache over mini-batches of that size, see
     :mod:`.grad_cache`; Lightning's manual optimisation then steps the optimiser, so
     ``trainer.gradient_clip_val`` and ``accumulate_grad_batches`` are not available);
-    ``evaluation``: the ``eval`` group."""
+    ``evaluation``: the ``eval`` group.
+
+    Args:
+        towers: the ``model.towers`` block (:func:`~retrieval_qa.encoders.build_dual_towers`).
+        loss: the ``model.loss`` block (:class:`~retrieval_qa.losses.InBatchSoftmaxLoss`'s
+            settings and ``penalty_coef``).
+        optimizer: the ``model.optimizer`` block.
+        gradient_cache: the ``model.gradient_cache`` block; a ``mini_batch_size`` of None
+            (or an empty block) is the plain step.
+        evaluation: the ``eval`` group's settings (``top_k``, ``memory_mb``, ``ks``,
+            ``doc_level``).
+
+    ``rqa train`` builds it from the composed config (``_target_`` of conf/model/
+    dual_encoder.yaml); :meth:`build` also makes its tokenizer and data module.
+
+    Example:
+
+        >>> from retrieval_qa.registry import config_values, instantiate
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
+        ...                                 "embedding_dim": 8, "hidden_size": 8},
+        ...                     "pooler": {"type": "mean"}}}
+        >>> model = compose_group("model", "dual_encoder", tiny)  # conf/model/dual_encoder.yaml
+        >>> evaluation = config_values(compose_group("eval", "default"))
+        >>> module = instantiate(model, "model", evaluation=evaluation)
+        >>> type(module).__name__, module.towers.output_dim, module.loss.similarity
+        ('DualEncoderModule', 8, 'dot')
+    """
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, *, gradient_cache: dict,
                  evaluation: dict) -> None:

@@ -39,7 +39,34 @@ class EndxModule(DualEncoderModule):
     the identity; with cosine and a scale, the neighbour distributions of GAM are exactly the
     in-batch softmax distributions that each side is trained with. Under DDP the two
     retrieval losses take their negatives from the global batch; GAM's B x B neighbour
-    distributions are those of each process's own batch."""
+    distributions are those of each process's own batch.
+
+    Args:
+        towers: the ``model.towers`` block (the dual encoder).
+        loss: the dual side's ``model.loss`` block (eq. 1).
+        optimizer: the ``model.optimizer`` block.
+        cross: the cross-attention branch's block (``encoder``, ``pooler``,
+            ``cross_attention``); its ``num_heads`` must divide the encoder's hidden size.
+        gam: GAM's block (``kernel``, ``sigma``, ``exclude_self``, ``detach_cross``, the ramp
+            and the final weight of each relation).
+        weights: the ``dual``, ``cross`` and ``ga`` weights of eq. 13.
+        cross_loss: the cross side's loss settings, over the dual ``loss`` key by key.
+        gradient_cache: must hold ``mini_batch_size: null`` (ENDX needs the whole batch).
+        evaluation: the ``eval`` group's settings.
+
+    Example:
+
+        >>> from retrieval_qa.registry import config_values, instantiate
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
+        ...                                 "embedding_dim": 12, "hidden_size": 12},
+        ...                     "pooler": {"type": "mean"}}}
+        >>> model = compose_group("model", "endx", tiny)  # conf/model/endx.yaml
+        >>> evaluation = config_values(compose_group("eval", "default"))
+        >>> module = instantiate(model, "model", evaluation=evaluation)
+        >>> type(module).__name__, module.towers.output_dim, module.gam.kernel
+        ('EndxModule', 12, 'inner_product')
+    """
 
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
                  weights: dict, *, cross_loss: dict, gradient_cache: dict,

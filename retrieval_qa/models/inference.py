@@ -47,7 +47,28 @@ class DualEncoderInference:
     GPU, pad every batch to ``batch_size`` rows and a width of a multiple of 16 tokens and
     replay each shape as a CUDA graph (:mod:`.graphed_encoding`; towers that cannot be
     captured run eagerly, with a warning). Off: each batch padded to its own longest text, as
-    on the CPU."""
+    on the CPU.
+
+    Args:
+        towers: the trained :class:`~retrieval_qa.encoders.DualTowers` (or towers with the
+            same ``encode_question`` / ``encode_answer`` / ``output_dim``); put in eval mode.
+        tokenizer: the Hugging Face tokenizer of the towers.
+        meta: the export's settings: ``similarity``, ``max_question_length``,
+            ``max_answer_length``, ``answer_with_context``, ``towers`` and ``builder`` (to
+            rebuild them), the checkpoint and the experiment.
+        work_dir: the folder of resumable encoding shards; None: keep nothing.
+        cuda_graphs: pad batches to fixed shapes and replay CUDA graphs on a GPU.
+
+    Usually loaded from an export folder (``rqa train`` prints it; ``rqa export
+    --output``) with :meth:`load` or :func:`~retrieval_qa.models.artifact.load_artifact`.
+
+    Example:
+
+        >>> model = DualEncoderInference.load("runs/dual_gru/checkpoint")  # doctest: +SKIP
+        >>> q = model.encode_questions(["Who wrote Hamlet?"])  # doctest: +SKIP
+        >>> a = model.encode_answers(["Shakespeare wrote Hamlet."])  # doctest: +SKIP
+        >>> scores = q @ a.T  # [1, 1]  # doctest: +SKIP
+    """
 
     def __init__(self, towers, tokenizer, meta: dict, work_dir: str | Path | None = None,
                  cuda_graphs: bool = False) -> None:
@@ -83,6 +104,19 @@ class DualEncoderInference:
         return self.meta["similarity"]
 
     def save(self, folder: str | Path) -> Path:
+        """Write the export: ``towers.pt``, ``tokenizer/`` and, last, ``model.json``.
+
+        Args:
+            folder: the export folder (created; files in it are replaced).
+
+        Returns:
+            ``folder`` as a Path.
+
+        Example:
+
+            >>> model.save("runs/copy")  # doctest: +SKIP
+            PosixPath('runs/copy')
+        """
         folder = Path(folder)
         with atomic_path(folder / "towers.pt") as tmp:
             torch.save(self.towers.state_dict(), tmp)
@@ -93,6 +127,17 @@ class DualEncoderInference:
 
     @classmethod
     def load(cls, folder: str | Path, map_location: str = "cpu") -> DualEncoderInference:
+        """The export in ``folder``: towers rebuilt by its ``builder`` from its ``towers``
+        block, the saved weights loaded, the tokenizer read from ``tokenizer/`` (offline).
+
+        Args:
+            folder: an export folder (what :meth:`save` wrote).
+            map_location: the device the towers go to (``"cpu"``, ``"cuda"``, ...).
+
+        Example:
+
+            >>> model = DualEncoderInference.load("runs/dual_gru/checkpoint")  # doctest: +SKIP
+        """
         from transformers import AutoTokenizer
 
         folder = Path(folder)
@@ -205,11 +250,42 @@ class DualEncoderInference:
 
     def encode_questions(self, texts: list[str], batch_size: int = 128,
                          progress: bool = True) -> torch.Tensor:
+        """The question tower's embeddings of ``texts``, cut to ``max_question_length``
+        tokens; each distinct text encoded once.
+
+        Args:
+            texts: the questions.
+            batch_size: texts per forward pass.
+            progress: show a progress bar.
+
+        Returns:
+            ``[len(texts), D]`` float32 on the CPU, in the retrieval space (l2-normalised
+            when the model's similarity is cosine), so ``q @ a.T`` are the model's scores.
+
+        Example:
+
+            >>> q = model.encode_questions(["Who wrote Hamlet?"], progress=False)  # doctest: +SKIP
+        """
         return self._encode("question", texts, None, self.meta["max_question_length"],
                             batch_size, progress)
 
     def encode_answers(self, answers: list[Candidate] | list[str], batch_size: int = 128,
                        progress: bool = True) -> torch.Tensor:
+        """The answer tower's embeddings, cut to ``max_answer_length`` tokens.
+
+        Args:
+            answers: sentences, or :class:`~retrieval_qa.data.Candidate` objects (required
+                when the model encodes sentence + context: ``answer_with_context``).
+            batch_size: texts per forward pass.
+            progress: show a progress bar.
+
+        Returns:
+            ``[len(answers), D]`` float32 on the CPU, in the retrieval space.
+
+        Example:
+
+            >>> a = model.encode_answers(pool.candidates, progress=False)  # doctest: +SKIP
+        """
         texts = [a.text if isinstance(a, Candidate) else a for a in answers]
         contexts = None
         if self.meta.get("answer_with_context"):

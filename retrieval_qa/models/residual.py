@@ -52,6 +52,34 @@ def composed_settings(hparams: dict) -> dict:
 
 
 class ResidualRefinementModule(pl.LightningModule):
+    """Refiners of frozen base embeddings (see the module docstring), trained on (question,
+    its paragraph) vectors.
+
+    Args:
+        dim: the width of the base embeddings (:meth:`build` reads it from the data).
+        refiner: the ``model.refiner`` block (``_target_`` and its arguments).
+        sides: ``"question"``, ``"paragraph"`` or ``"both"``: which side is refined (the
+            other is only l2-normalised).
+        loss: the ``model.loss`` block (the triplet or the quadratic conditional loss).
+        optimizer: Adam's ``lr`` and ``weight_decay``.
+        test_ap: compute the average precision at test time.
+        anchor: ``"auto"``, ``"question"``, ``"paragraph"`` or ``"both"`` (the triplets'
+            anchor side; ``auto``: the refined side).
+
+    Example:
+
+        >>> import torch
+        >>> from retrieval_qa.registry import instantiate
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> model = compose_group("model", "residual")  # conf/model/residual.yaml
+        >>> module = instantiate(model, "model", dim=8)
+        >>> q, p = torch.randn(4, 8), torch.randn(4, 8)
+        >>> module.refine_questions(q).shape
+        torch.Size([4, 8])
+        >>> module.compute_loss(q, p, torch.tensor([0, 0, 1, 1])).shape
+        torch.Size([])
+    """
+
     def __init__(self, dim: int, *, refiner: dict, sides: str, loss: dict, optimizer: dict,
                  test_ap: bool, anchor: str) -> None:
         """The keyword arguments are the keys of ``conf/model/residual.yaml`` as composition

@@ -98,7 +98,32 @@ def loss_config(cfg: Any) -> dict[str, Any]:
 
 class VAEModule(RetrievalModule):
     """Dual-VAEs (``mode="dual"``) or Cross-VAEs (``mode="cross"``); see the module
-    docstring. The export is the encoders (latent means), rebuilt by ``towers_from_config``."""
+    docstring. The export is the encoders (latent means), rebuilt by ``towers_from_config``.
+
+    Args:
+        towers: the ``model.towers`` block of conf/model/vae.yaml (the encoders and
+            ``latent_dim``).
+        decoder: the ``model.decoder`` block (the decoders of both sides).
+        loss: the ``model.loss`` block (``alpha``, ``gamma``, ``kl``, ``matching``,
+            ``reconstruction``, ``match_on``, ...), checked by :func:`loss_config`.
+        optimizer: the ``model.optimizer`` block.
+        mode: ``"dual"`` (each side reconstructs its own text) or ``"cross"`` (each side
+            generates the other's).
+        evaluation: the ``eval`` group's settings.
+
+    Example:
+
+        >>> from retrieval_qa.registry import config_values, instantiate
+        >>> from retrieval_qa.training.compose import compose_group
+        >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
+        ...                                 "embedding_dim": 8, "hidden_size": 8},
+        ...                     "pooler": {"type": "mean"}}}
+        >>> model = compose_group("model", "vae", tiny)  # conf/model/vae.yaml
+        >>> evaluation = config_values(compose_group("eval", "default"))
+        >>> module = instantiate(model, "model", evaluation=evaluation)
+        >>> type(module).__name__, module.mode, module.towers.latent_dim
+        ('VAEModule', 'cross', 512)
+    """
 
     towers_builder = "retrieval_qa.encoders.vae.towers_from_config"
 

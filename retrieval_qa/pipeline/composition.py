@@ -318,7 +318,25 @@ def _build(block: DictConfig, slot: str, kind: str, source_of, **context):
 def load_pipeline(name: str, overrides: Sequence[str] = ()) -> Pipeline:
     """``conf/pipeline/<name>.yaml``, or the YAML file ``name`` (which may ``extends:`` one of
     conf/pipeline/), composed with ``key=value`` ``overrides`` (e.g. ``reranker=null``,
-    ``reranker.top_k=10``) and checked."""
+    ``reranker.top_k=10``) and checked.
+
+    Args:
+        name: a file of conf/pipeline/ (without ``.yaml``) or the path of a YAML file.
+        overrides: ``key=value`` settings over the file's.
+
+    Returns:
+        The :class:`Pipeline`, its stages built (nothing loaded or encoded yet).
+
+    Raises:
+        UsageError: no such pipeline, or a value its stage refuses.
+        PipelineConfigError: a key or value of the file is wrong (named with the file).
+
+    Example:
+
+        >>> p = load_pipeline("hybrid_rrf", ["top_k=50"])
+        >>> p.top_k, [r.name for r in p.retrievers], p.fusion.method, p.reranker
+        (50, ['bm25', 'bm25_context', 'minilm'], 'rrf', None)
+    """
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.is_file():
         return _compose(str(path), load_yaml_file(path, "pipeline config"), overrides)
@@ -332,7 +350,21 @@ def load_pipeline(name: str, overrides: Sequence[str] = ()) -> Pipeline:
 
 def parse_pipeline(raw: dict, source: str, overrides: Sequence[str] = ()) -> Pipeline:
     """A pipeline given as a mapping (the layout of the module docstring), composed as the
-    file ``source`` holding it would be."""
+    file ``source`` holding it would be.
+
+    Args:
+        raw: the pipeline's mapping (it may ``extends:`` a file of conf/pipeline/).
+        source: the name its errors and value sources give it.
+        overrides: ``key=value`` settings over it.
+
+    Example:
+
+        >>> p = parse_pipeline({"name": "bm25_only", "top_k": 10,
+        ...                     "retrievers": {"bm25": {"kind": "bm25"}},
+        ...                     "fusion": {"method": "none"}, "reranker": None}, "my pipeline")
+        >>> p.name, p.top_k, type(p.retrievers[0]).__name__, p.needs_tuning
+        ('bm25_only', 10, 'BM25Retriever', False)
+    """
     if not isinstance(raw, dict):
         raise PipelineConfigError(source, "(top level)", f"{raw!r} is not a mapping",
                                   "write it as key: value lines")

@@ -27,11 +27,14 @@ class CrossEncoderStage:
         depths: the depths that ``top_k: tune`` chooses from (each pair of the validation
             side is scored once, at the deepest).
 
-    Example::
+    Example:
 
-        stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
-                                  batch_size=64, weight=1.0)
-        scores = stage.pair_scorer()(["who wrote it?"], ["She wrote it in 1850."])
+        >>> stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
+        ...                           batch_size=64, weight="tune")
+        >>> stage.weight
+        'tune'
+        >>> scores = stage.pair_scorer()(["who wrote it?"],  # doctest: +SKIP
+        ...                              ["She wrote it in 1850."])
     """
 
     kind = "cross_encoder"

@@ -40,10 +40,17 @@ class BM25Retriever:
         settings: keys of conf/model/bm25.yaml over its values, e.g. ``{"with_context":
             True}`` (index "sentence + paragraph"; the candidate is still the sentence).
 
-    Example::
+    Example:
 
-        stage = BM25Retriever(name="bm25_context", settings={"with_context": True})
-        scorer = stage.scorer(pool)
+        >>> from retrieval_qa.data import Candidate, RetrievalPool
+        >>> pool = RetrievalPool("toy", "dev", [
+        ...     Candidate("c0", "Paris is the capital of France.", "", "d0"),
+        ...     Candidate("c1", "The Nile flows through Egypt.", "", "d1")],
+        ...     questions=["What is the capital of France?"], gold=[[0]])
+        >>> stage = BM25Retriever(name="bm25_context", settings={"with_context": True})
+        >>> scores = stage.scorer(pool).score(range(0, 1))
+        >>> scores.shape, bool(scores[0, 0] > scores[0, 1])
+        (torch.Size([1, 2]), True)
     """
 
     kind = "bm25"
@@ -85,7 +92,22 @@ def paragraph_vectors(candidates: torch.Tensor, doc_of: torch.Tensor, weight: fl
                       ) -> torch.Tensor:
     """Each candidate's vector mixed with its paragraph's: ``(1 - weight) * c + weight * p``,
     ``p`` the mean of the vectors of the candidates of the same paragraph (``doc_of`` [C]).
-    A question's score is then ``(1 - weight) * q.c + weight * q.p``."""
+    A question's score is then ``(1 - weight) * q.c + weight * q.p``.
+
+    Args:
+        candidates: ``[C, D]`` candidate vectors.
+        doc_of: ``[C]`` long, each candidate's paragraph.
+        weight: ``w`` in [0, 1]; 0 returns ``candidates`` itself.
+
+    Example:
+
+        >>> import torch
+        >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+        >>> paragraph_vectors(vectors, torch.tensor([0, 0, 1]), 0.5)
+        tensor([[0.7500, 0.2500],
+                [0.2500, 0.7500],
+                [2.0000, 2.0000]])
+    """
     if weight == 0:
         return candidates
     n_docs = int(doc_of.max()) + 1 if len(doc_of) else 0
@@ -108,11 +130,13 @@ class DenseRetriever:
         paragraph_weight: ``w`` of the score ``(1 - w) q.c + w q.p`` (0: the sentence alone,
             1: its paragraph).
 
-    Example::
+    Example:
 
-        stage = DenseRetriever(name="minilm", checkpoint="runs/off_the_shelf",
-                               batch_size=128, paragraph_weight=0.0)
-        scorer = stage.scorer(pool)
+        >>> stage = DenseRetriever(name="minilm", checkpoint="runs/off_the_shelf",
+        ...                        batch_size=128, paragraph_weight=0.0)
+        >>> stage.kind
+        'dual_encoder'
+        >>> scorer = stage.scorer(pool)  # loads and encodes  # doctest: +SKIP
     """
 
     kind = "dual_encoder"

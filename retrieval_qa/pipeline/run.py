@@ -217,7 +217,30 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
     """Every stage of ``cfg`` on ``pool``; returns each stage's metrics and time, the fusion
     settings (and how they were tuned) and the run files. ``reranker``: the model the
     pipeline's reranker scores with, an object with ``score_pairs`` (default: its own, the
-    export it names; :meth:`.rerankers.CrossEncoderStage.pair_scorer`)."""
+    export it names; :meth:`.rerankers.CrossEncoderStage.pair_scorer`).
+
+    Args:
+        cfg: the :class:`~.composition.Pipeline` (:func:`~.composition.load_pipeline`).
+        pool: the evaluated :class:`~retrieval_qa.data.RetrievalPool`.
+        run_dir: the folder of the stages' run files.
+        from_run_files: read the first stages' lists from the run files of this folder
+            instead of running them; None: run them.
+        data_dir: the data folder of the tuning pool; None: the usual search
+            (:func:`~retrieval_qa.data.load_pool`).
+        evaluation: the ``eval`` group's settings (``doc_level``, ``ks``, ``memory_mb``, ...).
+        progress: show progress bars.
+        reranker: the reranker's model, an object with ``score_pairs``; None: the export the
+            pipeline names.
+
+    Example:
+
+        >>> from retrieval_qa.data import load_pool
+        >>> from retrieval_qa.pipeline.composition import load_pipeline
+        >>> pool, _ = load_pool("reqa_squad", "dev")  # doctest: +SKIP
+        >>> report = run_pipeline(load_pipeline("bm25_context"), pool,  # doctest: +SKIP
+        ...                       "runs/pipeline", evaluation=cfg.eval)
+        >>> report["metrics"]["mrr"]  # doctest: +SKIP
+    """
     run_dir = Path(run_dir)
     source = Path(from_run_files) if from_run_files is not None else None
     doc_level, ks = bool(evaluation["doc_level"]), tuple(evaluation["ks"])

@@ -137,7 +137,23 @@ class Composed:
 def compose(overrides: Sequence[str]) -> DictConfig:
     """``overrides`` as on the command line: ``experiment=NAME``, ``profile=cpu``, and
     ``key=value`` settings; group choices as ``data=NAME`` / ``model=NAME``. An experiment's
-    ``defaults`` may set a group to null and give that group's settings itself."""
+    ``defaults`` may set a group to null and give that group's settings itself.
+
+    Args:
+        overrides: the ``key=value`` strings; ``experiment=NAME`` is required.
+
+    Returns:
+        The composed, checked config (short names resolved to ``_target_``), as ``rqa
+        train`` builds it.
+
+    Example:
+
+        >>> cfg = compose(["experiment=dual_gru", "profile=cpu", "model.loss.scale=2.0"])
+        >>> cfg.experiment, cfg.profile, cfg.model.loss.scale
+        ('dual_gru', 'cpu', 2.0)
+        >>> cfg.model.towers.encoder._target_
+        'retrieval_qa.encoders.recurrent_encoder.RecurrentTokenEncoder'
+    """
     return compose_traced(overrides).cfg
 
 
@@ -218,7 +234,23 @@ def compose_group(group: str, name: str, *overrides: Mapping) -> DictConfig:
     order (a key the file lacks is an error), its short names resolved: a part of a config
     that code outside ``rqa train`` builds (a bench's towers), composed as ``rqa train``
     composes it, e.g. ``build_dual_towers(compose_group("model", "dual_encoder",
-    {"towers": {"pooler": {"type": "mean"}}}).towers)``."""
+    {"towers": {"pooler": {"type": "mean"}}}).towers)``.
+
+    Args:
+        group: the conf/ group (``model``, ``data``, ``eval``, ...).
+        name: the file's name in the group.
+        overrides: mappings merged over the file in order (nested dicts merge key by key).
+
+    Example:
+
+        >>> model = compose_group("model", "dual_encoder", {"towers": {"pooler": {"type": "mean"}}})
+        >>> model.towers.pooler._target_
+        'retrieval_qa.encoders.poolers.MeanPooler'
+        >>> compose_group("model", "dual_encoder", {"towers": {"polar": {}}})
+        Traceback (most recent call last):
+        ...
+        retrieval_qa.errors.UnknownKeyError: ...
+    """
     node = load_group(group, name)
     OmegaConf.set_struct(node, True)
     for extra in overrides:
