@@ -29,10 +29,10 @@ class CrossEncoderStage:
 
     Example:
 
-        >>> stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k=20,
-        ...                           batch_size=64, weight="tune")
-        >>> stage.weight
-        'tune'
+        >>> stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k="tune",
+        ...                           batch_size=64, weight="tune", depths=[20, 5, 10])
+        >>> stage.weight, stage.depths
+        ('tune', [5, 10, 20])
         >>> scores = stage.pair_scorer()(["who wrote it?"],  # doctest: +SKIP
         ...                              ["She wrote it in 1850."])
     """
