@@ -202,6 +202,9 @@ def compose_traced(overrides: Sequence[str]) -> Composed:
     return Composed(cfg, list(overrides), block, resolved)
 
 
+_ABSENT = object()
+
+
 def _in_resolved_terms(block: DictConfig, cfg: DictConfig, resolved: dict[str, str]
                        ) -> DictConfig:
     """A profile block's settings where the resolved config holds them: a short name as its
@@ -225,8 +228,6 @@ def _in_resolved_terms(block: DictConfig, cfg: DictConfig, resolved: dict[str, s
                     continue
         OmegaConf.update(out, key, value, force_add=True)
     return out
-
-_ABSENT = object()
 
 
 def compose_group(group: str, name: str, *overrides: Mapping) -> DictConfig:
