@@ -6,7 +6,7 @@ split: the validation side is left for tuning the fusion):
 
 * positive: a gold (question, sentence) pair;
 * ``hard`` negatives: the best-ranked sentences of BM25's top ``top_k`` over the training
-  side's sentences;
+  side's sentences, or of a pipeline's first stage (:mod:`retrieval_qa.distill.negatives`);
 * ``same_paragraph`` negatives: other sentences of a gold sentence's paragraph.
 
 The mining classifier's rules (:mod:`retrieval_qa.mining.negatives`): a sentence whose text is
@@ -31,7 +31,7 @@ class RerankExample:
     question: str
     sentence: str
     label: int    # 1 gold, 0 negative
-    source: str   # gold | bm25 | same_paragraph
+    source: str   # gold | bm25 | first_stage | same_paragraph
 
 
 def training_side(full: RetrievalPool, val_fraction: float, split_seed: int
@@ -59,9 +59,12 @@ def bm25_top(pool: RetrievalPool, scorer, top_k: int, block: int = 256) -> list[
 
 
 def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
-                    same_paragraph: int, seed: int) -> tuple[list[RerankExample], dict]:
+                    same_paragraph: int, seed: int, hard_source: str
+                    ) -> tuple[list[RerankExample], dict]:
     """The examples of every question of ``pool`` (see the module docstring); ``top[q]``: its
-    first-stage candidates, best first. Returns (examples, counts per source and shortfall)."""
+    first-stage candidates, best first, from ``hard_source`` (``bm25``, or ``first_stage``: a
+    pipeline's fused lists, :mod:`retrieval_qa.distill.negatives`). Returns (examples, counts
+    per source and shortfall)."""
     from ..data.pool_index import known_positives
 
     rng = random.Random(seed)
@@ -70,7 +73,7 @@ def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
     for c, cand in enumerate(pool.candidates):
         members.setdefault(cand.doc_id, []).append(c)
     examples: list[RerankExample] = []
-    counts = {"gold": 0, "bm25": 0, "same_paragraph": 0, "shortfall_bm25": 0,
+    counts = {"gold": 0, hard_source: 0, "same_paragraph": 0, f"shortfall_{hard_source}": 0,
               "shortfall_same_paragraph": 0}
     for q, question in enumerate(pool.questions):
         gold = pool.gold[q][rng.randrange(len(pool.gold[q]))]
@@ -79,7 +82,7 @@ def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
         taken = {pool.candidates[c].text for c in positives[q]}
         paragraph = [c for c in members[pool.candidates[gold].doc_id]]
         rng.shuffle(paragraph)
-        for source, options, wanted in (("bm25", list(top[q]), hard),
+        for source, options, wanted in ((hard_source, list(top[q]), hard),
                                         ("same_paragraph", paragraph, same_paragraph)):
             got = 0
             for c in options:

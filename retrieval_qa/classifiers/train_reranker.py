@@ -88,12 +88,17 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     full, _ = load_pool(cfg["dataset"], cfg["pool"], data_dir)
     side, _ = training_side(full, cfg["val_fraction"], cfg["split_seed"])
     pool = question_subset(side, cfg["questions"], cfg["seed"])
-    scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")),
-                        progress=progress)
-    top = bm25_top(pool, scorer, int(cfg["bm25_top_k"]))
+    first_stage = _first_stage(cfg.get("first_stage"))
+    if first_stage is None:
+        scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")),
+                            progress=progress)
+        top, hard_source = bm25_top(pool, scorer, int(cfg["bm25_top_k"])), "bm25"
+    else:
+        top = first_stage(pool, data_dir=data_dir, progress=progress)
+        hard_source = first_stage.name
     examples, counts = rerank_examples(pool, top, hard=int(cfg["hard_negatives"]),
                                        same_paragraph=int(cfg["same_paragraph_negatives"]),
-                                       seed=int(cfg["seed"]))
+                                       seed=int(cfg["seed"]), hard_source=hard_source)
     data_seconds = time.perf_counter() - start
     settings = CrossEncoderReranker.settings(cfg.get("model") or {})
     torch.manual_seed(int(cfg["seed"]))
@@ -129,7 +134,21 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
             "last_loss": round(statistics.fmean(losses[-25:]), 4) if losses else None,
             "data_seconds": round(data_seconds, 1), "train_seconds": round(train_seconds, 1),
             "resumed_from": None if checkpoint is None else str(checkpoint),
+            "first_stage": None if first_stage is None else first_stage.info,
             "settings": cfg}
+
+
+def _first_stage(block):
+    """The hard negatives' source that a ``first_stage`` block names (its ``_target_``, e.g.
+    :class:`retrieval_qa.distill.negatives.FirstStageNegatives`, given the ``eval`` block as
+    ``evaluation``); None: BM25's top ``bm25_top_k``."""
+    if block is None:
+        return None
+    from ..registry import config_values, instantiate
+    from ..training.compose import load_group
+
+    return instantiate(block, "first_stage",
+                       evaluation=config_values(load_group("eval", "default")))
 
 
 def main(argv=None) -> int:

@@ -126,7 +126,8 @@ def test_reranker_examples_follow_the_negative_rules():
     pool = tiny_pool()
     scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")))
     top = bm25_top(pool, scorer, 4)
-    examples, counts = rerank_examples(pool, top, hard=2, same_paragraph=1, seed=0)
+    examples, counts = rerank_examples(pool, top, hard=2, same_paragraph=1, seed=0,
+                                       hard_source="bm25")
     gold_texts = {q: {pool.candidates[c].text for c in g}
                   for q, g in zip(pool.questions, pool.gold, strict=True)}
     for q in pool.questions:
