@@ -55,6 +55,7 @@ MODULES = [
     "retrieval_qa.data.types",
     "retrieval_qa.distill.teacher",
     "retrieval_qa.distill.datamodule",
+    "retrieval_qa.distill.negatives",
     "retrieval_qa.export.sentence_transformers",
 ]
 
