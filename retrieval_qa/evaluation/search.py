@@ -65,6 +65,10 @@ class DenseScorer:
 
     def score(self, rows: range) -> torch.Tensor:
         precision = torch.get_float32_matmul_precision()
+        if precision == "highest":      # the default: nothing to switch
+            return self.questions[rows.start:rows.stop] @ self.candidates.T
+        # PyTorch has no per-call precision: the process-wide setting is switched for this one
+        # product, so a matmul in another thread meanwhile would run in full float32 too
         torch.set_float32_matmul_precision("highest")
         try:
             return self.questions[rows.start:rows.stop] @ self.candidates.T

@@ -41,8 +41,11 @@ def grouped_softmax_loss(logits: torch.Tensor, group: torch.Tensor,
     if not logits.shape == group.shape == labels.shape:
         raise ValueError(f"logits {tuple(logits.shape)}, group {tuple(group.shape)} and labels "
                          f"{tuple(labels.shape)} must have one shape [N]")
+    if not len(logits):
+        raise ValueError("grouped_softmax_loss: no rows (an empty batch has no loss; the "
+                         "batch's lists lost every row before the loss)")
     logits = logits.float()
-    n = int(group.max()) + 1 if len(group) else 0
+    n = int(group.max()) + 1
     gold_count = torch.zeros(n, device=logits.device).index_add_(0, group, labels.float())
     if not bool((gold_count == 1).all()):
         raise ValueError("every group needs exactly one gold row (label 1)")

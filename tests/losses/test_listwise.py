@@ -27,3 +27,9 @@ def test_large_logits_stay_finite_and_a_group_without_one_gold_is_an_error():
     torch.testing.assert_close(big, torch.log1p(torch.exp(torch.tensor(-10.0))))
     with pytest.raises(ValueError, match="exactly one gold row"):
         grouped_softmax_loss(torch.zeros(3), torch.tensor([0, 0, 1]), torch.tensor([1, 1, 0]))
+
+
+def test_an_empty_batch_is_an_error_not_a_nan():
+    empty = torch.zeros(0)
+    with pytest.raises(ValueError, match="no rows"):
+        grouped_softmax_loss(empty, empty.long(), empty.long())
