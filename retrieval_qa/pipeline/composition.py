@@ -100,7 +100,8 @@ class Pipeline:
     def needs_tuning(self) -> bool:
         return (self.fusion.method == "convex" and self.fusion.weights == "tune") or \
             (self.fusion.method == "rrf" and self.fusion.rrf_k == "tune") or \
-            (self.reranker is not None and "tune" in (self.reranker.weight, self.reranker.top_k))
+            (self.reranker is not None and "tune" in (self.reranker.weight, self.reranker.top_k,
+                                                  self.reranker.gate))
 
     def to_dict(self) -> dict:
         """The composed settings, as a plain dict (what a run reports)."""

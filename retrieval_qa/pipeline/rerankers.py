@@ -4,8 +4,9 @@
 settings of its kind (``conf/pipeline/stages/<kind>.yaml``).
 
 A reranker is any class whose objects have ``top_k`` (the fused candidates it rescores per
-question), ``weight`` (its share of the head's score, or ``"tune"``) and
-:meth:`pair_scorer` (questions, sentences -> scores)."""
+question), ``depths``, ``weight`` (its share of the head's score, or ``"tune"``), ``gate``
+and ``gate_quantiles`` (its confidence gate, :mod:`.gate`) and :meth:`pair_scorer`
+(questions, sentences -> scores)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ class CrossEncoderStage:
             order), or ``"tune"``: chosen on the validation side.
         depths: the depths that ``top_k: tune`` chooses from (each pair of the validation
             side is scored once, at the deepest).
+        gate: None (every head reranked), a confidence threshold in [0, 1] below which a
+            question keeps its fused order (:mod:`.gate`), or ``"tune"``: none or one of the
+            validation confidences' ``gate_quantiles``, chosen on the validation side.
+        gate_quantiles: the quantiles ``gate: tune`` tries, each in (0, 1).
 
     Example:
 
         >>> stage = CrossEncoderStage(checkpoint="runs/reranker/model", top_k="tune",
-        ...                           batch_size=64, weight="tune", depths=[20, 5, 10])
-        >>> stage.weight, stage.depths
-        ('tune', [5, 10, 20])
+        ...                           batch_size=64, weight="tune", depths=[20, 5, 10],
+        ...                           gate=None, gate_quantiles=[0.1, 0.2])
+        >>> stage.weight, stage.depths, stage.gate
+        ('tune', [5, 10, 20], None)
         >>> scores = stage.pair_scorer()(["who wrote it?"],  # doctest: +SKIP
         ...                              ["She wrote it in 1850."])
     """
@@ -40,7 +46,8 @@ class CrossEncoderStage:
     kind = "cross_encoder"
 
     def __init__(self, *, checkpoint: str, top_k: int | str, batch_size: int,
-                 weight: float | str, depths: list[int]) -> None:
+                 weight: float | str, depths: list[int], gate: float | str | None,
+                 gate_quantiles: list[float]) -> None:
         if not isinstance(checkpoint, str) or not checkpoint:
             raise ValueError(f"checkpoint={checkpoint!r} is not a folder (fix: give the folder "
                              "of an exported cross-encoder)")
@@ -59,6 +66,20 @@ class CrossEncoderStage:
             raise ValueError(f"weight={weight!r} is neither a number in [0, 1] nor tune (fix: "
                              "1: the reranker's order alone, 0: the fused order, tune: chosen "
                              "on the validation side)")
+        if gate not in (None, "tune") and (isinstance(gate, bool) or not isinstance(
+                gate, int | float) or not 0 <= gate <= 1):
+            raise ValueError(f"gate={gate!r} is neither a confidence in [0, 1], null nor tune "
+                             "(fix: null: every head reranked, tune: chosen on the validation "
+                             "side)")
+        quantiles = list(gate_quantiles or [])
+        if gate == "tune" and not quantiles:
+            raise ValueError("gate=tune needs gate_quantiles to choose from (fix: e.g. "
+                             "gate_quantiles=[0.05, 0.1, 0.2])")
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) and 0 < x < 1
+                   for x in quantiles):
+            raise ValueError(f"gate_quantiles={quantiles!r}: each must be a number in (0, 1)")
+        self.gate = gate if gate in (None, "tune") else float(gate)
+        self.gate_quantiles = [float(x) for x in quantiles]
         self.checkpoint, self.top_k, self.batch_size = checkpoint, top_k, batch_size
         self.depths = sorted(set(depths)) if top_k == "tune" else [top_k]
         self.weight = weight if weight == "tune" else float(weight)

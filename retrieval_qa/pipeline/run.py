@@ -1,6 +1,6 @@
 """Running a pipeline: first-stage run files, fusion (tuned on the validation side of the
 training file when the config says ``tune``), the optional reranker, each stage ranked by the
-one evaluator's rules (:mod:`.ranking`). ``rqa evaluate --pipeline NAME`` calls
+one evaluator's rules (:mod:`.fused_ranks`). ``rqa evaluate --pipeline NAME`` calls
 :func:`run_pipeline`; ``--from-run-files DIR`` re-runs fusion and reranking from the run files
 a previous run wrote to DIR, without re-encoding.
 
@@ -26,6 +26,7 @@ from ..evaluation.runfile import RunFileWriter
 from .composition import Pipeline
 from .fused_ranks import ordered, rank_lists
 from .fusion import convex, normalise, rrf
+from .gate import confidences, gate_candidates, gated_weights
 from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever
 from .tuning import tune
 
@@ -160,13 +161,15 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
     return out
 
 
-def place(fused: list[tuple], heads: list[tuple], weight: float = 1.0) -> list[tuple]:
+def place(fused: list[tuple], heads: list[tuple], weight=1.0) -> list[tuple]:
     """The fused lists with each head rescored and placed above the rest of its list (tier
     1), which keeps its fused order; unretrieved candidates stay below both. The head's score:
     the reranker's (``weight`` 1), or ``weight * r + (1 - weight) * f`` with ``r`` and ``f``
-    the reranker's and the fused scores of the head, each min-max normalised over the head."""
+    the reranker's and the fused scores of the head, each min-max normalised over the head.
+    ``weight``: one for every question, or one per question (:func:`.gate.gated_weights`)."""
     out = []
-    for (ids, scores), (head, values) in zip(fused, heads, strict=True):
+    weights = np.broadcast_to(np.asarray(weight, dtype=np.float64), (len(fused),))
+    for (ids, scores), (head, values), weight in zip(fused, heads, weights, strict=True):
         ids, new = np.asarray(ids), np.asarray(scores, dtype=np.float64).copy()
         tiers = np.zeros(len(ids))
         if len(head):
@@ -180,34 +183,51 @@ def place(fused: list[tuple], heads: list[tuple], weight: float = 1.0) -> list[t
 
 
 def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-           weight: float = 1.0) -> list[tuple]:
+           weight: float = 1.0, gate: float | None = None) -> tuple[list[tuple], np.ndarray]:
     """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
-    :func:`place`)."""
-    return place(fused, head_scores(pool, fused, score_pairs, top_k), weight)
+    :func:`place`), a question whose reranker's confidence is below ``gate`` keeping its
+    fused order (:mod:`.gate`); and each question's confidence."""
+    heads = head_scores(pool, fused, score_pairs, top_k)
+    conf = confidences(pool, fused, heads)
+    return place(fused, heads, gated_weights(conf, weight, gate)), conf
 
 
 def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
-                weight: float | str, grid_step: float, memory_mb: float) -> dict:
-    """The reranking depth (of ``depths``) and head weight (``weight``, or with ``"tune"`` the
-    grid ``0, step, ..., 1``) of best MRR on the validation lists; each pair scored once, at
-    the deepest depth (a head of depth k is the first k of the deepest one: the same pairs in
-    the same fused order). Ties: the shallowest depth, then the least reliance on the
-    reranker."""
+                weight: float | str, grid_step: float, memory_mb: float,
+                gate: float | str | None = None, gate_quantiles=()) -> dict:
+    """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
+    grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
+    of the validation confidences' ``gate_quantiles``: :mod:`.gate`) of best MRR on the
+    validation lists; each pair scored once, at the deepest depth (a head of depth k is the
+    first k of the deepest one: the same pairs in the same fused order). Ties: the shallowest
+    depth, then the least reliance on the reranker, then the lowest gate."""
     heads = head_scores(val, val_fused, score_pairs, max(depths))
     grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
         else [weight]
     mrr: dict[int, dict[float, float]] = {}
+    by_gate: dict[int, dict[float, dict[float, float]]] = {}
     for k in sorted(depths):
         top = [(h[:k], v[:k]) for h, v in heads]
-        mrr[k] = {}
-        for w in grid:
-            ranks, _ = rank_lists(val, place(val_fused, top, float(w)), doc_level=False,
-                                  memory_mb=memory_mb)
-            mrr[k][float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
-    k, w = max(((k, w) for k in mrr for w in mrr[k]), key=lambda kw: (mrr[kw[0]][kw[1]],
-                                                                      -kw[0], -kw[1]))
-    return {"top_k": k, "weight": w, "val_mrr": mrr[k][w], "val_mrr_by_depth_and_weight": mrr,
-            "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
+        conf = confidences(val, val_fused, top)
+        gates = gate_candidates(conf, gate_quantiles) if gate == "tune" else [gate or 0.0]
+        by_gate[k] = {}
+        for g in gates:
+            by_gate[k][g] = {}
+            for w in grid:
+                ranks, _ = rank_lists(val, place(val_fused, top, gated_weights(conf, w, g)),
+                                      doc_level=False, memory_mb=memory_mb)
+                by_gate[k][g][float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
+        mrr[k] = by_gate[k][gates[0]]
+    k, g, w = max(((k, g, w) for k in by_gate for g in by_gate[k] for w in by_gate[k][g]),
+                  key=lambda kgw: (by_gate[kgw[0]][kgw[1]][kgw[2]], -kgw[0], -kgw[2], -kgw[1]))
+    found = {"top_k": k, "weight": w, "gate": g or None, "val_mrr": by_gate[k][g][w],
+             "val_mrr_by_depth_and_weight": mrr,
+             "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
+    if gate == "tune":
+        found["val_mrr_by_depth_gate_and_weight"] = by_gate
+        conf = confidences(val, val_fused, [(h[:k], v[:k]) for h, v in heads])
+        found["val_gated_share"] = round(float(np.mean(conf < g)) if g else 0.0, 4)
+    return found
 
 
 def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
@@ -273,15 +293,16 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
                                      seconds=first_seconds))
     if cfg.reranker is not None:
         score_pairs = cfg.reranker.pair_scorer(reranker)
-        top_k, weight = cfg.reranker.top_k, cfg.reranker.weight
-        if "tune" in (top_k, weight):
+        top_k, weight, gate = cfg.reranker.top_k, cfg.reranker.weight, cfg.reranker.gate
+        if "tune" in (top_k, weight, gate):
             start = time.perf_counter()
             tuned = tune_rerank(val, val_fused, score_pairs, cfg.reranker.depths, weight,
-                                cfg.tuning.grid_step, memory_mb)
+                                cfg.tuning.grid_step, memory_mb, gate,
+                                cfg.reranker.gate_quantiles)
             fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
-            top_k, weight = tuned["top_k"], tuned["weight"]
+            top_k, weight, gate = tuned["top_k"], tuned["weight"], tuned["gate"]
         start = time.perf_counter()
-        reranked = rerank(pool, fused, score_pairs, top_k, weight)
+        reranked, conf = rerank(pool, fused, score_pairs, top_k, weight, gate)
         rr_seconds = time.perf_counter() - start
         stage = evaluate_lists(f"reranked top-{top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
@@ -289,6 +310,9 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
                                seconds=stages[-1]["seconds"] + rr_seconds)
         stage["rerank_seconds"] = round(rr_seconds, 3)
         stage["reranker_weight"], stage["reranker_top_k"] = weight, top_k
+        stage["reranker_gate"] = gate
+        stage["gated_questions"] = int(np.sum(conf < gate)) if gate else 0
+        stage["confidence_mean"] = round(float(np.mean(conf)), 4) if len(conf) else None
         stages.append(stage)
     return {"pipeline": cfg.name, "config": cfg.source, "dataset": pool.dataset,
             "pool": pool.pool, "questions": len(pool.questions),

@@ -114,6 +114,22 @@ def test_a_reranker_weight_is_a_number_in_0_1_or_tune():
 
 
 
+def test_a_reranker_gate_is_none_a_confidence_or_tune_over_its_quantiles():
+    base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
+    assert parse_pipeline({**base, "reranker": {"checkpoint": "m"}}, "p.yaml").reranker.gate \
+        is None
+    tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": 0.5,
+                                                 "gate": "tune"}}, "p.yaml")
+    assert tuned.reranker.gate == "tune" and tuned.needs_tuning
+    assert tuned.reranker.gate_quantiles == [0.05, 0.1, 0.2, 0.3, 0.5]
+    fixed = parse_pipeline({**base, "reranker": {"checkpoint": "m", "gate": 0.4}}, "p.yaml")
+    assert fixed.reranker.gate == 0.4 and not fixed.needs_tuning
+    for bad in ({"gate": 1.5}, {"gate": "yes"}, {"gate": "tune", "gate_quantiles": [0, 0.5]},
+                {"gate": "tune", "gate_quantiles": []}):
+        with pytest.raises(UsageError, match=r"reranker\.gate|gate_quantiles"):
+            parse_pipeline({**base, "reranker": {"checkpoint": "m", **bad}}, "p.yaml")
+
+
 def test_a_reranker_depth_is_a_whole_number_or_tune_over_its_depths():
     base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
     tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "top_k": "tune",

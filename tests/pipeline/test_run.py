@@ -230,7 +230,7 @@ def test_the_rerank_depth_is_tuned_on_the_validation_lists_from_one_scoring():
     assert found["val_mrr"] == max(by_depth.values())
     assert found["top_k"] == min(k for k, m in by_depth.items() if m == found["val_mrr"])
     for k, mrr in by_depth.items():  # each depth's MRR is that of reranking at that depth
-        ranks, _ = rank_lists(pool, rerank(pool, wrong, oracle, k, 1.0), doc_level=False,
+        ranks, _ = rank_lists(pool, rerank(pool, wrong, oracle, k, 1.0)[0], doc_level=False,
                               memory_mb=1)
         assert mrr == round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
     assert by_depth[4] > by_depth[1]  # the upside-down list hides gold below the top 1
