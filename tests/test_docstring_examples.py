@@ -48,6 +48,7 @@ MODULES = [
     "retrieval_qa.evaluation.per_question",
     "retrieval_qa.pipeline.retrievers",
     "retrieval_qa.pipeline.rerankers",
+    "retrieval_qa.pipeline.gate",
     "retrieval_qa.pipeline.composition",
     "retrieval_qa.pipeline.run",
     "retrieval_qa.data.loading",
