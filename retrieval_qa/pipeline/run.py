@@ -223,10 +223,11 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
     found = {"top_k": k, "weight": w, "gate": g or None, "val_mrr": by_gate[k][g][w],
              "val_mrr_by_depth_and_weight": mrr,
              "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
+    conf = confidences(val, val_fused, [(h[:k], v[:k]) for h, v in heads])
+    found["val_confidence_mean"] = round(float(np.mean(conf)), 4) if len(conf) else None
+    found["val_gated_share"] = round(float(np.mean(conf < g)), 4) if g and len(conf) else 0.0
     if gate == "tune":
         found["val_mrr_by_depth_gate_and_weight"] = by_gate
-        conf = confidences(val, val_fused, [(h[:k], v[:k]) for h, v in heads])
-        found["val_gated_share"] = round(float(np.mean(conf < g)) if g else 0.0, 4)
     return found
 
 
