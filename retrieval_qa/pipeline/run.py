@@ -161,7 +161,8 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
     return out
 
 
-def place(fused: list[tuple], heads: list[tuple], weight=1.0) -> list[tuple]:
+def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1.0
+          ) -> list[tuple]:
     """The fused lists with each head rescored and placed above the rest of its list (tier
     1), which keeps its fused order; unretrieved candidates stay below both. The head's score:
     the reranker's (``weight`` 1), or ``weight * r + (1 - weight) * f`` with ``r`` and ``f``
@@ -206,9 +207,10 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
         else [weight]
     mrr: dict[int, dict[float, float]] = {}
     by_gate: dict[int, dict[float, dict[float, float]]] = {}
+    conf_at: dict[int, np.ndarray] = {}
     for k in sorted(depths):
         top = [(h[:k], v[:k]) for h, v in heads]
-        conf = confidences(val, val_fused, top)
+        conf = conf_at[k] = confidences(val, val_fused, top)
         gates = gate_candidates(conf, gate_quantiles) if gate == "tune" else [gate or 0.0]
         by_gate[k] = {}
         for g in gates:
@@ -223,7 +225,7 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
     found = {"top_k": k, "weight": w, "gate": g or None, "val_mrr": by_gate[k][g][w],
              "val_mrr_by_depth_and_weight": mrr,
              "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
-    conf = confidences(val, val_fused, [(h[:k], v[:k]) for h, v in heads])
+    conf = conf_at[k]
     found["val_confidence_mean"] = round(float(np.mean(conf)), 4) if len(conf) else None
     found["val_gated_share"] = round(float(np.mean(conf < g)), 4) if g and len(conf) else 0.0
     if gate == "tune":
