@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade notebook-inputs notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -112,6 +112,30 @@ reproduce-mining: $(STAMP)
 	$(RQA) evaluate --model bm25 --dataset multireqa_squad --pool test
 	$(RQA) evaluate --checkpoint $(MINING_OUT)/retriever_off_the_shelf --dataset multireqa_squad \
 		--pool test
+
+# The listwise reranker distilled into one dual encoder, one seed (results/distill/README.md):
+# the off-the-shelf MiniLM's export (once), the fine-tuned first stage, the reranker (the
+# teacher; seed 0 for SEED=42, the pipeline's runs/reranker/listwise, else SEED), its scores
+# over the first stage's lists, the distilled dual encoder with its dev-pool test, and the
+# fine-tuned encoder's dev-pool run (the paired tests' other side). SEED other than 42 reads its
+# teacher's pipeline from conf/pipeline/seeds/hybrid_ft_rerank10_seed$(SEED).yaml. Every step
+# resumes. CPU profile: about 80 minutes a seed on 2 threads.
+SEED ?= 42
+DISTILL_SEED_ARGS = $(if $(filter-out 42,$(SEED)),\
+	data.teacher.pipeline=conf/pipeline/seeds/hybrid_ft_rerank10_seed$(SEED).yaml \
+	data.teacher.output=runs/distill/teacher-cpu-seed$(SEED)) seed=$(SEED)
+reproduce-distill: $(STAMP)
+	test -f runs/off_the_shelf/model.json || $(RQA) export --output runs/off_the_shelf \
+		experiment=dual_bert profile=cpu
+	$(RQA) train experiment=dual_bert profile=cpu output_dir=runs/ft seed=$(SEED) \
+		test_after_fit=false
+	$(BIN)/python -m retrieval_qa.classifiers.train_reranker \
+		--config conf/pipeline/training/reranker_listwise.yaml$(if $(filter-out 42,$(SEED)), \
+		seed=$(SEED) output=runs/reranker/listwise-seed$(SEED))
+	$(BIN)/python experiments/distill_teacher.py experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
+	$(RQA) train experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
+	$(RQA) evaluate --checkpoint runs/ft/dual_bert/cpu-seed$(SEED)/model --dataset reqa_squad \
+		--pool dev --run-file runs/evals/ft-seed$(SEED).reqa_squad_dev.jsonl
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),

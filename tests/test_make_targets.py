@@ -52,6 +52,19 @@ def test_make_n_lists_the_steps(target, expected):
         assert text in out, out
 
 
+def test_the_distillation_recipe_pairs_seed_42_with_the_pipelines_reranker():
+    """SEED=42 trains the pipeline's reranker (seed 0) and distils from hybrid_ft_rerank10; any
+    other seed trains a reranker of its own seed and reads its seed's teacher pipeline."""
+    out = make_n("reproduce-distill")
+    assert "--config conf/pipeline/training/reranker_listwise.yaml\n" in out  # its seed 0
+    assert "experiment=distill profile=cpu  seed=42" in out and "data.teacher" not in out
+    out = make_n("reproduce-distill", "SEED=2")
+    assert "seed=2 output=runs/reranker/listwise-seed2" in out
+    assert out.count("data.teacher.pipeline=conf/pipeline/seeds/hybrid_ft_rerank10_seed2.yaml "
+                     "data.teacher.output=runs/distill/teacher-cpu-seed2 seed=2") == 2
+    assert "--checkpoint runs/ft/dual_bert/cpu-seed2/model" in out
+
+
 def test_device_check_rehearsal_detached_and_collect():
     out = make_n("device-check", "DEVICE=cpu", "DEADLINE=60", "DETACH=1")
     assert "device_check.py --device cpu --deadline 60 --detach" in out

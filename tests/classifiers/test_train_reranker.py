@@ -133,3 +133,20 @@ def test_the_command_prints_the_interrupted_run_and_exits_with_the_signal(
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["interrupted"] is True and out["global_step"] == 2
     assert out["checkpoint"] == str(tmp_path / "m" / "checkpoints" / "last.ckpt")
+
+
+def test_the_listwise_config_has_the_default_files_keys_and_its_documented_override():
+    """conf/pipeline/training/reranker_listwise.yaml (the pipelines' reranker, the distillation's
+    teacher) is a whole settings file: reranker.yaml's keys, values within conf/ranges.yaml,
+    and the first_stage block its header documents composes onto it."""
+    from retrieval_qa.training.compose import compose_file
+
+    path = "conf/pipeline/training/reranker_listwise.yaml"
+    listwise = plain(compose_file(load_yaml("pipeline/training/reranker_listwise.yaml"), path, [
+        "first_stage={_target_: retrieval_qa.distill.negatives.FirstStageNegatives, "
+        "pipeline: hybrid_distill_rerank10, top_k: 20, folder: runs/x}"]))
+    default = plain(load_yaml("pipeline/training/reranker.yaml"))
+    assert set(listwise) == set(default) and set(listwise["model"]) == set(default["model"])
+    assert (listwise["loss"], listwise["questions"], listwise["model"]["optimizer"]["lr"]) \
+        == ("listwise", 6000, 1e-4)
+    assert listwise["first_stage"]["pipeline"] == "hybrid_distill_rerank10"
