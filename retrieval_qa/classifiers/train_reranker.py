@@ -124,10 +124,16 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     model.eval()
     folder = model.export(output)
     losses = recorder.losses
+    time_capped = len(losses) < steps
+    if time_capped:  # a reduced training: say so (running it again does not extend it)
+        print(f"train_reranker: the max_minutes={cfg['max_minutes']} cap stopped the training "
+              f"after {len(losses)} of {steps} steps, a reduced training; max_minutes=null "
+              "(in another output folder) trains them all", file=sys.stderr, flush=True)
     return {"output": str(folder), "pretrained": model.pretrained_checkpoint.label,
             "train_side_questions": len(side.questions), "questions": len(pool.questions),
             "candidates_bm25": len(pool.candidates), "examples": len(examples),
             "example_counts": counts, "steps_planned": steps, "steps_done": len(losses),
+            "time_capped": time_capped,
             "loss": cfg["loss"], "batch_size": batch_size,
             "batch_unit": "questions (groups)" if listwise else "pairs",
             "first_loss": round(losses[0], 4) if losses else None,

@@ -81,7 +81,7 @@ def straight(data, tmp_path_factory):
 def test_a_training_exports_and_the_same_settings_again_train_nothing_more(
         data, straight, tmp_path):
     assert straight["steps_done"] == straight["steps_planned"] > 2
-    assert straight["resumed_from"] is None
+    assert straight["resumed_from"] is None and straight["time_capped"] is False
     checkpoints = Path(straight["output"]) / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["config.yaml", "last.ckpt"]
     again = train_reranker(settings(data, straight["output"]), data, progress=False)
@@ -103,6 +103,17 @@ def test_a_training_stopped_by_a_signal_resumes_to_the_uninterrupted_weights(
     resumed = train_reranker(cfg, data, progress=False)
     assert resumed["resumed_from"] == str(tmp_path / "model" / "checkpoints" / "last.ckpt")
     assert_same_training(straight, resumed)
+
+
+def test_a_training_stopped_by_its_time_cap_says_it_is_reduced(data, tmp_path, capsys):
+    """max_minutes is a budget: when it binds, the report and stderr say how many steps ran."""
+    report = train_reranker(settings(data, tmp_path / "model", max_minutes=1e-6), data,
+                            progress=False)
+    assert report["time_capped"] is True
+    assert 1 <= report["steps_done"] < report["steps_planned"]
+    err = capsys.readouterr().err
+    assert (f"cap stopped the training after {report['steps_done']} of "
+            f"{report['steps_planned']} steps, a reduced training") in err
 
 
 def overrides(data, out, *more) -> list[str]:
