@@ -11,6 +11,7 @@ different random stream or a different data order after the restart."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -78,12 +79,24 @@ def _train(setup_dirs, out, monkeypatch, *extra) -> tuple[dict, dict]:
 
 
 def _killed(setup_dirs, out, kill: str, *extra) -> Path:
-    """The run in a new process, killed with SIGKILL at ``kill``; its last.ckpt."""
+    """The run in a new process, killed with SIGKILL at ``kill``; its last.ckpt.
+
+    A hard kill can leave the run's loader workers behind (orphans that do not always notice
+    their parent's death): the output goes to a file, not to pipes they would hold open, and
+    the run's session is killed after it."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "RQA_THREADS": "1", "KILL": kill}
-    proc = subprocess.run([sys.executable, "-c", KILLER,
-                           *tiny_overrides(setup_dirs, out, *RUN, *extra)],
-                          env=env, cwd=out.parent, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    log = out.parent / f"killed-{kill.replace(':', '-')}.log"
+    with open(log, "w") as output:
+        proc = subprocess.Popen([sys.executable, "-c", KILLER,
+                                 *tiny_overrides(setup_dirs, out, *RUN, *extra)],
+                                env=env, cwd=out.parent, stdout=output,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert returncode == -signal.SIGKILL, log.read_text()[-3000:]
     return out / "dual_gru" / "cpu-seed42" / "checkpoints" / "last.ckpt"
 
 
