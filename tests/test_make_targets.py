@@ -65,6 +65,33 @@ def test_the_distillation_recipe_pairs_seed_42_with_the_pipelines_reranker():
     assert "--checkpoint runs/ft/dual_bert/cpu-seed2/model" in out
 
 
+def test_the_one_hour_distillation_recipe_times_every_step_and_reads_its_own_teacher():
+    """reproduce-distill-hour: reproduce-distill's steps, the reranker on 4,000 questions into a
+    folder of its own that the teacher reads, each step's time logged per seed."""
+    flat = " ".join(make_n("reproduce-distill-hour", "SEED=2").replace("\\\n", " ").split())
+    timed = "bash experiments/timed.sh runs/distill_hour/times-seed2.tsv"
+    for step in ("fine-tuning", "reranker", "teacher", "distillation"):
+        assert f"{timed} {step} " in flat
+    assert "questions=4000 output=runs/reranker/listwise-hour-seed2 seed=2" in flat
+    assert flat.count("experiment=distill_hour profile=cpu data.teacher.reranker="
+                      "runs/reranker/listwise-hour-seed2 data.teacher.pipeline=") == 2
+    flat = " ".join(make_n("reproduce-distill-hour").replace("\\\n", " ").split())
+    assert "output=runs/reranker/listwise-hour " in flat and "seed=0" not in flat
+    assert "data.teacher.reranker=runs/reranker/listwise-hour seed=42" in flat
+
+
+def test_timed_steps_append_their_time_and_keep_the_exit_status(tmp_path):
+    log = tmp_path / "times.tsv"
+    def timed(step, command):
+        return subprocess.run(["bash", "experiments/timed.sh", str(log), step, command],
+                              cwd=REPO).returncode
+
+    assert (timed("ok", "true"), timed("bad", "false")) == (0, 1)
+    rows = [line.split("\t") for line in log.read_text().splitlines()]
+    assert [(r[1], r[3]) for r in rows] == [("ok", "0"), ("bad", "1")]
+    assert all(r[2].isdigit() and r[0].endswith("Z") for r in rows)
+
+
 def test_device_check_rehearsal_detached_and_collect():
     out = make_n("device-check", "DEVICE=cpu", "DEADLINE=60", "DETACH=1")
     assert "device_check.py --device cpu --deadline 60 --detach" in out

@@ -28,7 +28,7 @@ def test_every_experiment_composes_in_both_profiles(name, profile):
     expected = ("endx.EndxModule" if name.startswith("endx") else
                 "residual.ResidualRefinementModule" if name in RESIDUAL
                 else "vae.VAEModule" if name in VAE
-                else "distill.DistillDualEncoderModule" if name == "distill"
+                else "distill.DistillDualEncoderModule" if name.startswith("distill")
                 else "dual_encoder.DualEncoderModule")
     if name == "mining_classifier":  # a classifier, not a retriever (retrieval_qa/mining/)
         assert cfg.model._target_ == "retrieval_qa.mining.classifier.MiningClassifier"

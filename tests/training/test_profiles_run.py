@@ -24,6 +24,7 @@ from mining_helpers import (
     save_tokenizer,
     write_multireqa_dir,
 )
+from omegaconf import OmegaConf
 
 from retrieval_qa import pretrained
 from retrieval_qa.cli import main
@@ -158,7 +159,17 @@ def test_every_experiment_has_a_gpu_profile():
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_the_one_hour_distillation_recipe_changes_only_its_cpu_profile(profile):
+    """distill_hour's paper and gpu profiles are distill's (the run below covers them)."""
+    def composed(name):
+        cfg = OmegaConf.to_container(compose([f"experiment={name}", f"profile={profile}"]))
+        return {k: v for k, v in cfg.items() if k != "experiment"}
+
+    assert composed("distill_hour") == composed("distill")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e != "distill_hour"])
 def test_profile_trains_two_steps_and_evaluates(experiment, profile, offline_tiny, tmp_path):
     overrides = _overrides(experiment, profile, offline_tiny, tmp_path / "runs")
     cfg = compose(overrides)
