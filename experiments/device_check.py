@@ -70,6 +70,9 @@ SMOKE_MINE_DOCUMENTS = 200
 #: smoke of the distillation: questions of its reranker (a quick one, trained as a
 #: prerequisite) and of the teacher's scores, over BM25-with-context lists
 SMOKE_DISTILL = {"reranker": 200, "questions": 1000}
+#: experiments whose gpu profile is another experiment's, unchanged (a CPU recipe's variant;
+#: tests/training/test_profiles_run.py checks it): no item of their own
+SAME_GPU_PROFILE = {"distill_hour": "distill"}
 #: the rehearsal's caps (its pools are tiny): smoke items and the queue's training lines
 REHEARSAL_CAPS = {"max_val_questions": 10, "val_questions": 10, "max_test_questions": 20,
                   "max_train_documents": 8, "max_test_documents": 4}
@@ -114,7 +117,7 @@ def parse_checklist(path: Path = CHECKLIST, experiments: list[str] | None = None
     if experiments is None:
         from retrieval_qa.config import conf_names
 
-        experiments = conf_names("experiment")
+        experiments = [e for e in conf_names("experiment") if e not in SAME_GPU_PROFILE]
     items: list[Item] = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):

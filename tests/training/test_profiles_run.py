@@ -26,6 +26,7 @@ from mining_helpers import (
 )
 from omegaconf import OmegaConf
 
+from experiments.device_check import SAME_GPU_PROFILE
 from retrieval_qa import pretrained
 from retrieval_qa.cli import main
 from retrieval_qa.config import conf_names
@@ -159,17 +160,19 @@ def test_every_experiment_has_a_gpu_profile():
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_the_one_hour_distillation_recipe_changes_only_its_cpu_profile(profile):
-    """distill_hour's paper and gpu profiles are distill's (the run below covers them)."""
+@pytest.mark.parametrize("variant, base", SAME_GPU_PROFILE.items())
+def test_cpu_recipe_variants_keep_their_bases_paper_and_gpu_profiles(variant, base, profile):
+    """distill_hour's paper and gpu profiles are distill's: the run below and the device
+    checklist cover them under distill's name."""
     def composed(name):
         cfg = OmegaConf.to_container(compose([f"experiment={name}", f"profile={profile}"]))
         return {k: v for k, v in cfg.items() if k != "experiment"}
 
-    assert composed("distill_hour") == composed("distill")
+    assert composed(variant) == composed(base)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e != "distill_hour"])
+@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if e not in SAME_GPU_PROFILE])
 def test_profile_trains_two_steps_and_evaluates(experiment, profile, offline_tiny, tmp_path):
     overrides = _overrides(experiment, profile, offline_tiny, tmp_path / "runs")
     cfg = compose(overrides)
