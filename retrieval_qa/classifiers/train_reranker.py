@@ -144,6 +144,22 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
             "settings": cfg}
 
 
+def finished_report(cfg: dict) -> dict | None:
+    """The report (``<output>/training.json``) of a finished training of these settings, or
+    None. The command reuses it as it is, so that running it again leaves the export's files,
+    and the digests that key the teacher's scores (retrieval_qa/distill/cache.py), unchanged."""
+    path = Path(cfg["output"]) / "training.json"
+    if cfg.get("resume") == "never" or not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+
+    def key(settings: dict) -> dict:
+        return {k: v for k, v in settings.items() if k not in NEUTRAL}
+
+    same = key(report.get("settings") or {}) == key(json.loads(json.dumps(cfg, default=str)))
+    return report if same else None
+
+
 def _first_stage(block):
     """The hard negatives' source that a ``first_stage`` block names (its ``_target_``, e.g.
     :class:`retrieval_qa.distill.negatives.FirstStageNegatives`, given the ``eval`` block as
@@ -175,6 +191,13 @@ def main(argv=None) -> int:
                              args.overrides))  # strict keys, conf/ranges.yaml
     import contextlib
 
+    done = finished_report(cfg)
+    if done is not None:
+        print(f"train_reranker: {cfg['output']} holds this finished training "
+              f"({done['steps_done']} of {done['steps_planned']} steps): nothing trained, its "
+              "export and report kept", file=sys.stderr)
+        print(json.dumps(done, default=str))
+        return 0
     try:
         with contextlib.redirect_stdout(sys.stderr):  # libraries' prints stay off the JSON
             out = train_reranker(cfg, args.data_dir)

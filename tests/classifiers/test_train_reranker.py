@@ -137,6 +137,21 @@ def test_other_settings_are_refused_and_resume_never_starts_over(data, tmp_path,
     assert "resume=never: removed" in capsys.readouterr().err
 
 
+def test_the_command_run_again_after_a_finished_training_keeps_its_export(data, tmp_path, capsys):
+    """A finished folder of the same settings is reused as it is: its files keep their bytes
+    (the distillation's teacher scores are keyed by them)."""
+    out = tmp_path / "model"
+    assert main(overrides(data, out)) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(overrides(data, out)) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.strip().splitlines()[-1]) == first
+    assert "nothing trained" in captured.err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert main(overrides(data, out, "epochs=1")) == 2   # other settings: still refused
+
+
 def test_the_command_prints_the_interrupted_run_and_exits_with_the_signal(
         data, tmp_path, monkeypatch, capsys):
     signal_at_step(monkeypatch, 2, signal.SIGTERM)
