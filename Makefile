@@ -121,16 +121,19 @@ reproduce-mining: $(STAMP)
 # teacher's pipeline from conf/pipeline/seeds/hybrid_ft_rerank10_seed$(SEED).yaml. Every step
 # resumes. CPU profile: about 80 minutes a seed on 2 threads.
 SEED ?= 42
-DISTILL_SEED_ARGS = $(if $(filter-out 42,$(SEED)),\
+NOT_42 = $(filter-out 42,$(SEED))
+# a seed's teacher pipeline and score folder (SEED=42: the config's); $(1): the folder's suffix
+distill_seed_args = $(if $(NOT_42),\
 	data.teacher.pipeline=conf/pipeline/seeds/hybrid_ft_rerank10_seed$(SEED).yaml \
-	data.teacher.output=runs/distill/teacher-cpu-seed$(SEED)) seed=$(SEED)
+	data.teacher.output=runs/distill/teacher-cpu$(1)-seed$(SEED)) seed=$(SEED)
+DISTILL_SEED_ARGS = $(call distill_seed_args,)
 reproduce-distill: $(STAMP)
 	test -f runs/off_the_shelf/model.json || $(RQA) export --output runs/off_the_shelf \
 		experiment=dual_bert profile=cpu
 	$(RQA) train experiment=dual_bert profile=cpu output_dir=runs/ft seed=$(SEED) \
 		test_after_fit=false
 	$(BIN)/python -m retrieval_qa.classifiers.train_reranker \
-		--config conf/pipeline/training/reranker_listwise.yaml$(if $(filter-out 42,$(SEED)), \
+		--config conf/pipeline/training/reranker_listwise.yaml$(if $(NOT_42), \
 		seed=$(SEED) output=runs/reranker/listwise-seed$(SEED))
 	$(BIN)/python experiments/distill_teacher.py experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
 	$(RQA) train experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
@@ -141,10 +144,8 @@ reproduce-distill: $(STAMP)
 # teacher trained on 4,000 questions, lists of the gold sentence and 3 negatives), each step's
 # wall time appended to runs/distill_hour/times-seed$(SEED).tsv (experiments/timed.sh). The
 # reranker is seed 0 for SEED=42, else SEED; the fine-tuned first stage is reproduce-distill's.
-HOUR_RERANKER = runs/reranker/listwise-hour$(if $(filter-out 42,$(SEED)),-seed$(SEED))
-HOUR_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(if $(filter-out 42,$(SEED)),\
-	data.teacher.pipeline=conf/pipeline/seeds/hybrid_ft_rerank10_seed$(SEED).yaml \
-	data.teacher.output=runs/distill/teacher-cpu-hour-seed$(SEED)) seed=$(SEED)
+HOUR_RERANKER = runs/reranker/listwise-hour$(if $(NOT_42),-seed$(SEED))
+HOUR_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-hour)
 TIMED = bash experiments/timed.sh runs/distill_hour/times-seed$(SEED).tsv
 reproduce-distill-hour: $(STAMP)
 	test -f runs/off_the_shelf/model.json || $(RQA) export --output runs/off_the_shelf \
@@ -153,7 +154,7 @@ reproduce-distill-hour: $(STAMP)
 		seed=$(SEED) test_after_fit=false
 	$(TIMED) reranker $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reranker_listwise.yaml questions=4000 \
-		output=$(HOUR_RERANKER)$(if $(filter-out 42,$(SEED)), seed=$(SEED))
+		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED))
 	$(TIMED) teacher $(BIN)/python experiments/distill_teacher.py experiment=distill_hour \
 		profile=cpu $(HOUR_ARGS)
 	$(TIMED) distillation $(RQA) train experiment=distill_hour profile=cpu $(HOUR_ARGS)
