@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from experiments import run_queue as Q
+from experiments.device_check import SAME_GPU_PROFILE
 from retrieval_qa.cli import build_parser
 from retrieval_qa.training.compose import compose
 from retrieval_qa.training.run_folder import run_dir
@@ -105,9 +106,9 @@ def test_committed_queues_compose_and_parse(name, tmp_path):
         experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
                        .glob("*.yaml")}
         # but distill: it needs its teacher's scores first (experiments/distill_teacher.py),
-        # which no queue line can make; the device checklist's smoke item makes them.
-        # distill_hour is a CPU recipe: its gpu profile is distill's
-        assert seen == experiments - {"distill", "distill_hour"}
+        # which no queue line can make; the device checklist's smoke item makes them. Nor the
+        # CPU recipes whose gpu profile is another experiment's (distill_hour: distill's)
+        assert seen == experiments - {"distill", *SAME_GPU_PROFILE}
 
 
 @pytest.mark.parametrize("damaged", ["m/retriever.done", "m/dual_gru/paper-seed42/result.json"])
