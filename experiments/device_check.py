@@ -875,6 +875,15 @@ def main(argv=None) -> int:
         proc = subprocess.Popen(child, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         (args.work_root / PID_FILE).write_text(f"{proc.pid}\n")
+        # the status says "running" from now on, not the last run's state (or none) until the
+        # child has imported torch and written its own: a poll at once would stop waiting
+        status = args.work_root / STATUS_FILE
+        status.with_name(f".{STATUS_FILE}").write_text(json.dumps({
+            "pid": proc.pid, "state": "running", "started_at": now_iso(),
+            "updated_at": now_iso(), "running": {},
+            "seconds_left": round(min(1e9 if args.deadline is None else args.deadline, 1e9))},
+            indent=2))
+        os.replace(status.with_name(f".{STATUS_FILE}"), status)
         print(f"device-check started in the background: pid {proc.pid}, log "
               f"{args.work_root / LOG_FILE}; progress: --status (make device-check-status)")
         return 0

@@ -253,6 +253,8 @@ def test_detach_status_bundle_unbundle(tmp_path, capsys):
     t0 = time.monotonic()
     assert "started in the background" in _main(*args, "--detach", capsys=capsys)
     assert time.monotonic() - t0 < 2
+    # at once, before the child has written its own status: already running (a poll waits)
+    assert _main(*args, "--status", capsys=capsys).startswith("device-check running")
     for _ in range(100):
         status = _main(*args, "--status", capsys=capsys)
         if "running since" in status or (tmp_path / "out/wait.json").exists():
