@@ -142,12 +142,15 @@ def _records(pool, lists, ranks, doc_ranks):
     return records
 
 
-def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
-                ) -> list[tuple[np.ndarray, np.ndarray]]:
+def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
+                progress: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
-    ``score_pairs`` (questions, sentences) -> scores."""
+    ``score_pairs`` (questions, sentences) -> scores; ``progress``: a bar over the questions."""
+    from tqdm.auto import tqdm
+
     out = []
-    for q, (ids, scores) in enumerate(fused):
+    for q, (ids, scores) in enumerate(tqdm(fused, desc=f"rerank top-{top_k} ({pool.pool})",
+                                           unit="q", disable=not progress, leave=False)):
         head = ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
         values = np.zeros(0)
         if len(head):
@@ -184,25 +187,27 @@ def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1
 
 
 def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-           weight: float = 1.0, gate: float | None = None) -> tuple[list[tuple], np.ndarray]:
+           weight: float = 1.0, gate: float | None = None, progress: bool = False
+           ) -> tuple[list[tuple], np.ndarray]:
     """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
     :func:`place`), a question whose reranker's confidence is below ``gate`` keeping its
     fused order (:mod:`.gate`); and each question's confidence."""
-    heads = head_scores(pool, fused, score_pairs, top_k)
+    heads = head_scores(pool, fused, score_pairs, top_k, progress)
     conf = confidences(pool, fused, heads)
     return place(fused, heads, gated_weights(conf, weight, gate)), conf
 
 
 def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
                 weight: float | str, grid_step: float, memory_mb: float,
-                gate: float | str | None = None, gate_quantiles=()) -> dict:
+                gate: float | str | None = None, gate_quantiles=(),
+                progress: bool = False) -> dict:
     """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
     grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
     of the validation confidences' ``gate_quantiles``: :mod:`.gate`) of best MRR on the
     validation lists; each pair scored once, at the deepest depth (a head of depth k is the
     first k of the deepest one: the same pairs in the same fused order). Ties: the shallowest
     depth, then the least reliance on the reranker, then the lowest gate."""
-    heads = head_scores(val, val_fused, score_pairs, max(depths))
+    heads = head_scores(val, val_fused, score_pairs, max(depths), progress)
     grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
         else [weight]
     mrr: dict[int, dict[float, float]] = {}
@@ -301,11 +306,11 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
             start = time.perf_counter()
             tuned = tune_rerank(val, val_fused, score_pairs, cfg.reranker.depths, weight,
                                 cfg.tuning.grid_step, memory_mb, gate,
-                                cfg.reranker.gate_quantiles)
+                                cfg.reranker.gate_quantiles, progress)
             fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
             top_k, weight, gate = tuned["top_k"], tuned["weight"], tuned["gate"]
         start = time.perf_counter()
-        reranked, conf = rerank(pool, fused, score_pairs, top_k, weight, gate)
+        reranked, conf = rerank(pool, fused, score_pairs, top_k, weight, gate, progress)
         rr_seconds = time.perf_counter() - start
         stage = evaluate_lists(f"reranked top-{top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,

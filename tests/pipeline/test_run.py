@@ -236,6 +236,29 @@ def test_the_rerank_depth_is_tuned_on_the_validation_lists_from_one_scoring():
     assert by_depth[4] > by_depth[1]  # the upside-down list hides gold below the top 1
 
 
+def test_reranking_shows_a_bar_over_the_questions_and_the_same_lists(capsys):
+    from retrieval_qa.pipeline.run import fuse, rerank
+    from retrieval_qa.pipeline.stages import run_retriever
+
+    pool = tiny_pool()
+    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
+            for spec in cfg.retrievers]
+    fused = fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})
+
+    def by_length(questions, sentences):
+        return [float(len(s)) for s in sentences]
+
+    quiet, _ = rerank(pool, fused, by_length, 2, 0.5)
+    assert "rerank top-2" not in capsys.readouterr().err
+    shown, _ = rerank(pool, fused, by_length, 2, 0.5, progress=True)
+    assert f"rerank top-2 ({pool.pool})" in capsys.readouterr().err
+    for (ids_a, scores_a, tiers_a), (ids_b, scores_b, tiers_b) in zip(quiet, shown,
+                                                                        strict=True):
+        assert list(ids_a) == list(ids_b) and list(tiers_a) == list(tiers_b)
+        assert list(scores_a) == list(scores_b)  # the same arithmetic, bar or not
+
+
 def test_two_stages_over_one_model_encode_the_pool_once(tmp_path, monkeypatch):
     import os
 
