@@ -632,11 +632,16 @@ def write_record(record: dict, output_root: Path) -> Path:
 
 
 def write_status(ctx: Context, state: dict) -> None:
-    ctx.work_root.mkdir(parents=True, exist_ok=True)
-    tmp = ctx.work_root / f".{STATUS_FILE}"
+    write_status_file(ctx.work_root, state, ctx.left())
+
+
+def write_status_file(work_root: Path, state: dict, seconds_left: float) -> None:
+    """``state`` as ``work_root/STATUS_FILE``, replaced at once (a poll never reads half)."""
+    work_root.mkdir(parents=True, exist_ok=True)
+    tmp = work_root / f".{STATUS_FILE}"
     tmp.write_text(json.dumps({**state, "updated_at": now_iso(),
-                               "seconds_left": round(min(ctx.left(), 1e9))}, indent=2))
-    os.replace(tmp, ctx.work_root / STATUS_FILE)
+                               "seconds_left": round(min(seconds_left, 1e9))}, indent=2))
+    os.replace(tmp, work_root / STATUS_FILE)
 
 
 def fits(item: Item, ctx: Context) -> bool:
@@ -877,13 +882,9 @@ def main(argv=None) -> int:
         (args.work_root / PID_FILE).write_text(f"{proc.pid}\n")
         # the status says "running" from now on, not the last run's state (or none) until the
         # child has imported torch and written its own: a poll at once would stop waiting
-        status = args.work_root / STATUS_FILE
-        status.with_name(f".{STATUS_FILE}").write_text(json.dumps({
-            "pid": proc.pid, "state": "running", "started_at": now_iso(),
-            "updated_at": now_iso(), "running": {},
-            "seconds_left": round(min(1e9 if args.deadline is None else args.deadline, 1e9))},
-            indent=2))
-        os.replace(status.with_name(f".{STATUS_FILE}"), status)
+        write_status_file(args.work_root, {
+            "pid": proc.pid, "state": "running", "started_at": now_iso(), "running": {}},
+            float("inf") if args.deadline is None else args.deadline)
         print(f"device-check started in the background: pid {proc.pid}, log "
               f"{args.work_root / LOG_FILE}; progress: --status (make device-check-status)")
         return 0

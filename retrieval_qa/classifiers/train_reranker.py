@@ -81,7 +81,7 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
         raise ValueError(f"loss={cfg['loss']!r}; expected listwise or bce")
     output = Path(cfg["output"])
     checkpoint = resumable_training(
-        output, {k: v for k, v in cfg.items() if k not in NEUTRAL}, str(cfg["resume"]),
+        output, _training_settings(cfg), str(cfg["resume"]),
         "output=DIR to train into a folder of its own, or resume=never to start "
         f"{output / 'checkpoints'} over")
     start = time.perf_counter()
@@ -152,12 +152,14 @@ def finished_report(cfg: dict) -> dict | None:
     if cfg.get("resume") == "never" or not path.is_file():
         return None
     report = json.loads(path.read_text())
-
-    def key(settings: dict) -> dict:
-        return {k: v for k, v in settings.items() if k not in NEUTRAL}
-
-    same = key(report.get("settings") or {}) == key(json.loads(json.dumps(cfg, default=str)))
+    same = (_training_settings(report.get("settings") or {})
+            == _training_settings(json.loads(json.dumps(cfg, default=str))))
     return report if same else None
+
+
+def _training_settings(cfg: dict) -> dict:
+    """The settings that decide what is trained: ``cfg`` less :data:`NEUTRAL`."""
+    return {k: v for k, v in cfg.items() if k not in NEUTRAL}
 
 
 def _first_stage(block):
