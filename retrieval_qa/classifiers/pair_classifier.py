@@ -131,14 +131,21 @@ class CrossAttentionClassifier(pl.LightningModule):
     def score_pairs(self, questions: Sequence[str], sentences: Sequence[str],
                     batch_size: int | None = None) -> torch.Tensor:
         """Logits of matched pairs (``questions[i]`` with ``sentences[i]``): ``[N]`` floats,
-        ``score_batch_size`` pairs per forward pass. Call ``eval()`` first for
-        deterministic scores (dropout)."""
+        ``score_batch_size`` pairs per forward pass, the pairs taken in length order (each
+        batch padded to its longest: less padding than in the given order). Call ``eval()``
+        first for deterministic scores (dropout)."""
         if len(questions) != len(sentences):
             raise ValueError(f"{len(questions)} questions but {len(sentences)} sentences")
         size = int(batch_size or self.score_batch_size)
-        parts = [self(**self.encode(questions[lo:lo + size], sentences[lo:lo + size])).float()
-                 for lo in range(0, len(questions), size)]
-        return torch.cat(parts) if parts else torch.empty(0, device=self.device)
+        order = sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
+        parts = [self(**self.encode([questions[i] for i in rows], [sentences[i] for i in rows]
+                                    )).float()
+                 for rows in (order[lo:lo + size] for lo in range(0, len(order), size))]
+        if not parts:
+            return torch.empty(0, device=self.device)
+        out = torch.empty(len(order), device=self.device)
+        out[torch.tensor(order, device=self.device)] = torch.cat(parts)
+        return out
 
     def score(self, questions: str | Sequence[str], candidates: Sequence[str],
               batch_size: int | None = None) -> torch.Tensor:

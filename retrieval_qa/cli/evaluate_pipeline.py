@@ -18,7 +18,9 @@ def add_arguments(p) -> None:
                         "--pipeline-dir")
     p.add_argument("--pipeline-dir", default=None, metavar="DIR",
                    help="--pipeline: where its run files go, each with its per-question "
-                        f"records for rqa compare (default: {DEFAULT_RUN_DIR}/NAME)")
+                        "records for rqa compare, and the reranker's scores in shards (the "
+                        "same command resumes a reranking stopped by a crash; default: "
+                        f"{DEFAULT_RUN_DIR}/NAME)")
     p.add_argument("--from-run-files", default=None, metavar="DIR",
                    help="--pipeline: read the first-stage lists from the run files a previous "
                         "run wrote to DIR (its --pipeline-dir) instead of running the "

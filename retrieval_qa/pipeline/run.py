@@ -7,7 +7,9 @@ a previous run wrote to DIR, without re-encoding.
 Run-file layout under the run folder: ``<dataset>-<pool>/<retriever>.run.jsonl`` per
 first-stage retriever (the same for the validation lists, whose pool is named
 ``<train pool>-val[-<N>q]``), and ``<dataset>-<pool>/fused.run.jsonl`` /
-``reranked.run.jsonl`` for the later stages."""
+``reranked.run.jsonl`` for the later stages; the reranker's scores of each pool's heads in
+``<dataset>-<pool>/reranker_scores/`` (:mod:`.reranker_scores`: a reranking stopped by a
+crash goes on from there)."""
 
 from __future__ import annotations
 
@@ -27,8 +29,12 @@ from .composition import Pipeline
 from .fused_ranks import ordered, rank_lists
 from .fusion import convex, normalise, rrf
 from .gate import confidences, gate_candidates, gated_weights
+from .reranker_scores import RerankerScores
 from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever
 from .tuning import tune
+
+#: questions per call of the reranker and per shard of its scores (a crash loses at most one)
+SHARD_QUESTIONS = 256
 
 
 def pool_folder(pool: RetrievalPool) -> str:
@@ -143,25 +149,49 @@ def _records(pool, lists, ranks, doc_ranks):
 
 
 def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-                progress: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+                progress: bool = False, cache: RerankerScores | None = None
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
-    ``score_pairs`` (questions, sentences) -> scores; ``progress``: a bar over the questions."""
+    scores by ``score_pairs`` (questions, sentences) -> scores, called once per shard of
+    :data:`SHARD_QUESTIONS` questions (the reranker takes a call's pairs in length order: less
+    padding than a call per question). ``cache``: where each finished shard is written and
+    read back from (:mod:`.reranker_scores`); ``progress``: a bar over the questions."""
     from tqdm.auto import tqdm
 
-    out = []
-    for q, (ids, scores) in enumerate(tqdm(fused, desc=f"rerank top-{top_k} ({pool.pool})",
-                                           unit="q", disable=not progress, leave=False)):
-        head = ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
-        values = np.zeros(0)
-        if len(head):
-            values = np.asarray(score_pairs([pool.questions[q]] * len(head),
-                                            [pool.candidates[c].text for c in
-                                             np.asarray(ids)[head]]), dtype=np.float64)
-            if not np.isfinite(values).all():
-                raise ValueError(f"the reranker gave a non-finite score for "
-                                 f"{_question_name(pool, q)}; check the reranker's export")
-        out.append((head, values))
+    heads = [ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
+             for ids, scores in fused]
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    with tqdm(total=len(fused), desc=f"rerank top-{top_k} ({pool.pool})", unit="q",
+              disable=not progress, leave=False) as bar:
+        for lo in range(0, len(fused), SHARD_QUESTIONS):
+            rows = range(lo, min(lo + SHARD_QUESTIONS, len(fused)))
+            questions = [pool.questions[q] for q in rows]
+            ids = [np.asarray(fused[q][0])[heads[q]] for q in rows]
+            values = cache.read(lo, questions, ids) if cache is not None else None
+            if values is None:
+                start = time.perf_counter()
+                values = _score_heads(pool, rows, ids, score_pairs)
+                if cache is not None:
+                    cache.write(lo, questions, ids, values, time.perf_counter() - start)
+            out += zip((heads[q] for q in rows), values, strict=True)
+            bar.update(len(rows))
     return out
+
+
+def _score_heads(pool: RetrievalPool, rows: range, ids: list[np.ndarray], score_pairs
+                 ) -> list[np.ndarray]:
+    """The scores of the heads ``ids`` of the questions ``rows``, in one call."""
+    questions = [pool.questions[q] for q, head in zip(rows, ids, strict=True) for _ in head]
+    if not questions:
+        return [np.zeros(0) for _ in ids]
+    flat = np.asarray(score_pairs(questions, [pool.candidates[c].text for head in ids
+                                              for c in head]), dtype=np.float64)
+    values = np.split(flat, np.cumsum([len(head) for head in ids])[:-1])
+    for q, v in zip(rows, values, strict=True):
+        if not np.isfinite(v).all():
+            raise ValueError(f"the reranker gave a non-finite score for "
+                             f"{_question_name(pool, q)}; check the reranker's export")
+    return values
 
 
 def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1.0
@@ -187,12 +217,12 @@ def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1
 
 
 def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-           weight: float = 1.0, gate: float | None = None, progress: bool = False
-           ) -> tuple[list[tuple], np.ndarray]:
+           weight: float = 1.0, gate: float | None = None, progress: bool = False,
+           cache: RerankerScores | None = None) -> tuple[list[tuple], np.ndarray]:
     """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
     :func:`place`), a question whose reranker's confidence is below ``gate`` keeping its
     fused order (:mod:`.gate`); and each question's confidence."""
-    heads = head_scores(pool, fused, score_pairs, top_k, progress)
+    heads = head_scores(pool, fused, score_pairs, top_k, progress, cache)
     conf = confidences(pool, fused, heads)
     return place(fused, heads, gated_weights(conf, weight, gate)), conf
 
@@ -200,14 +230,14 @@ def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
 def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
                 weight: float | str, grid_step: float, memory_mb: float,
                 gate: float | str | None = None, gate_quantiles=(),
-                progress: bool = False) -> dict:
+                progress: bool = False, cache: RerankerScores | None = None) -> dict:
     """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
     grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
     of the validation confidences' ``gate_quantiles``: :mod:`.gate`) of best MRR on the
     validation lists; each pair scored once, at the deepest depth (a head of depth k is the
     first k of the deepest one: the same pairs in the same fused order). Ties: the shallowest
     depth, then the least reliance on the reranker, then the lowest gate."""
-    heads = head_scores(val, val_fused, score_pairs, max(depths), progress)
+    heads = head_scores(val, val_fused, score_pairs, max(depths), progress, cache)
     grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
         else [weight]
     mrr: dict[int, dict[float, float]] = {}
@@ -301,22 +331,38 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
                                      seconds=first_seconds))
     if cfg.reranker is not None:
         score_pairs = cfg.reranker.pair_scorer(reranker)
+        checkpoint = getattr(cfg.reranker, "checkpoint", None)
+        digest = None  # kept scores: of the export the pipeline names, not of a given model
+        if reranker is None and checkpoint is not None and Path(checkpoint).is_dir():
+            from ..mining.classifier_data import artifact_digest
+
+            digest = artifact_digest(checkpoint)
+
+        def kept(pool_dir: Path) -> RerankerScores | None:
+            return RerankerScores(pool_dir, digest) if digest else None
+
         top_k, weight, gate = cfg.reranker.top_k, cfg.reranker.weight, cfg.reranker.gate
         if "tune" in (top_k, weight, gate):
             start = time.perf_counter()
             tuned = tune_rerank(val, val_fused, score_pairs, cfg.reranker.depths, weight,
                                 cfg.tuning.grid_step, memory_mb, gate,
-                                cfg.reranker.gate_quantiles, progress)
+                                cfg.reranker.gate_quantiles, progress,
+                                kept(run_dir / pool_folder(val)))
             fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
             top_k, weight, gate = tuned["top_k"], tuned["weight"], tuned["gate"]
         start = time.perf_counter()
-        reranked, conf = rerank(pool, fused, score_pairs, top_k, weight, gate, progress)
+        scores = kept(folder)
+        reranked, conf = rerank(pool, fused, score_pairs, top_k, weight, gate, progress, scores)
         rr_seconds = time.perf_counter() - start
         stage = evaluate_lists(f"reranked top-{top_k}", pool, reranked,
                                folder / f"reranked{RUN_SUFFIX}", doc_level=doc_level, ks=ks,
                                memory_mb=memory_mb,
                                seconds=stages[-1]["seconds"] + rr_seconds)
         stage["rerank_seconds"] = round(rr_seconds, 3)
+        if scores is not None:  # the scoring time of a reranking resumed or read back too
+            stage["rerank_scores"] = {"folder": str(scores.folder),
+                                      "questions_read_back": scores.reused,
+                                      "scoring_seconds": round(scores.seconds, 3)}
         stage["reranker_weight"], stage["reranker_top_k"] = weight, top_k
         stage["reranker_gate"] = gate
         stage["gated_questions"] = int(np.sum(conf < gate)) if gate else 0

@@ -107,6 +107,9 @@ def test_train_on_a_pool_then_score_and_predict(env):
     torch.testing.assert_close(many[0], one)
     pairs = model.score_pairs(questions, candidates[:3])
     torch.testing.assert_close(pairs, torch.stack([many[i, i] for i in range(3)]))
+    # taken in length order, one pair a batch or all at once: each score in its pair's place
+    torch.testing.assert_close(model.score_pairs(questions, candidates[:3], batch_size=1),
+                               pairs, rtol=1e-4, atol=1e-5)
     p = model.predict_proba(questions, candidates[:3])
     assert ((p > 0) & (p < 1)).all()
     torch.testing.assert_close(p, torch.sigmoid(pairs))
