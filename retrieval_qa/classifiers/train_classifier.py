@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ..data.types import RetrievalPool
+from ..training.callbacks import TimeBudget
 from ..training.run_folder import resume_point
 from ..training.trainer import build_trainer, fit, trainer_config
 from .pair_classifier import CrossAttentionClassifier
@@ -78,13 +79,16 @@ def resumable_training(run_dir: str | Path | None, settings: Mapping[str, Any], 
 
 
 def classifier_trainer(run_dir: str | Path | None, recorder: LossRecorder,
-                       **settings) -> pl.Trainer:
+                       max_minutes: float | None = None, **settings) -> pl.Trainer:
     """The Trainer of conf/trainer/classifier.yaml with ``settings`` over it and
-    ``recorder``; without ``run_dir`` no checkpoint is written."""
+    ``recorder``; without ``run_dir`` no checkpoint is written. ``max_minutes``: the training
+    stops after that long, with a checkpoint from which it resumes exactly
+    (:class:`~retrieval_qa.training.callbacks.TimeBudget`)."""
     cfg = trainer_config("classifier", **settings)
     if run_dir is None:
         cfg.trainer.callbacks.resumable_checkpoints = None
-    return build_trainer(cfg, None if run_dir is None else Path(run_dir), callbacks=[recorder])
+    callbacks = [recorder, *([TimeBudget(max_minutes)] if max_minutes else [])]
+    return build_trainer(cfg, None if run_dir is None else Path(run_dir), callbacks=callbacks)
 
 
 def train_cross_classifier(train_pool: RetrievalPool, overrides: Mapping[str, Any] | None = None,

@@ -26,7 +26,9 @@ from ..training.trainer import fit
 from ..written import write_text
 
 #: settings that do not change what is trained: where the export goes, how the command starts
-NEUTRAL = ("output", "resume")
+#: settings that do not decide what is trained: where, how to resume, and the time cap (a cap
+#: stops the same steps early: a capped training resumes under another cap, or none)
+NEUTRAL = ("output", "resume", "max_minutes")
 
 
 def _collate(model, listwise: bool):
@@ -114,9 +116,8 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
                                     collate_fn=_collate(model, listwise))
     steps = int(cfg["epochs"]) * len(loader)
     recorder = LossRecorder(steps, 25, "reranker")
-    max_time = ({"minutes": float(cfg["max_minutes"])} if cfg.get("max_minutes") else None)
-    trainer = classifier_trainer(output, recorder, max_steps=steps,
-                                 max_epochs=int(cfg["epochs"]), max_time=max_time,
+    trainer = classifier_trainer(output, recorder, cfg.get("max_minutes"), max_steps=steps,
+                                 max_epochs=int(cfg["epochs"]),
                                  accelerator=settings["training"]["accelerator"])
     train_start = time.perf_counter()
     fit(trainer, model, checkpoint, train_dataloaders=loader)
@@ -125,10 +126,11 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     folder = model.export(output)
     losses = recorder.losses
     time_capped = len(losses) < steps
-    if time_capped:  # a reduced training: say so (running it again does not extend it)
+    if time_capped:  # a reduced training: say so, and how to finish it
         print(f"train_reranker: the max_minutes={cfg['max_minutes']} cap stopped the training "
-              f"after {len(losses)} of {steps} steps, a reduced training; max_minutes=null "
-              "(in another output folder) trains them all", file=sys.stderr, flush=True)
+              f"after {len(losses)} of {steps} steps, a reduced training; the same command "
+              "with max_minutes=null trains the rest (it resumes from the last checkpoint)",
+              file=sys.stderr, flush=True)
     return {"output": str(folder), "pretrained": model.pretrained_checkpoint.label,
             "train_side_questions": len(side.questions), "questions": len(pool.questions),
             "candidates_bm25": len(pool.candidates), "examples": len(examples),
@@ -147,13 +149,18 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
 def finished_report(cfg: dict) -> dict | None:
     """The report (``<output>/training.json``) of a finished training of these settings, or
     None. The command reuses it as it is, so that running it again leaves the export's files,
-    and the digests that key the teacher's scores (retrieval_qa/distill/cache.py), unchanged."""
+    and the digests that key the teacher's scores (retrieval_qa/distill/cache.py), unchanged.
+    A training its time cap stopped is finished for that cap only: under another cap (or
+    none) it goes on from its last checkpoint."""
     path = Path(cfg["output"]) / "training.json"
     if cfg.get("resume") == "never" or not path.is_file():
         return None
     report = json.loads(path.read_text())
-    same = (_training_settings(report.get("settings") or {})
+    recorded = report.get("settings") or {}
+    same = (_training_settings(recorded)
             == _training_settings(json.loads(json.dumps(cfg, default=str))))
+    if report.get("time_capped") and recorded.get("max_minutes") != cfg.get("max_minutes"):
+        return None
     return report if same else None
 
 

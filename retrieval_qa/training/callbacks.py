@@ -355,6 +355,32 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
             raise RunInterrupted(self.received, path, trainer.global_step if trainer else -1)
 
 
+class TimeBudget(pl.Callback):
+    """Stops a training once ``minutes`` have passed since this call's training started, at
+    the end of a step, with ``last.ckpt`` written there by the run's
+    :class:`ResumableCheckpoints` (when it has one): the same run started again, under another
+    budget or none, resumes mid-epoch and continues exactly as if it had not stopped.
+    Lightning's ``max_time`` stops by ending the epoch, and a checkpoint written then resumes at
+    the next epoch, past the steps the budget cut. Not before a validation that follows the
+    step (it waits for the next step). One process: the clock is not broadcast."""
+
+    def __init__(self, minutes: float) -> None:
+        self.seconds = 60.0 * float(minutes)
+        self._start = time.monotonic()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if time.monotonic() - self._start < self.seconds or validation_follows(trainer):
+            return
+        saver = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)),
+                     None)
+        if saver is not None and trainer.global_step != saver._last_saved_step:
+            saver.save(trainer)
+        trainer.should_stop = True
+
+
 class ValidateAtMaxSteps(pl.Callback):
     """When ``max_steps`` ends the run inside the first epoch, validation (otherwise at the
     epoch's end) runs at the last step instead, so a run capped by ``max_steps`` is always

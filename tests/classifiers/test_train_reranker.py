@@ -24,7 +24,7 @@ from helpers import (
 )
 
 from retrieval_qa.classifiers.reranker import CrossEncoderReranker
-from retrieval_qa.classifiers.train_reranker import main, train_reranker
+from retrieval_qa.classifiers.train_reranker import finished_report, main, train_reranker
 from retrieval_qa.config import load_yaml, plain
 from retrieval_qa.errors import RunInterrupted, SettingsMismatchError
 
@@ -114,6 +114,25 @@ def test_a_training_stopped_by_its_time_cap_says_it_is_reduced(data, tmp_path, c
     err = capsys.readouterr().err
     assert (f"cap stopped the training after {report['steps_done']} of "
             f"{report['steps_planned']} steps, a reduced training") in err
+    assert "max_minutes=null trains the rest" in err
+
+
+def test_a_capped_training_goes_on_under_another_cap_to_the_uncapped_weights(
+        data, straight, tmp_path):
+    """A training its time cap stopped is finished for that cap only (the command reuses its
+    report); without the cap it resumes from its last checkpoint and ends where the uncapped
+    training does."""
+    out = tmp_path / "model"
+    capped = train_reranker(settings(data, out, max_minutes=1e-6), data, progress=False)
+    assert capped["time_capped"] is True and capped["steps_done"] < capped["steps_planned"]
+    (out / "training.json").write_text(json.dumps(capped, default=str))  # as the command does
+    assert finished_report(settings(data, out, max_minutes=1e-6)) == json.loads(
+        json.dumps(capped, default=str))
+    assert finished_report(settings(data, out)) is None
+    resumed = train_reranker(settings(data, out), data, progress=False)
+    assert resumed["resumed_from"] == str(out / "checkpoints" / "last.ckpt")
+    assert resumed["time_capped"] is False
+    assert_same_training(straight, resumed)
 
 
 def overrides(data, out, *more) -> list[str]:
