@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                              "val_mrr_by_weight": by_weight})
                 print(f"{how:6} {[Path(m).name for m in members]}: weight {best}, val MRR "
                       f"{by_weight[best]:.2f}", flush=True)
-    result = {"pipeline": cfg.name, "pipeline_dir": portable(run_dir), "depth": args.depth,
+    result = {"pipeline": cfg.name, "pipeline_dir": portable(args.pipeline_dir), "depth": args.depth,
               "val_pool": f"{val.dataset}/{val.pool}", "val_questions": len(val.questions),
               "fusion_weights": fusion["weights"], "fused_val_mrr": fusion.get("val_mrr"),
               "rows": rows, "seconds": round(time.perf_counter() - start, 1)}
