@@ -25,7 +25,6 @@ from ..config import load_yaml, load_yaml_file, plain
 from ..training.trainer import fit
 from ..written import write_text
 
-#: settings that do not change what is trained: where the export goes, how the command starts
 #: settings that do not decide what is trained: where, how to resume, and the time cap (a cap
 #: stops the same steps early: a capped training resumes under another cap, or none)
 NEUTRAL = ("output", "resume", "max_minutes")
