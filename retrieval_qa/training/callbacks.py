@@ -303,7 +303,8 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
         due = trainer.strategy.broadcast(due, src=0)
         return by_steps or due[0], due[1]
 
-    def _save_at_loop_end(self, trainer) -> None:
+    def save_unless_saved(self, trainer) -> None:
+        """``last.ckpt`` at this step unless already written here (a loop's end, a budget)."""
         if trainer.global_step != self._last_saved_step:
             self.save(trainer)
             self._clock["resumable"] = self._clock["weights"] = time.monotonic()
@@ -313,10 +314,10 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
         # that ModelCheckpoint writes there (last.ckpt must hold their choice)
         if trainer.state.fn == "fit" and not trainer.sanity_checking \
                 and not epoch_ends_here(trainer):
-            self._save_at_loop_end(trainer)
+            self.save_unless_saved(trainer)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self._save_at_loop_end(trainer)
+        self.save_unless_saved(trainer)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if self._rng_to_restore is not None:  # the first step after a restart
@@ -376,8 +377,8 @@ class TimeBudget(pl.Callback):
             return
         saver = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)),
                      None)
-        if saver is not None and trainer.global_step != saver._last_saved_step:
-            saver.save(trainer)
+        if saver is not None:
+            saver.save_unless_saved(trainer)
         trainer.should_stop = True
 
 
