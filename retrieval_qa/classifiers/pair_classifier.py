@@ -26,10 +26,16 @@ from ..config import model_defaults
 from ..models.optim import lightning_optimizers
 from .pair_data import MODEL_KEYS, encode_pairs
 
-__all__ = ["CrossAttentionClassifier"]
+__all__ = ["CrossAttentionClassifier", "length_order"]
 
 #: Keys of conf/model/cross_classifier.yaml that are not constructor arguments.
 _NOT_ARGUMENTS = ("_target_", "name")
+
+
+def length_order(questions: Sequence[str], sentences: Sequence[str]) -> list[int]:
+    """The pairs' positions by the characters of question and sentence together: consecutive
+    pairs in this order pad a batch little."""
+    return sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
 
 
 class CrossAttentionClassifier(pl.LightningModule):
@@ -137,7 +143,7 @@ class CrossAttentionClassifier(pl.LightningModule):
         if len(questions) != len(sentences):
             raise ValueError(f"{len(questions)} questions but {len(sentences)} sentences")
         size = int(batch_size or self.score_batch_size)
-        order = sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
+        order = length_order(questions, sentences)
         parts = [self(**self.encode([questions[i] for i in rows], [sentences[i] for i in rows]
                                     )).float()
                  for rows in (order[lo:lo + size] for lo in range(0, len(order), size))]

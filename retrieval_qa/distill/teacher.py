@@ -76,9 +76,11 @@ def build_lists(teacher: dict, data: dict, evaluation: dict, folder: Path, key: 
 def score_lists(model, records: list[dict], batch_size: int, bar) -> list[list[float]]:
     """The teacher's score of each list's entries (gold first), ``batch_size`` pairs a
     forward pass, the pairs taken by length (less padding: a third less time on a CPU)."""
+    from ..classifiers.pair_classifier import length_order
+
     questions = [r["question"] for r in records for _ in range(1 + len(r["negatives"]))]
     sentences = [t for r in records for t in [r["gold"][1], *(s for _, s in r["negatives"])]]
-    order = sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
+    order = length_order(questions, sentences)
     flat = [0.0] * len(questions)
     for lo in range(0, len(order), batch_size):
         rows = order[lo:lo + batch_size]
