@@ -208,7 +208,7 @@ def run_trainer(args, device: torch.device, precision: str) -> dict:
     if cfg.trainer.compile:  # what rqa train does with the profile's trainer.compile
         from retrieval_qa.training.compile import compile_encoders
 
-        compile_encoders(module, cfg.trainer.compile)
+        compile_encoders(module, cfg.trainer.compile, precision)
 
     with Utilisation(gpu_id(device)) as util:
         st_run = time_st_loop(st, pairs, plans[st.name], args.warmup, args.steps, util)
@@ -237,6 +237,10 @@ def run_trainer(args, device: torch.device, precision: str) -> dict:
             "lr": LR, "weight_decay": WEIGHT_DECAY, "precision": precision,
             "model": st_model_path(args.model), "chunk_rows": chunk_rows,
             "bucket_unit": data.bucket_unit,
+            "attention_backends": ("both sides: memory-efficient SDPA "
+                                   + ("on" if torch.backends.cuda.mem_efficient_sdp_enabled()
+                                      else "off (compiled fp32 on CUDA: see "
+                                           "retrieval_qa.training.compile)")),
             "batches": ("each side's own sampler over the data module's training pairs: ours "
                         "the data module's NoDuplicatesBatchSampler (what the Trainer draws), "
                         "ST its NoDuplicatesBatchSampler (seed 0, random batches)"

@@ -7,12 +7,19 @@ Where compiling fails (no compiler, an unsupported operation, a graph break that
 handled) torch.compile falls back to eager execution with a warning: the run goes on,
 slower, and the warning says why. Shapes repeat when ``data.pad_to_multiple_of`` is set,
 which lets CUDA graphs (``reduce-overhead``) be reused.
+
+Compiled fp32 training on CUDA (``trainer.precision: 32``) crashes torch 2.11 with a
+segmentation fault in the memory-efficient attention's backward kernel (seen on an H200;
+pytorch/pytorch#172233 reports the same kernel crashing). There the memory-efficient
+SDPA backend is switched off for the process, so attention runs on the math kernel, with a
+warning; mixed precision keeps every backend.
 """
 
 from __future__ import annotations
 
 import logging
 
+import torch
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -38,10 +45,26 @@ def compile_mode(setting: bool | str) -> str:
     return mode
 
 
-def compile_encoders(module: nn.Module, setting: bool | str) -> list[nn.Module]:
+def avoid_fp32_efficient_attention(precision: str, cuda: bool | None = None) -> bool:
+    """Switch the memory-efficient SDPA backend off where compiled fp32 training on CUDA
+    would crash in its backward kernel (the module's docstring); True if it did."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if str(precision) not in ("32", "32-true") or not cuda:
+        return False
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    log.warning("trainer.compile with precision %s on CUDA: the memory-efficient attention "
+                "backend is off for this process (its compiled fp32 backward crashes torch "
+                "%s); attention runs on the math kernel", precision, torch.__version__)
+    return True
+
+
+def compile_encoders(module: nn.Module, setting: bool | str,
+                     precision: str = "bf16-mixed") -> list[nn.Module]:
     """Compile every token encoder of ``module`` in place; ``setting`` is ``true`` (the
-    default mode) or a mode of :data:`MODES`. Returns the compiled modules."""
+    default mode) or a mode of :data:`MODES`; ``precision`` is the run's resolved
+    ``trainer.precision``. Returns the compiled modules."""
     mode = compile_mode(setting)
+    avoid_fp32_efficient_attention(precision)
     import torch._dynamo
 
     torch._dynamo.config.suppress_errors = True  # fall back to eager, with a warning

@@ -24,7 +24,7 @@ from .callbacks import ResumableCheckpoints
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
-from .trainer import build_trainer
+from .trainer import build_trainer, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def train(composed: Composed | DictConfig) -> dict:
     module, data = built.module, built.data
     trainer = build_trainer(cfg, run_dir)
     if cfg.trainer.compile:
-        compile_encoders(module, cfg.trainer.compile)
+        compile_encoders(module, cfg.trainer.compile, resolve_precision(cfg.trainer))
     resumed_from = str(folder.checkpoint) if folder.checkpoint else None
     stopper = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)), None)
     if stopper is None:
