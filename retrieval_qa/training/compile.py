@@ -58,8 +58,7 @@ def avoid_fp32_efficient_attention(precision: str, cuda: bool | None = None) -> 
     return True
 
 
-def compile_encoders(module: nn.Module, setting: bool | str,
-                     precision: str = "bf16-mixed") -> list[nn.Module]:
+def compile_encoders(module: nn.Module, setting: bool | str, precision: str) -> list[nn.Module]:
     """Compile every token encoder of ``module`` in place; ``setting`` is ``true`` (the
     default mode) or a mode of :data:`MODES`; ``precision`` is the run's resolved
     ``trainer.precision``. Returns the compiled modules."""
