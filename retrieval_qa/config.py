@@ -168,10 +168,12 @@ def _fits(current, value) -> bool:
     return not isinstance(value, (dict, list))
 
 
-def check_override(cfg: DictConfig, item: str) -> None:
+def check_override(cfg: DictConfig, item: str,
+                   words: Mapping[str, Sequence[str]] | None = None) -> None:
     """Raise :class:`OverrideError` when ``item`` (``key=value``) is not key=value, or its
     value has another type than the setting it replaces; an unknown key is left to the merge
-    (which names it)."""
+    (which names it). ``words`` maps keys to the words they take besides their default's
+    type (a pipeline's ``reranker.top_k: tune``)."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise OverrideError(item, key, "not key=value",
@@ -183,6 +185,8 @@ def check_override(cfg: DictConfig, item: str) -> None:
                             "quote or complete it, e.g. a list as [a, b] or a string as "
                             "'text'") from e
     if isinstance(value, str) and "${" in value:  # an interpolation: known when resolved
+        return
+    if value in (words or {}).get(key.strip(), ()):
         return
     current = _current(cfg, key)
     if current is _ABSENT or _fits(current, value):
@@ -199,6 +203,7 @@ def check_override(cfg: DictConfig, item: str) -> None:
         kind, got = f"a list of {_PLURAL[type(current[0])]}", f"got {value!r}"
     shown = OmegaConf.to_container(current, resolve=False) \
         if isinstance(current, ListConfig) else current
+    kind += "".join(f" or {w}" for w in (words or {}).get(key.strip(), ()))
     raise OverrideError(item, key, f"{key} takes {kind} (its default here is {shown!r}), {got}",
                         f"give {key} {kind}, e.g. {key}={override_value(shown)}")
 
@@ -214,14 +219,15 @@ def override_value(value) -> str:
     return str(value)
 
 
-def apply_overrides(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+def apply_overrides(cfg: DictConfig, overrides: Sequence[str],
+                    words: Mapping[str, Sequence[str]] | None = None) -> DictConfig:
     """Apply ``a.b=value`` overrides (values parsed as YAML). Each is checked before it is
     applied: a key that does not exist in the config is an :class:`UnknownKeyError` naming it
     (so a misspelt setting never passes silently), a value of another type than the key's
-    default an :class:`OverrideError` (see :func:`check_override`)."""
+    default an :class:`OverrideError` (see :func:`check_override`, and its ``words``)."""
     OmegaConf.set_struct(cfg, True)
     for item in overrides:
-        check_override(cfg, item)
+        check_override(cfg, item, words)
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([item]))
         except ConfigKeyError as e:

@@ -53,6 +53,10 @@ RERANKER_KIND = "cross_encoder"
 FUSION_METHODS = ("none", "rrf", "convex")
 NORMALIZATIONS = ("minmax", "zscore")
 _FIX = "check the spelling against conf/pipeline.yaml"
+#: the settings that take ``tune`` (chosen on the validation side) besides their own type,
+#: also on the command line (``reranker.top_k=tune`` over a pipeline's ``top_k: 10``)
+TUNED = {key: ("tune",) for key in ("fusion.weights", "fusion.rrf_k", "reranker.top_k",
+                                     "reranker.weight", "reranker.gate")}
 
 
 class PipelineConfigError(UsageError):
@@ -222,7 +226,7 @@ def _compose(top: str, node: DictConfig, overrides: Sequence[str]) -> Pipeline:
         cfg = _open(merge_strict(cfg, file, label, _FIX), open_paths)
     layers = [(label, layer_keys(file)) for label, file in files]
     before = _stages(cfg, layers, top, [])  # so the command line's values are typed by them
-    cfg = _open(apply_overrides(before, overrides), open_paths)
+    cfg = _open(apply_overrides(before, overrides, TUNED), open_paths)
     layers.append((COMMAND_LINE, override_keys(overrides)))
     stage_layers: list = []
     cfg = _stages(cfg, layers, top, stage_layers)

@@ -154,6 +154,17 @@ def test_settings_from_the_command_line_are_typed_and_ranged():
         load_pipeline("hybrid_convex", ["top_k=many"])
 
 
+def test_settings_that_are_tuned_take_tune_on_the_command_line_too():
+    p = load_pipeline("hybrid_ft_rerank10", ["reranker.top_k=tune", "reranker.weight=0.5"])
+    assert p.reranker.top_k == "tune" and p.reranker.depths == [5, 10, 20]
+    assert p.reranker.weight == 0.5
+    rrf = load_pipeline("hybrid_convex", ["fusion.method=rrf", "fusion.weights=null",
+                                          "fusion.rrf_k=tune"])  # over rrf_k: 60
+    assert rrf.fusion.rrf_k == "tune"
+    with pytest.raises(UsageError, match=r"reranker\.top_k takes an integer or tune .*'ten'"):
+        load_pipeline("hybrid_ft_rerank10", ["reranker.top_k=ten"])
+
+
 def test_rqa_evaluate_pipeline_cfg_prints_the_composed_pipeline_and_runs_nothing(tmp_path):
     out = io.StringIO()
     assert main(["evaluate", "--pipeline", "hybrid_ft_rerank10", "--cfg",
