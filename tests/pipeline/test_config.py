@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from retrieval_qa.config import conf_names
 from retrieval_qa.errors import UsageError
@@ -28,15 +29,18 @@ def test_ablation_pipelines_load_from_their_paths(path):
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].joinpath(
     "conf", "pipeline", "seeds").glob("*.yaml")))
 def test_seed_pipelines_extend_their_parent_from_a_path(path):
+    """<parent>[_<variant>]_seed<S>.yaml: seed S's trained stages, the reranker
+    runs/reranker/listwise[-<variant>]-seed<S>, everything else the parent's."""
     cfg = load_pipeline(str(path))
-    seed = path.stem.rsplit("seed", 1)[1]
-    parent = load_pipeline(path.stem.rsplit("_seed", 1)[0])
+    parent = load_pipeline(OmegaConf.load(path).extends)
+    variant, seed = path.stem.removeprefix(parent.name).rsplit("_seed", 1)
     assert cfg.name == path.stem and cfg.fusion == parent.fusion
     assert [r.name for r in cfg.retrievers] == [r.name for r in parent.retrievers]
     ft = {r.name: r for r in cfg.retrievers}["minilm_ft"]
     assert ft.checkpoint == f"runs/ft/dual_bert/cpu-seed{seed}/model" and ft.batch_size == 128
     if parent.reranker is not None:
-        assert cfg.reranker.checkpoint == f"runs/reranker/listwise-seed{seed}"
+        assert cfg.reranker.checkpoint == \
+            f"runs/reranker/listwise{variant.replace('_', '-')}-seed{seed}"
         assert cfg.reranker.top_k == parent.reranker.top_k
 
 
