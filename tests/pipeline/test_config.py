@@ -33,6 +33,7 @@ def test_seed_pipelines_extend_their_parent_from_a_path(path):
     runs/reranker/listwise[-<variant>]-seed<S>, everything else the parent's."""
     cfg = load_pipeline(str(path))
     parent = load_pipeline(OmegaConf.load(path).extends)
+    assert path.stem.startswith(parent.name)
     variant, seed = path.stem.removeprefix(parent.name).rsplit("_seed", 1)
     assert cfg.name == path.stem and cfg.fusion == parent.fusion
     assert [r.name for r in cfg.retrievers] == [r.name for r in parent.retrievers]
