@@ -29,16 +29,19 @@ def test_ablation_pipelines_load_from_their_paths(path):
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].joinpath(
     "conf", "pipeline", "seeds").glob("*.yaml")))
 def test_seed_pipelines_extend_their_parent_from_a_path(path):
-    """<parent>[_<variant>]_seed<S>.yaml: seed S's trained stages, the reranker
-    runs/reranker/listwise[-<variant>]-seed<S>, everything else the parent's."""
+    """<parent>[_<variant>]_seed<S>.yaml: seed S's trained stages (fine-tuned, distilled),
+    the reranker runs/reranker/listwise[-<variant>]-seed<S>, everything else the parent's."""
     cfg = load_pipeline(str(path))
     parent = load_pipeline(OmegaConf.load(path).extends)
     assert path.stem.startswith(parent.name)
     variant, seed = path.stem.removeprefix(parent.name).rsplit("_seed", 1)
     assert cfg.name == path.stem and cfg.fusion == parent.fusion
     assert [r.name for r in cfg.retrievers] == [r.name for r in parent.retrievers]
-    ft = {r.name: r for r in cfg.retrievers}["minilm_ft"]
+    stages = {r.name: r for r in cfg.retrievers}
+    ft = stages["minilm_ft"]
     assert ft.checkpoint == f"runs/ft/dual_bert/cpu-seed{seed}/model" and ft.batch_size == 128
+    if "minilm_distill" in stages:
+        assert stages["minilm_distill"].checkpoint == f"runs/distill/cpu-seed{seed}/model"
     if parent.reranker is not None:
         assert cfg.reranker.checkpoint == \
             f"runs/reranker/listwise{variant.replace('_', '-')}-seed{seed}"
