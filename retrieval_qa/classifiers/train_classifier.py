@@ -22,7 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ..data.types import RetrievalPool
-from ..training.callbacks import TimeBudget
+from ..training.callbacks import StepBudget, TimeBudget
 from ..training.run_folder import resume_point
 from ..training.trainer import build_trainer, fit, trainer_config
 from .pair_classifier import CrossAttentionClassifier
@@ -79,15 +79,18 @@ def resumable_training(run_dir: str | Path | None, settings: Mapping[str, Any], 
 
 
 def classifier_trainer(run_dir: str | Path | None, recorder: LossRecorder,
-                       max_minutes: float | None = None, **settings) -> pl.Trainer:
+                       max_minutes: float | None = None, stop_after_steps: int | None = None,
+                       **settings) -> pl.Trainer:
     """The Trainer of conf/trainer/classifier.yaml with ``settings`` over it and
     ``recorder``; without ``run_dir`` no checkpoint is written. ``max_minutes``: the training
-    stops after that long, with a checkpoint from which it resumes exactly
-    (:class:`~retrieval_qa.training.callbacks.TimeBudget`)."""
+    stops after that long, ``stop_after_steps``: after that step of its schedule, each with a
+    checkpoint from which it resumes exactly
+    (:class:`~retrieval_qa.training.callbacks.TimeBudget`, its ``StepBudget``)."""
     cfg = trainer_config("classifier", **settings)
     if run_dir is None:
         cfg.trainer.callbacks.resumable_checkpoints = None
-    callbacks = [recorder, *([TimeBudget(max_minutes)] if max_minutes else [])]
+    callbacks = [recorder, *([TimeBudget(max_minutes)] if max_minutes else []),
+                 *([StepBudget(stop_after_steps)] if stop_after_steps else [])]
     return build_trainer(cfg, None if run_dir is None else Path(run_dir), callbacks=callbacks)
 
 

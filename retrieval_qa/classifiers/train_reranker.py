@@ -25,9 +25,11 @@ from ..config import load_yaml, load_yaml_file, plain
 from ..training.trainer import fit
 from ..written import write_text
 
-#: settings that do not decide what is trained: where, how to resume, and the time cap (a cap
-#: stops the same steps early: a capped training resumes under another cap, or none)
-NEUTRAL = ("output", "resume", "max_minutes")
+#: the caps: each stops the same steps early (a capped training resumes under another cap, or
+#: none): the wall clock, or a step of the schedule
+CAPS = ("max_minutes", "stop_after_steps")
+#: settings that do not decide what is trained: where, how to resume, and the caps
+NEUTRAL = ("output", "resume", *CAPS)
 
 
 def _collate(model, listwise: bool):
@@ -115,7 +117,8 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
                                     collate_fn=_collate(model, listwise))
     steps = int(cfg["epochs"]) * len(loader)
     recorder = LossRecorder(steps, 25, "reranker")
-    trainer = classifier_trainer(output, recorder, cfg.get("max_minutes"), max_steps=steps,
+    trainer = classifier_trainer(output, recorder, cfg.get("max_minutes"),
+                                 stop_after_steps=cfg.get("stop_after_steps"), max_steps=steps,
                                  max_epochs=int(cfg["epochs"]),
                                  accelerator=settings["training"]["accelerator"])
     train_start = time.perf_counter()
@@ -124,17 +127,20 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     model.eval()
     folder = model.export(output)
     losses = recorder.losses
-    time_capped = len(losses) < steps
-    if time_capped:  # a reduced training: say so, and how to finish it
-        print(f"train_reranker: the max_minutes={cfg['max_minutes']} cap stopped the training "
+    stop = cfg.get("stop_after_steps")
+    step_capped = stop is not None and int(stop) <= len(losses) < steps
+    time_capped = len(losses) < steps and not step_capped
+    if time_capped or step_capped:  # a reduced training: say so, and how to finish it
+        cap = "stop_after_steps" if step_capped else "max_minutes"
+        print(f"train_reranker: the {cap}={cfg[cap]} cap stopped the training "
               f"after {len(losses)} of {steps} steps, a reduced training; the same command "
-              "with max_minutes=null trains the rest (it resumes from the last checkpoint)",
+              f"with {cap}=null trains the rest (it resumes from the last checkpoint)",
               file=sys.stderr, flush=True)
     return {"output": str(folder), "pretrained": model.pretrained_checkpoint.label,
             "train_side_questions": len(side.questions), "questions": len(pool.questions),
             "candidates_bm25": len(pool.candidates), "examples": len(examples),
             "example_counts": counts, "steps_planned": steps, "steps_done": len(losses),
-            "time_capped": time_capped,
+            "time_capped": time_capped, "step_capped": step_capped,
             "loss": cfg["loss"], "batch_size": batch_size,
             "batch_unit": "questions (groups)" if listwise else "pairs",
             "first_loss": round(losses[0], 4) if losses else None,
@@ -158,7 +164,8 @@ def finished_report(cfg: dict) -> dict | None:
     recorded = report.get("settings") or {}
     same = (_training_settings(recorded)
             == _training_settings(json.loads(json.dumps(cfg, default=str))))
-    if report.get("time_capped") and recorded.get("max_minutes") != cfg.get("max_minutes"):
+    capped = report.get("time_capped") or report.get("step_capped")
+    if capped and any(recorded.get(k) != cfg.get(k) for k in CAPS):
         return None
     return report if same else None
 

@@ -372,14 +372,32 @@ class TimeBudget(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         self._start = time.monotonic()
 
+    def spent(self, trainer) -> bool:
+        """Whether the budget is used up after this step."""
+        return time.monotonic() - self._start >= self.seconds
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if time.monotonic() - self._start < self.seconds or validation_follows(trainer):
+        if not self.spent(trainer) or validation_follows(trainer):
             return
         saver = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)),
                      None)
         if saver is not None:
             saver.save_unless_saved(trainer)
         trainer.should_stop = True
+
+
+class StepBudget(TimeBudget):
+    """:class:`TimeBudget` counted in optimizer steps: the training stops after step ``steps``
+    of its schedule (Lightning's ``max_steps`` would shorten the learning-rate schedule
+    instead), with the checkpoint from which it resumes. A time-capped training's weights are
+    rebuilt with the step count its report names."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(0.0)
+        self.steps = int(steps)
+
+    def spent(self, trainer) -> bool:
+        return trainer.global_step >= self.steps
 
 
 class ValidateAtMaxSteps(pl.Callback):

@@ -135,6 +135,25 @@ def test_a_capped_training_goes_on_under_another_cap_to_the_uncapped_weights(
     assert_same_training(straight, resumed)
 
 
+def test_a_step_cap_stops_at_that_step_of_the_full_schedule_and_resumes_to_the_uncapped(
+        data, straight, tmp_path, capsys):
+    """stop_after_steps rebuilds a time-capped training from its report's steps_done: it stops
+    after that step with the schedule of every planned step (so its weights are those of the
+    uncapped run's first steps), says so, and goes on without the cap to the uncapped weights."""
+    out = tmp_path / "model"
+    capped = train_reranker(settings(data, out, stop_after_steps=2), data, progress=False)
+    assert capped["step_capped"] is True and capped["time_capped"] is False
+    assert capped["steps_done"] == 2 < capped["steps_planned"]
+    assert capped["first_loss"] == straight["first_loss"]
+    assert "the stop_after_steps=2 cap stopped the training after 2 of" in capsys.readouterr().err
+    (out / "training.json").write_text(json.dumps(capped, default=str))
+    assert finished_report(settings(data, out, stop_after_steps=2)) is not None
+    assert finished_report(settings(data, out)) is None
+    resumed = train_reranker(settings(data, out), data, progress=False)
+    assert resumed["step_capped"] is False and resumed["steps_done"] == resumed["steps_planned"]
+    assert_same_training(straight, resumed)
+
+
 def overrides(data, out, *more) -> list[str]:
     """The command line of :func:`settings`."""
     return ["--data-dir", str(data), "questions=20", "epochs=2", "max_minutes=null",
