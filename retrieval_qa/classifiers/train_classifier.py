@@ -22,7 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ..data.types import RetrievalPool
-from ..training.callbacks import StepBudget, TimeBudget
+from ..training.budgets import StepBudget, TimeBudget
 from ..training.run_folder import resume_point
 from ..training.trainer import build_trainer, fit, trainer_config
 from .pair_classifier import CrossAttentionClassifier
@@ -85,7 +85,7 @@ def classifier_trainer(run_dir: str | Path | None, recorder: LossRecorder,
     ``recorder``; without ``run_dir`` no checkpoint is written. ``max_minutes``: the training
     stops after that long, ``stop_after_steps``: after that step of its schedule, each with a
     checkpoint from which it resumes exactly
-    (:class:`~retrieval_qa.training.callbacks.TimeBudget`, its ``StepBudget``)."""
+    (:mod:`retrieval_qa.training.budgets`)."""
     cfg = trainer_config("classifier", **settings)
     if run_dir is None:
         cfg.trainer.callbacks.resumable_checkpoints = None
