@@ -11,25 +11,16 @@ import pytorch_lightning as pl
 from .callbacks import ResumableCheckpoints, validation_follows
 
 
-class TimeBudget(pl.Callback):
-    """Stops a training once ``minutes`` have passed since this call's training started, at
-    the end of a step, with ``last.ckpt`` written there by the run's
-    :class:`ResumableCheckpoints` (when it has one): the same run started again, under another
-    budget or none, resumes mid-epoch and continues exactly as if it had not stopped.
-    Lightning's ``max_time`` stops by ending the epoch, and a checkpoint written then resumes at
-    the next epoch, past the steps the budget cut. Not before a validation that follows the
-    step (it waits for the next step). One process: the clock is not broadcast."""
-
-    def __init__(self, minutes: float) -> None:
-        self.seconds = 60.0 * float(minutes)
-        self._start = time.monotonic()
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self._start = time.monotonic()
+class Budget(pl.Callback):
+    """Stops a training at the end of the first step after which :meth:`spent` holds, with
+    ``last.ckpt`` written there by the run's :class:`ResumableCheckpoints` (when it has one):
+    the same run started again, under another budget or none, resumes mid-epoch and continues
+    exactly as if it had not stopped. Not before a validation that follows the step (it waits
+    for the next step)."""
 
     def spent(self, trainer) -> bool:
         """Whether the budget is used up after this step."""
-        return time.monotonic() - self._start >= self.seconds
+        raise NotImplementedError
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if not self.spent(trainer) or validation_follows(trainer):
@@ -41,14 +32,28 @@ class TimeBudget(pl.Callback):
         trainer.should_stop = True
 
 
-class StepBudget(TimeBudget):
-    """:class:`TimeBudget` counted in optimizer steps: the training stops after step ``steps``
-    of its schedule (Lightning's ``max_steps`` would shorten the learning-rate schedule
-    instead), with the checkpoint from which it resumes. A time-capped training's weights are
-    rebuilt with the step count its report names."""
+class TimeBudget(Budget):
+    """A :class:`Budget` of ``minutes`` since this call's training started. Lightning's
+    ``max_time`` stops by ending the epoch, and a checkpoint written then resumes at the next
+    epoch, past the steps the budget cut. One process: the clock is not broadcast."""
+
+    def __init__(self, minutes: float) -> None:
+        self.seconds = 60.0 * float(minutes)
+        self._start = time.monotonic()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._start = time.monotonic()
+
+    def spent(self, trainer) -> bool:
+        return time.monotonic() - self._start >= self.seconds
+
+
+class StepBudget(Budget):
+    """A :class:`Budget` of optimizer steps: the training stops after step ``steps`` of its
+    schedule (Lightning's ``max_steps`` would shorten the learning-rate schedule instead). A
+    time-capped training's weights are rebuilt with the step count its report names."""
 
     def __init__(self, steps: int) -> None:
-        super().__init__(0.0)
         self.steps = int(steps)
 
     def spent(self, trainer) -> bool:
