@@ -60,8 +60,10 @@ def apply_threads(value: int | str | None = None) -> int:
 
 
 def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
-    """What a benchmark or study ran on, for its JSON: the CPU model (from /proc/cpuinfo,
-    "unknown" elsewhere), cores, torch threads, the torch and Python versions, each of
+    """What a benchmark, study or training ran on, for its JSON: the CPU model (from
+    /proc/cpuinfo, "unknown" elsewhere) and the instruction set torch's kernels use on it (AVX2,
+    AVX512: another one sums in another order, so the same training on two machines agrees only
+    within floating-point error), cores, torch threads, the torch and Python versions, each of
     ``packages``' ``__version__`` (module names) and the load average at the start."""
     import importlib
     import platform
@@ -75,8 +77,8 @@ def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
                         if line.startswith("model name")), cpu)
     except OSError:
         pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": threads,
-            "torch": torch.__version__}
+    info = {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__}
     info.update({name: importlib.import_module(name).__version__ for name in packages})
     return {**info, "python": platform.python_version(), "platform": platform.platform(),
             "load_avg_start": os.getloadavg()}

@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from ..data.types import RetrievalPool
+from ..runtime import machine_info
 from ..training.budgets import StepBudget, TimeBudget
 from ..training.run_folder import resume_point
 from ..training.trainer import build_trainer, fit, trainer_config
@@ -56,6 +57,13 @@ class LossRecorder(pl.Callback):
             print(f"{self.label} step {n}/{self.total} loss "
                   f"{statistics.fmean(self.losses[-self.every:]):.4f}", file=sys.stderr,
                   flush=True)
+
+    def curve(self, every: int = 25) -> dict:
+        """The mean loss of each ``every`` steps (the last may be fewer), for a report: where
+        two trainings of the same settings part."""
+        return {"every_steps": every,
+                "means": [round(statistics.fmean(self.losses[i:i + every]), 4)
+                          for i in range(0, len(self.losses), every)]}
 
     def state_dict(self) -> dict:
         return {"losses": list(self.losses)}
@@ -142,6 +150,8 @@ def train_cross_classifier(train_pool: RetrievalPool, overrides: Mapping[str, An
             "negatives": negatives_note(float(train["same_paragraph"])),
             "first_loss": round(losses[0], 4) if losses else None,
             "last_loss": round(statistics.fmean(losses[-10:]), 4) if losses else None,
+            "loss_curve": recorder.curve(),
+            "machine": machine_info(torch.get_num_threads(), ("transformers",)),
             "train_seconds": round(seconds, 2),
             "resumed_from": None if checkpoint is None else str(checkpoint)}
     return model, info

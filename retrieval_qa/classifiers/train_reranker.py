@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ..config import load_yaml, load_yaml_file, plain
+from ..runtime import machine_info
 from ..training.trainer import fit
 from ..written import write_text
 
@@ -145,6 +146,8 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
             "batch_unit": "questions (groups)" if listwise else "pairs",
             "first_loss": round(losses[0], 4) if losses else None,
             "last_loss": round(statistics.fmean(losses[-25:]), 4) if losses else None,
+            "loss_curve": recorder.curve(),
+            "machine": machine_info(torch.get_num_threads(), ("transformers",)),
             "data_seconds": round(data_seconds, 1), "train_seconds": round(train_seconds, 1),
             "resumed_from": None if checkpoint is None else str(checkpoint),
             "first_stage": None if first_stage is None else first_stage.info,

@@ -17,7 +17,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from ..portable_paths import portable
 from ..registry import target_of
-from ..runtime import apply_threads
+from ..runtime import apply_threads, machine_info
 from ..written import write_text
 from . import run_folder
 from .callbacks import ResumableCheckpoints
@@ -214,6 +214,7 @@ def train(composed: Composed | DictConfig) -> dict:
     report = {
         "checkpoint": str(export), "experiment": cfg.experiment, "profile": cfg.profile,
         "description": description, "profile_settings": reduced, "threads": threads,
+        "machine": machine_info(threads, ("transformers", "pytorch_lightning")),
         **built.notes, "seed": cfg.seed,
         "best_training_checkpoint": best, "resumed_from": resumed_from,
         "monitor": cfg.trainer.monitor,

@@ -97,6 +97,7 @@ def test_train_on_a_pool_then_score_and_predict(env):
         env[1], tiny(env, training={"steps": 4, "batch_size": 6}), seed=1, log_every=0)
     assert not model.training and info["steps"] == 4 and info["batch_size"] == 6
     assert info["first_loss"] > 0 and "equal chance" in info["negatives"]
+    assert info["loss_curve"]["every_steps"] == 25 and len(info["loss_curve"]["means"]) == 1
     assert info["pretrained"] and info["pretrained_substituted"] is False
     pool = env[1]
     questions = [p.question for p in pool.pairs[:3]]
@@ -143,7 +144,8 @@ def test_a_training_stopped_by_a_signal_resumes_to_the_uninterrupted_weights(
     resumed, b = train_cross_classifier(env[1], settings, seed=2, log_every=0,
                                         run_dir=tmp_path / "b")
     assert b["resumed_from"] == str(tmp_path / "b" / "checkpoints" / "last.ckpt")
-    assert (a["first_loss"], a["last_loss"]) == (b["first_loss"], b["last_loss"])
+    assert (a["first_loss"], a["last_loss"], a["loss_curve"]) == \
+        (b["first_loss"], b["last_loss"], b["loss_curve"])
     for (name, x), y in zip(straight.state_dict().items(), resumed.state_dict().values(),
                             strict=True):
         assert torch.equal(x, y), name

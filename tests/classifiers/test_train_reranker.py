@@ -23,7 +23,9 @@ from helpers import (
     write_json_gz,
 )
 
+from experiments.loss_parting import step_losses
 from retrieval_qa.classifiers.reranker import CrossEncoderReranker
+from retrieval_qa.classifiers.train_classifier import LossRecorder
 from retrieval_qa.classifiers.train_reranker import finished_report, main, train_reranker
 from retrieval_qa.config import load_yaml, plain
 from retrieval_qa.errors import RunInterrupted, SettingsMismatchError
@@ -31,7 +33,8 @@ from retrieval_qa.errors import RunInterrupted, SettingsMismatchError
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 VOCAB = list(dict.fromkeys([*WORDS, *map(str, range(200)), "?", ".", "fact", "form", "(", ")"]))
-REPORTED = ("steps_planned", "steps_done", "first_loss", "last_loss", "examples", "batch_size")
+REPORTED = ("steps_planned", "steps_done", "first_loss", "last_loss", "loss_curve", "examples",
+            "batch_size")
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +85,23 @@ def test_a_training_exports_and_the_same_settings_again_train_nothing_more(
         data, straight, tmp_path):
     assert straight["steps_done"] == straight["steps_planned"] > 2
     assert straight["resumed_from"] is None and straight["time_capped"] is False
+    # 25-step means: under 25 steps here, so one, the mean of the last 25 (all) steps
+    assert straight["loss_curve"] == {"every_steps": 25, "means": [straight["last_loss"]]}
+    assert straight["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    losses = step_losses(straight["output"])  # every step's, for experiments/loss_parting.py
+    assert len(losses) == straight["steps_planned"] and round(losses[0], 4) == straight["first_loss"]
     checkpoints = Path(straight["output"]) / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["config.yaml", "last.ckpt"]
     again = train_reranker(settings(data, straight["output"]), data, progress=False)
     assert again["resumed_from"] == str(checkpoints / "last.ckpt")
     assert_same_training(straight, again)
+
+
+def test_the_loss_curve_is_the_mean_of_each_stretch_of_steps():
+    recorder = LossRecorder(5, every=0)
+    recorder.losses = [1.0, 3.0, 2.0, 4.0, 5.0]
+    assert recorder.curve(2) == {"every_steps": 2, "means": [2.0, 3.0, 5.0]}
+    assert recorder.curve()["means"] == [3.0]
 
 
 @pytest.mark.parametrize("where", ["inside an epoch", "at an epoch's last step"])

@@ -28,6 +28,8 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     report = train(tiny(setup_dirs, tmp_path))
     assert report["experiment"] == "dual_gru" and report["profile"] == "cpu"
     assert report["pretrained"] and report["seconds"] > 0 and report["epochs"] == 2
+    assert report["machine"]["torch_threads"] == report["threads"]
+    assert report["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert set(report["test"]["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
     assert report["test"]["questions"] == 4 and report["test"]["pool"] == "dev"
     assert "val/r@1" in report["last_val"] and report["best_val_score"] is not None
