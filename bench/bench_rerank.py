@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
 
     from retrieval_qa.classifiers.reranker import CrossEncoderReranker
-    from retrieval_qa.pipeline.run import SHARD_QUESTIONS, head_scores
+    from retrieval_qa.pipeline.reranking import SHARD_QUESTIONS, head_scores
 
     wall, info = time.perf_counter(), machine(torch.get_num_threads())  # the load before
     pool, fused = heads(args.questions, args.top_k, args.seed)

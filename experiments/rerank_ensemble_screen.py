@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     from retrieval_qa.pipeline.fused_ranks import rank_lists
     from retrieval_qa.pipeline.reranker_scores import RerankerScores
     from retrieval_qa.pipeline.rerankers import CrossEncoderStage
-    from retrieval_qa.pipeline.run import head_scores, place, pool_folder, tune_fusion
+    from retrieval_qa.pipeline.reranking import head_scores, place
+    from retrieval_qa.pipeline.run import pool_folder, tune_fusion
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 

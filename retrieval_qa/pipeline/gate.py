@@ -4,7 +4,7 @@ A question's confidence is the softmax probability of the reranker's best senten
 distinct sentences of its head. Identical copies count once: they get one score, and two
 copies of the answer would otherwise halve a sure reranker's confidence. The threshold is
 chosen on the validation side, among quantiles of the validation questions' confidences
-(``reranker.gate: tune``, :func:`~.run.tune_rerank`), so no label of the evaluated pool is
+(``reranker.gate: tune``, :func:`~.reranking.tune_rerank`), so no label of the evaluated pool is
 read. Out of domain, a reranker that grows unsure leaves more questions to the fusion, and the
 share of gated questions on a pool is itself a label-free sign of that.
 """
@@ -29,7 +29,7 @@ def confidences(pool: RetrievalPool, fused: Sequence[tuple], heads: Sequence[tup
         pool: the pool whose candidates the lists index.
         fused: per question ``(ids, scores, ...)``, the fused list.
         heads: per question ``(positions, reranker scores)`` of its head
-            (:func:`~.run.head_scores`).
+            (:func:`~.reranking.head_scores`).
 
     Returns:
         ``[Q]`` float64 confidences in ``(0, 1]``.

@@ -20,21 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from ..data.types import RetrievalPool
-from ..evaluation.evaluator import _question_name
 from ..evaluation.evaluator import _records as evaluator_records
 from ..evaluation.metrics import metrics_from_ranks
 from ..evaluation.per_question import beside_run_file, write_per_question
 from ..evaluation.runfile import RunFileWriter
 from .composition import Pipeline
 from .fused_ranks import ordered, rank_lists
-from .fusion import convex, normalise, rrf
-from .gate import confidences, gate_candidates, gated_weights
+from .fusion import convex, rrf
 from .reranker_scores import RerankerScores
+from .reranking import rerank, tune_rerank
 from .stages import RUN_SUFFIX, StageRun, check_stage_file, run_retriever
 from .tuning import tune
-
-#: questions per call of the reranker and per shard of its scores (a crash loses at most one)
-SHARD_QUESTIONS = 256
 
 
 def pool_folder(pool: RetrievalPool) -> str:
@@ -146,126 +142,6 @@ def _records(pool, lists, ranks, doc_ranks):
         if len(entry) > 2:
             rec["reranked"] = int(np.sum(entry[2]))
     return records
-
-
-def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-                progress: bool = False, cache: RerankerScores | None = None
-                ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
-    scores by ``score_pairs`` (questions, sentences) -> scores, called once per shard of
-    :data:`SHARD_QUESTIONS` questions (the reranker takes a call's pairs in length order: less
-    padding than a call per question). ``cache``: where each finished shard is written and
-    read back from (:mod:`.reranker_scores`); ``progress``: a bar over the questions."""
-    from tqdm.auto import tqdm
-
-    heads = [ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
-             for ids, scores in fused]
-    out: list[tuple[np.ndarray, np.ndarray]] = []
-    with tqdm(total=len(fused), desc=f"rerank top-{top_k} ({pool.pool})", unit="q",
-              disable=not progress, leave=False) as bar:
-        for lo in range(0, len(fused), SHARD_QUESTIONS):
-            rows = range(lo, min(lo + SHARD_QUESTIONS, len(fused)))
-            questions = [pool.questions[q] for q in rows]
-            ids = [np.asarray(fused[q][0])[heads[q]] for q in rows]
-            values = cache.read(lo, questions, ids) if cache is not None else None
-            if values is None:
-                start = time.perf_counter()
-                values = _score_heads(pool, rows, ids, score_pairs)
-                if cache is not None:
-                    cache.write(lo, questions, ids, values, time.perf_counter() - start)
-            out += zip((heads[q] for q in rows), values, strict=True)
-            bar.update(len(rows))
-    return out
-
-
-def _score_heads(pool: RetrievalPool, rows: range, ids: list[np.ndarray], score_pairs
-                 ) -> list[np.ndarray]:
-    """The scores of the heads ``ids`` of the questions ``rows``, in one call."""
-    questions = [pool.questions[q] for q, head in zip(rows, ids, strict=True) for _ in head]
-    if not questions:
-        return [np.zeros(0) for _ in ids]
-    flat = np.asarray(score_pairs(questions, [pool.candidates[c].text for head in ids
-                                              for c in head]), dtype=np.float64)
-    values = np.split(flat, np.cumsum([len(head) for head in ids])[:-1])
-    for q, v in zip(rows, values, strict=True):
-        if not np.isfinite(v).all():
-            raise ValueError(f"the reranker gave a non-finite score for "
-                             f"{_question_name(pool, q)}; check the reranker's export")
-    return values
-
-
-def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1.0
-          ) -> list[tuple]:
-    """The fused lists with each head rescored and placed above the rest of its list (tier
-    1), which keeps its fused order; unretrieved candidates stay below both. The head's score:
-    the reranker's (``weight`` 1), or ``weight * r + (1 - weight) * f`` with ``r`` and ``f``
-    the reranker's and the fused scores of the head, each min-max normalised over the head.
-    ``weight``: one for every question, or one per question (:func:`.gate.gated_weights`)."""
-    out = []
-    weights = np.broadcast_to(np.asarray(weight, dtype=np.float64), (len(fused),))
-    for (ids, scores), (head, values), weight in zip(fused, heads, weights, strict=True):
-        ids, new = np.asarray(ids), np.asarray(scores, dtype=np.float64).copy()
-        tiers = np.zeros(len(ids))
-        if len(head):
-            mixed = values if weight == 1 else (
-                weight * normalise(values, "minmax")
-                + (1 - weight) * normalise(new[head], "minmax"))
-            new[head] = mixed
-            tiers[head] = 1
-        out.append((ids, new, tiers))
-    return out
-
-
-def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
-           weight: float = 1.0, gate: float | None = None, progress: bool = False,
-           cache: RerankerScores | None = None) -> tuple[list[tuple], np.ndarray]:
-    """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
-    :func:`place`), a question whose reranker's confidence is below ``gate`` keeping its
-    fused order (:mod:`.gate`); and each question's confidence."""
-    heads = head_scores(pool, fused, score_pairs, top_k, progress, cache)
-    conf = confidences(pool, fused, heads)
-    return place(fused, heads, gated_weights(conf, weight, gate)), conf
-
-
-def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
-                weight: float | str, grid_step: float, memory_mb: float,
-                gate: float | str | None = None, gate_quantiles=(),
-                progress: bool = False, cache: RerankerScores | None = None) -> dict:
-    """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
-    grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
-    of the validation confidences' ``gate_quantiles``: :mod:`.gate`) of best MRR on the
-    validation lists; each pair scored once, at the deepest depth (a head of depth k is the
-    first k of the deepest one: the same pairs in the same fused order). Ties: the shallowest
-    depth, then the least reliance on the reranker, then the lowest gate."""
-    heads = head_scores(val, val_fused, score_pairs, max(depths), progress, cache)
-    grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
-        else [weight]
-    mrr: dict[int, dict[float, float]] = {}
-    by_gate: dict[int, dict[float, dict[float, float]]] = {}
-    conf_at: dict[int, np.ndarray] = {}
-    for k in sorted(depths):
-        top = [(h[:k], v[:k]) for h, v in heads]
-        conf = conf_at[k] = confidences(val, val_fused, top)
-        gates = gate_candidates(conf, gate_quantiles) if gate == "tune" else [gate or 0.0]
-        by_gate[k] = {}
-        for g in gates:
-            by_gate[k][g] = {}
-            for w in grid:
-                ranks, _ = rank_lists(val, place(val_fused, top, gated_weights(conf, w, g)),
-                                      doc_level=False, memory_mb=memory_mb)
-                by_gate[k][g][float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
-        mrr[k] = by_gate[k][gates[0]]
-    k, g, w = max(((k, g, w) for k in by_gate for g in by_gate[k] for w in by_gate[k][g]),
-                  key=lambda kgw: (by_gate[kgw[0]][kgw[1]][kgw[2]], -kgw[0], -kgw[2], -kgw[1]))
-    found = {"top_k": k, "weight": w, "gate": g or None, "val_mrr": by_gate[k][g][w],
-             "val_mrr_by_depth_and_weight": mrr,
-             "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
-    conf = conf_at[k]
-    found["val_confidence_mean"] = round(float(np.mean(conf)), 4) if len(conf) else None
-    found["val_gated_share"] = round(float(np.mean(conf < g)), 4) if g and len(conf) else 0.0
-    if gate == "tune":
-        found["val_mrr_by_depth_gate_and_weight"] = by_gate
-    return found
 
 
 def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from retrieval_qa.pipeline.gate import confidences, gate_candidates, gated_weights
-from retrieval_qa.pipeline.run import tune_rerank
+from retrieval_qa.pipeline.reranking import tune_rerank
 from tests.pipeline.pools import tiny_pool
 
 

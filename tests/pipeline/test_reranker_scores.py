@@ -7,9 +7,10 @@ import logging
 import numpy as np
 import pytest
 
-from retrieval_qa.pipeline import run
+from retrieval_qa.pipeline import reranking
 from retrieval_qa.pipeline.reranker_scores import RerankerScores
-from retrieval_qa.pipeline.run import fuse, head_scores
+from retrieval_qa.pipeline.reranking import head_scores
+from retrieval_qa.pipeline.run import fuse
 from retrieval_qa.pipeline.stages import run_retriever
 from tests.pipeline.pools import tiny_pool
 from tests.pipeline.test_run import _cfg
@@ -48,7 +49,7 @@ def _same(a, b):
 def test_one_call_per_shard_and_the_scores_of_a_call_per_question(monkeypatch):
     pool = tiny_pool()
     fused = _fused(pool)
-    monkeypatch.setattr(run, "SHARD_QUESTIONS", 2)
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
     scorer = Scorer()
     heads = head_scores(pool, fused, scorer, 3)
     assert scorer.calls == -(-len(pool.questions) // 2)
@@ -63,7 +64,7 @@ def test_a_crash_loses_one_shard_and_a_rerun_reads_back_what_was_scored(tmp_path
                                                                          monkeypatch):
     pool = tiny_pool()
     fused = _fused(pool)
-    monkeypatch.setattr(run, "SHARD_QUESTIONS", 2)
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
     plain = head_scores(pool, fused, Scorer(), 3)
     with pytest.raises(KeyboardInterrupt):
         head_scores(pool, fused, Scorer(fail_at=3), 3, cache=RerankerScores(tmp_path, DIGEST))
@@ -83,7 +84,7 @@ def test_other_heads_another_reranker_and_damage_are_scored_again(tmp_path, monk
                                                                   caplog):
     pool = tiny_pool()
     fused = _fused(pool)
-    monkeypatch.setattr(run, "SHARD_QUESTIONS", 2)
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
     head_scores(pool, fused, Scorer(), 3, cache=RerankerScores(tmp_path, DIGEST))
     deeper = Scorer()  # depth 4: other heads
     head_scores(pool, fused, deeper, 4, cache=RerankerScores(tmp_path, DIGEST))
