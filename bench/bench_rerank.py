@@ -1,4 +1,4 @@
-"""The pipeline's reranking: questions reranked per second by :func:`~retrieval_qa.pipeline.run.
+"""The pipeline's reranking: questions reranked per second by :func:`~retrieval_qa.pipeline.reranking.
 head_scores` (one reranker call per shard of questions, the shard's pairs in length order)
 against the loop it replaced (one call per question, its head's pairs in fused order), side
 by side.
