@@ -5,12 +5,16 @@ settings of its kind (``conf/pipeline/stages/<kind>.yaml``).
 
 A reranker is any class whose objects have ``top_k`` (the fused candidates it rescores per
 question), ``depths``, ``weight`` (its share of the head's score, or ``"tune"``), ``gate``
-and ``gate_quantiles`` (its confidence gate, :mod:`.gate`) and :meth:`pair_scorer`
-(questions, sentences -> scores)."""
+and ``gate_quantiles`` (its confidence gate, :mod:`.gate`), ``select`` and ``select_se`` (how
+``tune`` picks, :func:`.reranking.select_setting`) and :meth:`pair_scorer` (questions,
+sentences -> scores)."""
 
 from __future__ import annotations
 
-__all__ = ["CrossEncoderStage"]
+__all__ = ["SELECT", "CrossEncoderStage"]
+
+#: how ``tune`` picks among the validation settings (:func:`.reranking.select_setting`)
+SELECT = ("best", "least_reliance")
 
 
 class CrossEncoderStage:
@@ -31,6 +35,10 @@ class CrossEncoderStage:
             question keeps its fused order (:mod:`.gate`), or ``"tune"``: none or one of the
             validation confidences' ``gate_quantiles``, chosen on the validation side.
         gate_quantiles: the quantiles ``gate: tune`` tries, each in (0, 1).
+        select: how ``tune`` picks among the validation settings: ``best`` (best MRR) or
+            ``least_reliance`` (the least weight of those within ``select_se`` paired standard
+            errors of the best; :func:`.reranking.select_setting`).
+        select_se: ``least_reliance``'s width, in standard errors (>= 0).
 
     Example:
 
@@ -47,7 +55,8 @@ class CrossEncoderStage:
 
     def __init__(self, *, checkpoint: str, top_k: int | str, batch_size: int,
                  weight: float | str, depths: list[int], gate: float | str | None,
-                 gate_quantiles: list[float]) -> None:
+                 gate_quantiles: list[float], select: str = "best",
+                 select_se: float = 1.0) -> None:
         if not isinstance(checkpoint, str) or not checkpoint:
             raise ValueError(f"checkpoint={checkpoint!r} is not a folder (fix: give the folder "
                              "of an exported cross-encoder)")
@@ -78,6 +87,14 @@ class CrossEncoderStage:
         if not all(isinstance(x, int | float) and not isinstance(x, bool) and 0 < x < 1
                    for x in quantiles):
             raise ValueError(f"gate_quantiles={quantiles!r}: each must be a number in (0, 1)")
+        if select not in SELECT:
+            raise ValueError(f"select={select!r} is not one of {list(SELECT)} (fix: best: the "
+                             "validation side's best MRR, least_reliance: the least weight "
+                             "within select_se standard errors of it)")
+        if isinstance(select_se, bool) or not isinstance(select_se, int | float) \
+                or select_se < 0:
+            raise ValueError(f"select_se={select_se!r} is not a number >= 0")
+        self.select, self.select_se = select, float(select_se)
         self.gate = gate if gate in (None, "tune") else float(gate)
         self.gate_quantiles = [float(x) for x in quantiles]
         self.checkpoint, self.top_k, self.batch_size = checkpoint, top_k, batch_size

@@ -107,19 +107,21 @@ def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
 def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths: list[int],
                 weight: float | str, grid_step: float, memory_mb: float,
                 gate: float | str | None = None, gate_quantiles=(),
-                progress: bool = False, cache: RerankerScores | None = None) -> dict:
+                progress: bool = False, cache: RerankerScores | None = None,
+                select: str = "best", select_se: float = 1.0) -> dict:
     """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
     grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
-    of the validation confidences' ``gate_quantiles``: :mod:`.gate`) of best MRR on the
-    validation lists; each pair scored once, at the deepest depth (a head of depth k is the
-    first k of the deepest one: the same pairs in the same fused order). Ties: the shallowest
-    depth, then the least reliance on the reranker, then the lowest gate."""
+    of the validation confidences' ``gate_quantiles``: :mod:`.gate`) chosen on the validation
+    lists by ``select`` (:func:`select_setting`); each pair scored once, at the deepest depth
+    (a head of depth k is the first k of the deepest one: the same pairs in the same fused
+    order)."""
     heads = head_scores(val, val_fused, score_pairs, max(depths), progress, cache)
     grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
         else [weight]
     mrr: dict[int, dict[float, float]] = {}
     by_gate: dict[int, dict[float, dict[float, float]]] = {}
     conf_at: dict[int, np.ndarray] = {}
+    rr: dict[tuple[int, float, float], np.ndarray] = {}
     for k in sorted(depths):
         top = [(h[:k], v[:k]) for h, v in heads]
         conf = conf_at[k] = confidences(val, val_fused, top)
@@ -131,10 +133,13 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
                 ranks, _ = rank_lists(val, place(val_fused, top, gated_weights(conf, w, g)),
                                       doc_level=False, memory_mb=memory_mb)
                 by_gate[k][g][float(w)] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
+                rr[k, g, float(w)] = 100.0 / np.asarray(ranks, dtype=np.float64)
         mrr[k] = by_gate[k][gates[0]]
-    k, g, w = max(((k, g, w) for k in by_gate for g in by_gate[k] for w in by_gate[k][g]),
-                  key=lambda kgw: (by_gate[kgw[0]][kgw[1]][kgw[2]], -kgw[0], -kgw[2], -kgw[1]))
+    chosen = select_setting(rr, select, select_se,
+                            {s: by_gate[s[0]][s[1]][s[2]] for s in rr})
+    k, g, w = chosen["setting"]
     found = {"top_k": k, "weight": w, "gate": g or None, "val_mrr": by_gate[k][g][w],
+             "select": select, **{key: v for key, v in chosen.items() if key != "setting"},
              "val_mrr_by_depth_and_weight": mrr,
              "val_pairs_scored": int(sum(len(h) for h, _ in heads))}
     conf = conf_at[k]
@@ -143,3 +148,52 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
     if gate == "tune":
         found["val_mrr_by_depth_gate_and_weight"] = by_gate
     return found
+
+
+def select_setting(rr: dict[tuple[int, float, float], np.ndarray], select: str = "best",
+                   select_se: float = 1.0, mrr: dict | None = None) -> dict:
+    """The chosen ``(depth, gate, weight)`` of validation settings and what the choice saw.
+
+    ``rr``: per setting, its validation questions' reciprocal ranks (%), the same questions in
+    the same order; ``mrr``: per setting, the MRR that ranks them (default: the mean of
+    ``rr``; the caller's rounded figures keep its ties). ``select``:
+
+    - ``best``: the setting of best MRR; ties: the shallowest depth, then the least weight,
+      then the lowest gate.
+    - ``least_reliance``: among the settings whose MRR is within ``select_se`` standard errors
+      of the best's (the standard error of the mean of their per-question differences, a
+      paired comparison on the same questions), the one that relies least on the reranker:
+      the least weight, then the shallowest depth, then the highest gate. The validation side
+      cannot tell these settings from the best; the one that trusts the reranker least loses
+      least where the reranker is wrong, such as out of domain.
+
+    Example:
+
+        >>> import numpy as np
+        >>> rr = {(10, 0.0, 0.5): np.array([100.0, 100, 100, 50]),   # MRR 87.5
+        ...       (10, 0.0, 0.2): np.array([100.0, 100, 50, 50]),    # 75: 12.5 +- 12.5 below
+        ...       (10, 0.0, 0.0): np.array([50.0, 50, 50, 50])}      # 50: 37.5 +- 12.5 below
+        >>> select_setting(rr)["setting"], select_setting(rr, "least_reliance")["setting"]
+        ((10, 0.0, 0.5), (10, 0.0, 0.2))
+    """
+    if not rr:
+        raise ValueError("no validation setting to select from")
+    mrr = mrr if mrr is not None else {s: float(np.mean(v)) for s, v in rr.items()}
+    best = max(rr, key=lambda s: (mrr[s], -s[0], -s[2], -s[1]))
+    if select == "best":
+        return {"setting": best}
+    if select != "least_reliance":
+        raise ValueError(f"select={select!r} is not one of ['best', 'least_reliance']")
+    gaps = {}
+    for s, v in rr.items():
+        d = rr[best] - v
+        se = float(np.std(d, ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+        gaps[s] = (float(np.mean(d)), se)
+    within = [s for s, (gap, se) in gaps.items() if gap <= select_se * se]
+    chosen = min(within, key=lambda s: (s[2], s[0], -s[1]))
+    gap, se = gaps[chosen]
+    return {"setting": chosen, "select_se": select_se,
+            "best": {"top_k": best[0], "weight": best[2], "gate": best[1] or None,
+                     "val_mrr": mrr[best]},
+            "val_gap_to_best": round(gap, 4), "val_gap_se": round(se, 4),
+            "val_settings_within_se": len(within)}

@@ -223,7 +223,9 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
             tuned = tune_rerank(val, val_fused, score_pairs, cfg.reranker.depths, weight,
                                 cfg.tuning.grid_step, memory_mb, gate,
                                 cfg.reranker.gate_quantiles, progress,
-                                kept(run_dir / pool_folder(val)))
+                                kept(run_dir / pool_folder(val)),
+                                getattr(cfg.reranker, "select", "best"),
+                                getattr(cfg.reranker, "select_se", 1.0))
             fusion["reranker"] = {**tuned, "seconds": round(time.perf_counter() - start, 3)}
             top_k, weight, gate = tuned["top_k"], tuned["weight"], tuned["gate"]
         start = time.perf_counter()

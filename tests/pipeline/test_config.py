@@ -138,6 +138,19 @@ def test_a_reranker_gate_is_none_a_confidence_or_tune_over_its_quantiles():
             parse_pipeline({**base, "reranker": {"checkpoint": "m", **bad}}, "p.yaml")
 
 
+def test_a_reranker_selects_the_best_or_the_least_reliant_setting_within_its_se():
+    base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
+    default = parse_pipeline({**base, "reranker": {"checkpoint": "m"}}, "p.yaml").reranker
+    assert (default.select, default.select_se) == ("best", 1.0)
+    chosen = parse_pipeline({**base, "reranker": {"checkpoint": "m", "weight": "tune",
+                                                  "select": "least_reliance",
+                                                  "select_se": 2}}, "p.yaml").reranker
+    assert (chosen.select, chosen.select_se) == ("least_reliance", 2.0)
+    for bad in ({"select": "safest"}, {"select_se": -1}):
+        with pytest.raises(UsageError, match=r"select(_se)?[= ]"):
+            parse_pipeline({**base, "reranker": {"checkpoint": "m", **bad}}, "p.yaml")
+
+
 def test_a_reranker_depth_is_a_whole_number_or_tune_over_its_depths():
     base = {"top_k": 5, "retrievers": {"bm25": {"kind": "bm25"}}}
     tuned = parse_pipeline({**base, "reranker": {"checkpoint": "m", "top_k": "tune",

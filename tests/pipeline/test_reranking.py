@@ -1,6 +1,10 @@
 """Reranking the fused lists (retrieval_qa/pipeline/reranking.py): placing the head, and the
 depth, head weight and selection rule tuned on validation lists."""
 
+import numpy as np
+import pytest
+
+from retrieval_qa.pipeline.reranking import select_setting
 from tests.pipeline.pools import tiny_pool
 from tests.pipeline.test_run import _cfg
 
@@ -111,3 +115,70 @@ def test_reranking_shows_a_bar_over_the_questions_and_the_same_lists(capsys):
                                                                         strict=True):
         assert list(ids_a) == list(ids_b) and list(tiers_a) == list(tiers_b)
         assert list(scores_a) == list(scores_b)  # the same arithmetic, bar or not
+
+
+def _rr(rng, base, shift):
+    """Reciprocal ranks (%) whose mean is exactly ``base``'s plus ``shift``: noise of mean 0
+    and standard deviation 5 on each question."""
+    z = rng.normal(0, 1, len(base))
+    return base + shift + 5 * (z - z.mean()) / z.std()
+
+
+def test_least_reliance_takes_the_least_weight_the_validation_side_cannot_tell_from_the_best():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(20, 80, 400)  # a paired difference's standard error: about 0.35
+    rr = {(10, 0.0, 0.5): _rr(rng, base, 2.0), (10, 0.0, 0.4): _rr(rng, base, 1.9),
+          (10, 0.0, 0.3): _rr(rng, base, 1.8), (10, 0.0, 0.1): _rr(rng, base, -3.0),
+          (20, 0.0, 0.3): _rr(rng, base, 1.85)}
+    best = select_setting(rr)
+    assert best == {"setting": (10, 0.0, 0.5)}
+    safe = select_setting(rr, "least_reliance", 1.0)
+    # 0.1 is 5 points (about 14 standard errors) below; of the rest, all within one standard
+    # error of the best, the least weight, then the shallower depth
+    assert safe["setting"] == (10, 0.0, 0.3)
+    assert safe["best"]["weight"] == 0.5 and safe["val_settings_within_se"] == 4
+    assert 0 < safe["val_gap_to_best"] <= safe["val_gap_se"]
+    strict = select_setting(rr, "least_reliance", 0.0)  # nothing below the best counts
+    assert strict["setting"] == (10, 0.0, 0.5) and strict["val_gap_to_best"] == 0
+    wide = select_setting(rr, "least_reliance", 100.0)  # everything counts: the least weight
+    assert wide["setting"] == (10, 0.0, 0.1)
+
+
+def test_least_reliance_prefers_the_higher_gate_among_equals_and_rejects_an_unknown_rule():
+    same = np.full(5, 50.0)
+    rr = {(10, 0.0, 0.5): same, (10, 0.4, 0.5): same, (5, 0.0, 0.5): same}
+    assert select_setting(rr)["setting"] == (5, 0.0, 0.5)  # best: the shallowest depth
+    assert select_setting(rr, "least_reliance")["setting"] == (5, 0.0, 0.5)
+    del rr[5, 0.0, 0.5]
+    assert select_setting(rr)["setting"] == (10, 0.0, 0.5)  # best: the lowest gate
+    assert select_setting(rr, "least_reliance")["setting"] == (10, 0.4, 0.5)
+    with pytest.raises(ValueError, match="select='safest' is not one of"):
+        select_setting(rr, "safest")
+
+
+def test_tune_rerank_reports_the_best_beside_the_least_reliant_choice():
+    from retrieval_qa.pipeline.reranking import tune_rerank
+    from retrieval_qa.pipeline.run import fuse
+    from retrieval_qa.pipeline.stages import run_retriever
+
+    pool = tiny_pool()
+    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
+            for spec in cfg.retrievers]
+    wrong = [(ids, -scores) for ids, scores in fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})]
+    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
+                                                               strict=True) for c in g}
+
+    def oracle(questions, sentences):
+        return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
+
+    best = tune_rerank(pool, wrong, oracle, [4], "tune", 0.25, memory_mb=1)
+    safe = tune_rerank(pool, wrong, oracle, [4], "tune", 0.25, memory_mb=1,
+                       select="least_reliance", select_se=1.0)
+    by_weight = safe["val_mrr_by_depth_and_weight"][4]
+    assert best["select"] == "best" and safe["select"] == "least_reliance"
+    assert safe["best"] == {"top_k": 4, "weight": best["weight"], "gate": None,
+                            "val_mrr": best["val_mrr"]}
+    assert safe["weight"] <= best["weight"] and safe["val_mrr"] == by_weight[safe["weight"]]
+    # every weight below the chosen one is more than a standard error below the best
+    assert all(by_weight[w] < best["val_mrr"] for w in by_weight if w < safe["weight"])
