@@ -31,7 +31,9 @@ def step_losses(run: str | Path) -> list[float]:
     if not path.is_file():
         raise SystemExit(f"loss_parting: no checkpoint at {path} (fix: give a run folder "
                          "whose training wrote checkpoints/last.ckpt, or the checkpoint file)")
-    callbacks = torch.load(path, map_location="cpu", weights_only=False).get("callbacks", {})
+    # mmap: the tensors (weights, optimizer state) stay on disk; only the loss list is read
+    callbacks = torch.load(path, map_location="cpu", weights_only=False,
+                           mmap=True).get("callbacks", {})
     kept = [v["losses"] for k, v in callbacks.items() if RECORDER in str(k)]
     if not kept:
         raise SystemExit(f"loss_parting: {path} keeps no per-step losses (no {RECORDER} "
