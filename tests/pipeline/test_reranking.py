@@ -4,17 +4,27 @@ depth, head weight and selection rule tuned on validation lists."""
 import numpy as np
 import pytest
 
-from retrieval_qa.pipeline.reranking import select_setting
+from retrieval_qa.evaluation.metrics import metrics_from_ranks
+from retrieval_qa.pipeline.fused_ranks import ordered, rank_lists
+from retrieval_qa.pipeline.reranking import place, rerank, select_setting, tune_rerank
+from retrieval_qa.pipeline.run import fuse
+from retrieval_qa.pipeline.stages import run_retriever
 from tests.pipeline.pools import tiny_pool
 from tests.pipeline.test_run import _cfg
 
 
+def _fused():
+    """The tiny pool, its two BM25 stages' fused lists and its (question, gold text) pairs."""
+    pool = tiny_pool()
+    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
+            for spec in cfg.retrievers]
+    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
+                                                               strict=True) for c in g}
+    return pool, fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5}), gold_text
+
+
 def test_place_mixes_the_head_and_keeps_it_above_the_rest():
-    import numpy as np
-
-    from retrieval_qa.pipeline.fused_ranks import ordered
-    from retrieval_qa.pipeline.reranking import place
-
     fused = [(np.array([4, 7, 9, 2]), np.array([0.9, 0.8, 0.5, 0.1]))]
     heads = [(np.array([0, 1, 2]), np.array([-1.0, 3.0, 1.0]))]  # reranker: 7, 9, 4
     order = {}
@@ -30,17 +40,7 @@ def test_place_mixes_the_head_and_keeps_it_above_the_rest():
 
 
 def test_the_rerank_weight_is_tuned_on_the_validation_lists():
-    from retrieval_qa.pipeline.reranking import tune_rerank
-    from retrieval_qa.pipeline.run import fuse
-    from retrieval_qa.pipeline.stages import run_retriever
-
-    pool = tiny_pool()
-    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
-    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
-            for spec in cfg.retrievers]
-    fused = fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})
-    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
-                                                               strict=True) for c in g}
+    pool, fused, gold_text = _fused()
 
     def oracle(questions, sentences):  # a perfect reranker: the question's gold first
         return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
@@ -60,20 +60,8 @@ def test_the_rerank_weight_is_tuned_on_the_validation_lists():
 
 
 def test_the_rerank_depth_is_tuned_on_the_validation_lists_from_one_scoring():
-    from retrieval_qa.evaluation.metrics import metrics_from_ranks
-    from retrieval_qa.pipeline.fused_ranks import rank_lists
-    from retrieval_qa.pipeline.reranking import rerank, tune_rerank
-    from retrieval_qa.pipeline.run import fuse
-
-    pool = tiny_pool()
-    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
-    from retrieval_qa.pipeline.stages import run_retriever
-
-    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
-            for spec in cfg.retrievers]
-    wrong = [(ids, -scores) for ids, scores in fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})]
-    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
-                                                               strict=True) for c in g}
+    pool, fused, gold_text = _fused()
+    wrong = [(ids, -scores) for ids, scores in fused]
     pairs = []
 
     def oracle(questions, sentences):  # the gold first; counts the pairs it scores
@@ -94,15 +82,7 @@ def test_the_rerank_depth_is_tuned_on_the_validation_lists_from_one_scoring():
 
 
 def test_reranking_shows_a_bar_over_the_questions_and_the_same_lists(capsys):
-    from retrieval_qa.pipeline.reranking import rerank
-    from retrieval_qa.pipeline.run import fuse
-    from retrieval_qa.pipeline.stages import run_retriever
-
-    pool = tiny_pool()
-    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
-    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
-            for spec in cfg.retrievers]
-    fused = fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})
+    pool, fused, _ = _fused()
 
     def by_length(questions, sentences):
         return [float(len(s)) for s in sentences]
@@ -157,17 +137,8 @@ def test_least_reliance_prefers_the_higher_gate_among_equals_and_rejects_an_unkn
 
 
 def test_tune_rerank_reports_the_best_beside_the_least_reliant_choice():
-    from retrieval_qa.pipeline.reranking import tune_rerank
-    from retrieval_qa.pipeline.run import fuse
-    from retrieval_qa.pipeline.stages import run_retriever
-
-    pool = tiny_pool()
-    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
-    runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
-            for spec in cfg.retrievers]
-    wrong = [(ids, -scores) for ids, scores in fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})]
-    gold_text = {(q, pool.candidates[c].text) for q, g in zip(pool.questions, pool.gold,
-                                                               strict=True) for c in g}
+    pool, fused, gold_text = _fused()
+    wrong = [(ids, -scores) for ids, scores in fused]
 
     def oracle(questions, sentences):
         return [float(pair in gold_text) for pair in zip(questions, sentences, strict=True)]
