@@ -18,8 +18,9 @@ from .fused_ranks import ordered, rank_lists
 from .fusion import normalise
 from .gate import confidences, gate_candidates, gated_weights
 from .reranker_scores import RerankerScores
+from .rerankers import SELECT
 
-__all__ = ["SHARD_QUESTIONS", "head_scores", "place", "rerank", "tune_rerank"]
+__all__ = ["SHARD_QUESTIONS", "head_scores", "place", "rerank", "select_setting", "tune_rerank"]
 
 #: questions per call of the reranker and per shard of its scores (a crash loses at most one)
 SHARD_QUESTIONS = 256
@@ -176,14 +177,14 @@ def select_setting(rr: dict[tuple[int, float, float], np.ndarray], select: str =
         >>> select_setting(rr)["setting"], select_setting(rr, "least_reliance")["setting"]
         ((10, 0.0, 0.5), (10, 0.0, 0.2))
     """
+    if select not in SELECT:
+        raise ValueError(f"select={select!r} is not one of {list(SELECT)}")
     if not rr:
         raise ValueError("no validation setting to select from")
     mrr = mrr if mrr is not None else {s: float(np.mean(v)) for s, v in rr.items()}
     best = max(rr, key=lambda s: (mrr[s], -s[0], -s[2], -s[1]))
     if select == "best":
         return {"setting": best}
-    if select != "least_reliance":
-        raise ValueError(f"select={select!r} is not one of ['best', 'least_reliance']")
     gaps = {}
     for s, v in rr.items():
         d = rr[best] - v
