@@ -1,0 +1,133 @@
+"""What the reranker does to the fused lists of each pool, from the run files of ``rqa evaluate
+--pipeline`` reports: the signals a user has without labels (the reranker's mean confidence,
+the share of questions whose top sentence it changes, and how often the new top sentence
+drops a name of the question that the fused top sentence carried), and, beside them, what the
+labels say of those changes (questions better and worse, and the MRR moved by the questions
+whose top sentence stayed, by the name drops and by the other changes).
+
+A question's *names* are its words, after the first, that hold a capital letter or a digit
+("Who sang Sweet Weaponry?" -> sweet, weaponry); a sentence *carries* a name when the name is
+one of its words (lower-cased). The sentence's own text counts, not its paragraph: the reranker
+reads the text alone.
+
+    python experiments/rerank_shift.py results/distill/hybrid_distill_rerank10_q12k_seed2.json \\
+        results/distill/hybrid_distill_rerank10_q12k_seed2_multireqa_relationextraction_test.json \\
+        --output results/distill/rerank_shift.json
+
+The reports' ``run_file`` paths are read relative to the working folder, which must hold the
+runs that wrote them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+WORD = re.compile(r"[\w'-]+")
+
+
+def names(question: str) -> set[str]:
+    """The question's words after its first that hold a capital letter or a digit, lower-cased.
+
+    >>> sorted(names("Who sang or played Sweet Weaponry in 2004?"))
+    ['2004', 'sweet', 'weaponry']
+    """
+    words = WORD.findall(question)[1:]
+    return {w.lower() for w in words if any(c.isupper() or c.isdigit() for c in w)}
+
+
+def carried(question_names: set[str], text: str) -> int:
+    """How many of ``question_names`` are words of ``text``."""
+    return len(question_names & {w.lower() for w in WORD.findall(text)})
+
+
+def read_run(path: str | Path) -> list[dict]:
+    """The records of a run file (one JSON object per question, in pool order)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SystemExit(f"rerank_shift: no run file at {path} (fix: run from the folder that "
+                         "holds the report's runs, or run the report's command again)")
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _pct(k: int, d: int) -> float | None:
+    return round(100 * k / d, 2) if d else None
+
+
+def shift(fused: list[dict], reranked: list[dict], text_of: dict[str, str]) -> dict:
+    """The reranker's changes to the top sentence of each question (by text: a copy of the same
+    sentence is no change), label-free and labelled.
+
+    ``fused``/``reranked``: the two run files' records, the same questions in the same order;
+    ``text_of``: candidate id -> sentence text.
+    """
+    if len(fused) != len(reranked):
+        raise ValueError(f"{len(fused)} fused and {len(reranked)} reranked records")
+    changed = drops = worse = better = worse_drops = 0
+    gain = {"top_kept": 0.0, "name_drops": 0.0, "other_changes": 0.0}
+    for f, r in zip(fused, reranked, strict=True):
+        if f["question"] != r["question"]:
+            raise ValueError(f"the run files part at question {f['question']!r}")
+        step = 1 / r["gold_rank"] - 1 / f["gold_rank"]
+        old, new = text_of[f["top_ids"][0]], text_of[r["top_ids"][0]]
+        if old == new:
+            gain["top_kept"] += step
+            continue
+        changed += 1
+        asked = names(f["question"])
+        dropped = carried(asked, new) < carried(asked, old)
+        gain["name_drops" if dropped else "other_changes"] += step
+        drops += dropped
+        worse += r["gold_rank"] > f["gold_rank"]
+        better += r["gold_rank"] < f["gold_rank"]
+        worse_drops += dropped and r["gold_rank"] > f["gold_rank"]
+    n = len(fused)
+    return {"questions": n, "top_changed": changed, "top_changed_pct": _pct(changed, n),
+            "name_drops": drops, "name_drops_pct_of_changed": _pct(drops, changed),
+            "changed_better": better, "changed_worse": worse,
+            "worse_pct_of_name_drops": _pct(worse_drops, drops),
+            "worse_pct_of_other_changes": _pct(worse - worse_drops, changed - drops),
+            "mrr_change": round(100 * sum(gain.values()) / n, 2) if n else None,
+            **{f"mrr_change_{k}": round(100 * v / n, 2) if n else None
+               for k, v in gain.items()}}
+
+
+def report_shift(report: dict) -> dict:
+    """:func:`shift` for one ``rqa evaluate --pipeline`` report, with its settings and the
+    reranker's mean confidence on the pool and on the validation side."""
+    from retrieval_qa.data import load_pool
+
+    stages = {s["stage"].split(" ")[0]: s for s in report["stages"]}
+    if "fused" not in stages or "reranked" not in stages:
+        raise SystemExit(f"rerank_shift: the report of {report.get('pipeline')} has no fused "
+                         "and reranked stages (fix: give a pipeline report with a reranker)")
+    pool, _ = load_pool(report["dataset"], report["pool"])
+    text_of = {c.id: c.text for c in pool.candidates}
+    rr, tuned = stages["reranked"], report["fusion"].get("reranker", {})
+    return {"pipeline": report["pipeline"], "dataset": report["dataset"], "pool": report["pool"],
+            "top_k": rr["reranker_top_k"], "weight": rr["reranker_weight"],
+            "gate": rr["reranker_gate"], "confidence_mean": rr["confidence_mean"],
+            "val_confidence_mean": tuned.get("val_confidence_mean"),
+            **shift(read_run(stages["fused"]["run_file"]), read_run(rr["run_file"]), text_of)}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("reports", nargs="+", help="rqa evaluate --pipeline report JSONs")
+    parser.add_argument("--output", help="write the rows as JSON here too")
+    args = parser.parse_args(argv)
+    rows = []
+    for path in args.reports:
+        row = {"report": path, **report_shift(json.loads(Path(path).read_text("utf-8")))}
+        rows.append(row)
+        print(json.dumps(row))
+    if args.output:
+        Path(args.output).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
