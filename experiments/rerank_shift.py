@@ -15,7 +15,8 @@ reads the text alone.
         --output results/distill/rerank_shift.json
 
 The reports' ``run_file`` paths are read relative to the working folder, which must hold the
-runs that wrote them.
+runs that wrote them; a run file whose MRR is not its report's (a later run wrote over it) is
+refused.
 """
 
 from __future__ import annotations
@@ -107,11 +108,20 @@ def report_shift(report: dict) -> dict:
     pool, _ = load_pool(report["dataset"], report["pool"])
     text_of = {c.id: c.text for c in pool.candidates}
     rr, tuned = stages["reranked"], report["fusion"].get("reranker", {})
+    runs = {}
+    for name in ("fused", "reranked"):
+        runs[name] = read_run(stages[name]["run_file"])
+        mrr = 100 * sum(1 / r["gold_rank"] for r in runs[name]) / max(len(runs[name]), 1)
+        if abs(mrr - stages[name]["metrics"]["mrr"]) > 0.01:  # a later run wrote over it
+            raise SystemExit(f"rerank_shift: {stages[name]['run_file']} scores MRR {mrr:.4f}, "
+                             f"its report {stages[name]['metrics']['mrr']:.4f} (fix: run the "
+                             "report's command again, or give the report of the run that "
+                             "wrote the file)")
     return {"pipeline": report["pipeline"], "dataset": report["dataset"], "pool": report["pool"],
             "top_k": rr["reranker_top_k"], "weight": rr["reranker_weight"],
             "gate": rr["reranker_gate"], "confidence_mean": rr["confidence_mean"],
             "val_confidence_mean": tuned.get("val_confidence_mean"),
-            **shift(read_run(stages["fused"]["run_file"]), read_run(rr["run_file"]), text_of)}
+            **shift(runs["fused"], runs["reranked"], text_of)}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

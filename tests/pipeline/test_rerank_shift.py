@@ -64,3 +64,27 @@ def test_run_files_of_other_questions_or_lengths_are_refused(tmp_path):
     path = tmp_path / "x.run.jsonl"
     path.write_text(json.dumps(rec("q?", "a", 1)) + "\n")
     assert S.read_run(path) == [rec("q?", "a", 1)]
+
+
+def test_a_report_whose_run_file_was_written_over_is_refused(tmp_path, monkeypatch):
+    from retrieval_qa.data.types import Candidate, RetrievalPool
+
+    pool = RetrievalPool("toy", "dev", [Candidate(k, v, v, k) for k, v in TEXT.items()],
+                         questions=["Where is Paris?"], gold=[[4]])
+    monkeypatch.setattr("retrieval_qa.data.load_pool", lambda dataset, name: (pool, None))
+    fused, reranked = tmp_path / "fused.run.jsonl", tmp_path / "reranked.run.jsonl"
+    fused.write_text(json.dumps(rec("Where is Paris?", "d", 1)) + "\n")
+    reranked.write_text(json.dumps(rec("Where is Paris?", "e", 2)) + "\n")
+    report = {"pipeline": "toy", "dataset": "toy", "pool": "dev", "fusion": {},
+              "stages": [{"stage": "fused (convex)", "run_file": str(fused),
+                          "metrics": {"mrr": 100.0}},
+                         {"stage": "reranked top-10", "run_file": str(reranked),
+                          "metrics": {"mrr": 50.0}, "reranker_top_k": 10,
+                          "reranker_weight": 0.5, "reranker_gate": None,
+                          "confidence_mean": 0.7}]}
+    out = S.report_shift(report)
+    assert out["top_changed"] == 1 and out["name_drops"] == 1
+    assert out["mrr_change"] == pytest.approx(-50.0) and out["weight"] == 0.5
+    report["stages"][1]["metrics"]["mrr"] = 60.0
+    with pytest.raises(SystemExit, match="reranked.run.jsonl scores MRR 50.0000"):
+        S.report_shift(report)
