@@ -45,13 +45,15 @@ def carried(question_names: set[str], text: str) -> int:
 
 
 def read_run(path: str | Path) -> list[dict]:
-    """The records of a run file (one JSON object per question, in pool order)."""
+    """The records of a run file (one JSON object per question, in pool order; a damaged or
+    truncated file is refused by :func:`~retrieval_qa.evaluation.runfile.read_run_file`)."""
+    from retrieval_qa.evaluation.runfile import read_run_file
+
     path = Path(path)
     if not path.is_file():
         raise SystemExit(f"rerank_shift: no run file at {path} (fix: run from the folder that "
                          "holds the report's runs, or run the report's command again)")
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    return read_run_file(path)
 
 
 def _pct(k: int, d: int) -> float | None:
