@@ -16,9 +16,14 @@ def _distribution(counts: list[int]) -> dict:
 def pool_stats(pool: RetrievalPool) -> dict:
     """Counts per evaluation unit: ``questions`` counts what ``question_unit`` names (distinct
     strings for ReQA, MRQA question ids for MultiReQA); answers are sentence texts for ReQA
-    and candidates for MultiReQA (its gold rule)."""
+    and candidates for MultiReQA (its gold rule). ``candidates_per_context`` counts the
+    candidates of each paragraph (``doc_id``), ``whole_context_candidates`` those whose
+    sentence is their whole paragraph (for these a model that reads the paragraph beside the
+    sentence is given nothing more), and ``questions_with_a_whole_context_gold`` the questions
+    with such a gold sentence."""
     answers_per_question: dict[str, set[str]] = {}
     questions_per_answer: dict[str, set[str]] = {}
+    whole = [c.text.strip() == c.context.strip() for c in pool.candidates]
     for p in pool.pairs:
         q, a = pool.pair_key(p), pool.answer_key(p)
         answers_per_question.setdefault(q, set()).add(a)
@@ -30,6 +35,10 @@ def pool_stats(pool: RetrievalPool) -> dict:
         "question_unit": pool.question_unit,
         "candidates": len(pool.candidates),
         "documents": len({c.doc_id for c in pool.candidates}),
+        "candidates_per_context": _distribution(
+            list(Counter(c.doc_id for c in pool.candidates).values())),
+        "whole_context_candidates": sum(whole),
+        "questions_with_a_whole_context_gold": sum(any(whole[i] for i in g) for g in pool.gold),
         "qa_inputs": len(pool.pairs),
         "questions": len(pool.questions),
         "distinct_question_strings": len(set(pool.questions)),

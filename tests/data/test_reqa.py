@@ -36,6 +36,9 @@ def test_qa_inputs_questions_and_gold():
     assert (stats["candidates"], stats["qa_inputs"], stats["questions"],
             stats["answer_sentences"]) == (5, 5, 4, 4)
     assert stats["questions_per_answer"]["max"] == 1
+    # paragraphs of 3 and 2 sentences: no sentence is its whole paragraph
+    assert stats["candidates_per_context"]["histogram"] == {"2": 1, "3": 1}
+    assert stats["whole_context_candidates"] == stats["questions_with_a_whole_context_gold"] == 0
 
 
 def test_answer_sentence_index_first_span_containing_start():

@@ -18,6 +18,7 @@ def test_reqa_squad_dev_matches_the_reference_counts(shared_data):
     assert (stats["candidates"], stats["qa_inputs"], stats["questions"]) == (10_250, 11_426, 10_539)
     assert notes["answers_outside_sentences"] == 0
     assert stats["documents"] == 2067
+    assert (stats["whole_context_candidates"], stats["questions_with_a_whole_context_gold"]) == (51, 248)
 
 
 def test_reqa_squad_train_pool(shared_data):
@@ -71,3 +72,13 @@ def test_bm25_sparse_path_equals_full_rows_on_dev(shared_data):
     # exact: both paths make each score by the same float32 additions in the same order
     assert torch.equal(fast.ranks, full.ranks) and torch.equal(fast.doc_ranks, full.doc_ranks)
     assert fast.metrics == full.metrics
+
+
+def test_relationextraction_sentences_are_mostly_their_whole_paragraph(shared_data):
+    """2,676 of RelationExtraction's 3,301 candidates are their paragraph's only sentence, so a
+    model that reads the paragraph beside the sentence sees nothing more for them."""
+    pool, _ = load_pool("multireqa_relationextraction", "test", data_dir=shared_data)
+    stats = pool_stats(pool)
+    assert (stats["documents"], stats["whole_context_candidates"]) == (2_948, 2_676)
+    assert stats["candidates_per_context"]["histogram"]["1"] == 2_676
+    assert stats["questions_with_a_whole_context_gold"] == 2_676  # of 2,945
