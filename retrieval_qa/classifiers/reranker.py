@@ -9,7 +9,9 @@ same encoder with one label (for BERT-family encoders: the pooler on [CLS], drop
 head), so that :meth:`export` is a folder ``CrossEncoder(path)`` loads offline and scores
 exactly as this module does (raw logits: the export's activation is the identity).
 
-Settings: ``conf/model/cross_classifier.yaml`` (the parent's keys); training:
+Settings: ``conf/model/cross_classifier.yaml`` (the parent's keys) and ``reads``: what it reads
+for a candidate, its sentence alone (the default) or its sentence and then its paragraph
+(:mod:`retrieval_qa.classifiers.candidate_text`); training:
 :mod:`retrieval_qa.classifiers.train_reranker`.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ..written import Damaged, read_json, refuse, write_text
+from .candidate_text import candidate_text, check_reads
 from .pair_classifier import CrossAttentionClassifier
 
 __all__ = ["CrossEncoderReranker"]
@@ -30,10 +33,11 @@ META_FILE = "rqa_reranker.json"
 
 
 class CrossEncoderReranker(CrossAttentionClassifier):
-    """See the module docstring; keyword arguments as the parent's."""
+    """See the module docstring; keyword arguments as the parent's, and ``reads``."""
 
-    def __init__(self, **settings) -> None:
+    def __init__(self, *, reads: str = "sentence", **settings) -> None:
         super().__init__(**settings)
+        self.reads = check_reads(reads)  # among the hparams (Lightning collects this frame's)
         from transformers import AutoModelForSequenceClassification
 
         resolved = self.pretrained_checkpoint
@@ -45,6 +49,17 @@ class CrossEncoderReranker(CrossAttentionClassifier):
         self.encoder = self.network.base_model
         del self.head
         del self.dropout
+
+    @classmethod
+    def settings(cls, overrides=None) -> dict:
+        """The parent's settings with ``reads`` (default ``sentence``) among the overrides."""
+        overrides = dict(overrides or {})
+        reads = check_reads(overrides.pop("reads", "sentence"))
+        return {**super().settings(overrides), "reads": reads}
+
+    def candidate_text(self, sentence: str, paragraph: str) -> str:
+        """What this reranker reads for ``sentence`` of ``paragraph`` (its ``reads``)."""
+        return candidate_text(sentence, paragraph, self.reads, self.tokenizer.sep_token or "|")
 
     def batch_loss(self, logits: torch.Tensor, batch: dict) -> tuple[torch.Tensor, int]:
         """Pairs with ``labels`` (the parent's binary cross-entropy), or with ``group`` too:

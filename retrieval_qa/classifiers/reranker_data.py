@@ -32,6 +32,7 @@ class RerankExample:
     sentence: str
     label: int    # 1 gold, 0 negative
     source: str   # gold | bm25 | first_stage | same_paragraph
+    paragraph: str = ""  # the sentence's paragraph (read by a reranker that reads it)
 
 
 def training_side(full: RetrievalPool, val_fraction: float, split_seed: int
@@ -77,7 +78,8 @@ def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
               "shortfall_same_paragraph": 0}
     for q, question in enumerate(pool.questions):
         gold = pool.gold[q][rng.randrange(len(pool.gold[q]))]
-        examples.append(RerankExample(question, pool.candidates[gold].text, 1, "gold"))
+        examples.append(RerankExample(question, pool.candidates[gold].text, 1, "gold",
+                                      pool.candidates[gold].context))
         counts["gold"] += 1
         taken = {pool.candidates[c].text for c in positives[q]}
         paragraph = [c for c in members[pool.candidates[gold].doc_id]]
@@ -92,7 +94,8 @@ def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
                 if c in positives[q] or text in taken:
                     continue
                 taken.add(text)
-                examples.append(RerankExample(question, text, 0, source))
+                examples.append(RerankExample(question, text, 0, source,
+                                              pool.candidates[c].context))
                 got += 1
             counts[source] += got
             counts[f"shortfall_{source}"] += wanted - got

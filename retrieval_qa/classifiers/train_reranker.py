@@ -41,7 +41,8 @@ def _collate(model, listwise: bool):
     def collate(items):
         examples = [e for group in items for e in group] if listwise else items
         enc = encode_pairs(model.tokenizer, [e.question for e in examples],
-                           [e.sentence for e in examples], model.max_length)
+                           [model.candidate_text(e.sentence, e.paragraph) for e in examples],
+                           model.max_length)
         enc["labels"] = torch.tensor([e.label for e in examples], dtype=torch.float32)
         if listwise:
             enc["group"] = torch.tensor([g for g, group in enumerate(items) for _ in group])
@@ -174,8 +175,13 @@ def finished_report(cfg: dict) -> dict | None:
 
 
 def _training_settings(cfg: dict) -> dict:
-    """The settings that decide what is trained: ``cfg`` less :data:`NEUTRAL`."""
-    return {k: v for k, v in cfg.items() if k not in NEUTRAL}
+    """The settings that decide what is trained: ``cfg`` less :data:`NEUTRAL`, and less
+    ``model.reads`` where it is ``sentence``, what a training recorded before that setting
+    existed read."""
+    out = {k: v for k, v in cfg.items() if k not in NEUTRAL}
+    if isinstance(out.get("model"), dict) and out["model"].get("reads") == "sentence":
+        out["model"] = {k: v for k, v in out["model"].items() if k != "reads"}
+    return out
 
 
 def _first_stage(block):

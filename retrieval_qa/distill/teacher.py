@@ -176,6 +176,11 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
                 from ..classifiers.reranker import CrossEncoderReranker
 
                 reranker = CrossEncoderReranker.load(teacher_folder(teacher), device)
+                if reranker.reads != "sentence":  # the lists hold sentences, no paragraphs
+                    raise ValueError(
+                        f"the teacher {teacher_folder(teacher)} reads {reranker.reads}; the "
+                        "distillation lists hold sentences alone (fix: a teacher trained with "
+                        "model.reads=sentence, the default)")
             start = time.perf_counter()
             scores = score_lists(reranker, records[lo:hi], int(teacher["batch_size"]), bar)
             done[name] = {"format": FORMAT, "key": digest(key), "first": lo,

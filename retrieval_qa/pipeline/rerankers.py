@@ -7,7 +7,8 @@ A reranker is any class whose objects have ``top_k`` (the fused candidates it re
 question), ``depths``, ``weight`` (its share of the head's score, or ``"tune"``), ``gate``
 and ``gate_quantiles`` (its confidence gate, :mod:`.gate`), ``select`` and ``select_se`` (how
 ``tune`` picks, :func:`.reranking.select_setting`) and :meth:`pair_scorer` (questions,
-sentences -> scores)."""
+sentences -> scores; the scorer may carry ``text_of``, candidate -> the text it reads for it,
+else it reads the sentence)."""
 
 from __future__ import annotations
 
@@ -104,7 +105,9 @@ class CrossEncoderStage:
     def pair_scorer(self, model=None):
         """``(questions, sentences) -> scores`` (a numpy array) of ``model`` (an object with
         ``score_pairs(questions, sentences, batch_size)``; default: the export of
-        ``checkpoint``, loaded now)."""
+        ``checkpoint``, loaded now), with ``text_of`` (candidate -> the text ``model`` reads
+        for it: its ``candidate_text(sentence, paragraph)`` where it has one, else the
+        sentence)."""
         if model is None:
             from ..classifiers.reranker import CrossEncoderReranker
 
@@ -113,4 +116,7 @@ class CrossEncoderStage:
         def score_pairs(questions, sentences):
             return model.score_pairs(questions, sentences, self.batch_size).cpu().numpy()
 
+        reader = getattr(model, "candidate_text", None)
+        score_pairs.text_of = ((lambda c: c.text) if reader is None
+                               else (lambda c: reader(c.text, c.context)))
         return score_pairs

@@ -32,7 +32,8 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
     """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
     scores by ``score_pairs`` (questions, sentences) -> scores, called once per shard of
     :data:`SHARD_QUESTIONS` questions (the reranker takes a call's pairs in length order: less
-    padding than a call per question). ``cache``: where each finished shard is written and
+    padding than a call per question) with the text its ``text_of`` (candidate -> text) gives,
+    else each candidate's sentence. ``cache``: where each finished shard is written and
     read back from (:mod:`.reranker_scores`); ``progress``: a bar over the questions."""
     from tqdm.auto import tqdm
 
@@ -62,7 +63,8 @@ def _score_heads(pool: RetrievalPool, rows: range, ids: list[np.ndarray], score_
     questions = [pool.questions[q] for q, head in zip(rows, ids, strict=True) for _ in head]
     if not questions:
         return [np.zeros(0) for _ in ids]
-    flat = np.asarray(score_pairs(questions, [pool.candidates[c].text for head in ids
+    text_of = getattr(score_pairs, "text_of", None) or (lambda c: c.text)
+    flat = np.asarray(score_pairs(questions, [text_of(pool.candidates[c]) for head in ids
                                               for c in head]), dtype=np.float64)
     values = np.split(flat, np.cumsum([len(head) for head in ids])[:-1])
     for q, v in zip(rows, values, strict=True):

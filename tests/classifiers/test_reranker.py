@@ -60,3 +60,29 @@ def test_a_listwise_step_is_the_grouped_softmax_of_the_question_groups(reranker)
                                                 "token_type_ids") if k in batch})
     torch.testing.assert_close(loss, grouped_softmax_loss(logits, batch["group"],
                                                           batch["labels"]))
+
+
+def test_a_paragraph_reader_keeps_its_reading_through_export_and_reads_paragraphs_in_training(
+        tmp_path):
+    from retrieval_qa.classifiers.reranker_data import RerankExample
+    from retrieval_qa.classifiers.train_reranker import _collate
+
+    save_tiny_bert_model(tmp_path / "bert", word_tokenizer(WORDS), hidden=16)
+    base = {"pretrained": str(tmp_path / "bert"), "fallback": None, "max_length": 64}
+    with pytest.raises(ValueError, match="reads="):
+        CrossEncoderReranker.settings({**base, "reads": "paragraph"})
+    reader = CrossEncoderReranker(**CrossEncoderReranker.settings(
+        {**base, "reads": "sentence_and_paragraph"}))
+    again = CrossEncoderReranker.load(reader.export(tmp_path / "export"))
+    assert again.reads == "sentence_and_paragraph"
+    assert CrossEncoderReranker.load(CrossEncoderReranker(**CrossEncoderReranker.settings(
+        base)).export(tmp_path / "plain")).reads == "sentence"
+    examples = [RerankExample("where is the city", "a city", 1, "gold",
+                              "the fact is a place a city"),
+                RerankExample("where is the city", "the fact", 0, "bm25", "the fact")]
+    sentence_only = CrossEncoderReranker(**CrossEncoderReranker.settings(base))
+    long = _collate(reader, listwise=True)([examples])["attention_mask"].sum(1).tolist()
+    short = _collate(sentence_only, listwise=True)([examples])["attention_mask"].sum(1).tolist()
+    # the gold sentence's paragraph (a separator and 7 words) is read; the negative is its
+    # whole paragraph, read alone
+    assert long[0] == short[0] + 8 and long[1] == short[1]

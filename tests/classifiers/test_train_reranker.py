@@ -229,3 +229,14 @@ def test_the_listwise_config_has_the_default_files_keys_and_its_documented_overr
     assert (listwise["loss"], listwise["questions"], listwise["model"]["optimizer"]["lr"]) \
         == ("listwise", 6000, 1e-4)
     assert listwise["first_stage"]["pipeline"] == "hybrid_distill_rerank10"
+
+
+def test_a_training_recorded_before_reads_existed_is_the_sentence_readers():
+    from retrieval_qa.classifiers.train_reranker import _training_settings
+
+    cfg = plain(load_yaml("pipeline/training/reranker_listwise.yaml"))
+    assert cfg["model"]["reads"] == "sentence"
+    recorded = {**cfg, "model": {k: v for k, v in cfg["model"].items() if k != "reads"}}
+    assert _training_settings(recorded) == _training_settings(cfg)
+    paragraph = {**cfg, "model": {**cfg["model"], "reads": "sentence_and_paragraph"}}
+    assert _training_settings(paragraph) != _training_settings(cfg)

@@ -133,3 +133,19 @@ def test_a_pipeline_keeps_its_rerankers_scores_and_a_rerun_reads_them_back(tmp_p
     assert again["stages"][-1]["rerank_scores"] == {**kept,
                                                    "questions_read_back": len(pool.questions)}
     assert again["metrics"] == first["metrics"]
+
+
+def test_a_scorer_that_reads_paragraphs_is_given_them():
+    pool = tiny_pool()
+    fused = _fused(pool)
+    seen = []
+
+    def scorer(questions, texts):
+        seen.extend(texts)
+        return [0.0] * len(texts)
+
+    scorer.text_of = lambda c: f"{c.text} | {c.context}"
+    heads = head_scores(pool, fused, scorer, 2)
+    expected = [f"{pool.candidates[c].text} | {pool.candidates[c].context}"
+                for q, (head, _) in enumerate(heads) for c in np.asarray(fused[q][0])[head]]
+    assert seen == expected and seen
