@@ -3,7 +3,8 @@
 the share of questions whose top sentence it changes, and how often the new top sentence
 drops a name of the question that the fused top sentence carried), and, beside them, what the
 labels say of those changes (questions better and worse, and the MRR moved by the questions
-whose top sentence stayed, by the name drops and by the other changes).
+whose top sentence stayed, by the name drops and by the other changes, and by the questions
+whose gold sentence is its whole paragraph and by the others).
 
 A question's *names* are its words, after the first, that hold a capital letter or a digit
 ("Who sang Sweet Weaponry?" -> sweet, weaponry); a sentence *carries* a name when the name is
@@ -60,21 +61,28 @@ def _pct(k: int, d: int) -> float | None:
     return round(100 * k / d, 2) if d else None
 
 
-def shift(fused: list[dict], reranked: list[dict], text_of: dict[str, str]) -> dict:
+def shift(fused: list[dict], reranked: list[dict], text_of: dict[str, str],
+          whole_gold: list[bool] | None = None) -> dict:
     """The reranker's changes to the top sentence of each question (by text: a copy of the same
     sentence is no change), label-free and labelled.
 
     ``fused``/``reranked``: the two run files' records, the same questions in the same order;
-    ``text_of``: candidate id -> sentence text.
+    ``text_of``: candidate id -> sentence text; ``whole_gold``: per question, whether a gold
+    sentence of it is its whole paragraph (then the MRR change is split by it too).
     """
     if len(fused) != len(reranked):
         raise ValueError(f"{len(fused)} fused and {len(reranked)} reranked records")
+    if whole_gold is not None and len(whole_gold) != len(fused):
+        raise ValueError(f"{len(whole_gold)} gold flags for {len(fused)} records")
     changed = drops = worse = better = worse_drops = 0
     gain = {"top_kept": 0.0, "name_drops": 0.0, "other_changes": 0.0}
-    for f, r in zip(fused, reranked, strict=True):
+    by_gold = {"whole_paragraph_gold": 0.0, "other_gold": 0.0}
+    for q, (f, r) in enumerate(zip(fused, reranked, strict=True)):
         if f["question"] != r["question"]:
             raise ValueError(f"the run files part at question {f['question']!r}")
         step = 1 / r["gold_rank"] - 1 / f["gold_rank"]
+        if whole_gold is not None:
+            by_gold["whole_paragraph_gold" if whole_gold[q] else "other_gold"] += step
         old, new = text_of[f["top_ids"][0]], text_of[r["top_ids"][0]]
         if old == new:
             gain["top_kept"] += step
@@ -95,7 +103,10 @@ def shift(fused: list[dict], reranked: list[dict], text_of: dict[str, str]) -> d
             "worse_pct_of_other_changes": _pct(worse - worse_drops, changed - drops),
             "mrr_change": round(100 * sum(gain.values()) / n, 2) if n else None,
             **{f"mrr_change_{k}": round(100 * v / n, 2) if n else None
-               for k, v in gain.items()}}
+               for k, v in gain.items()},
+            **({} if whole_gold is None or not n else {
+                "questions_whole_paragraph_gold": sum(whole_gold),
+                **{f"mrr_change_{k}": round(100 * v / n, 2) for k, v in by_gold.items()}})}
 
 
 def report_shift(report: dict) -> dict:
@@ -108,7 +119,14 @@ def report_shift(report: dict) -> dict:
         raise SystemExit(f"rerank_shift: the report of {report.get('pipeline')} has no fused "
                          "and reranked stages (fix: give a pipeline report with a reranker)")
     pool, _ = load_pool(report["dataset"], report["pool"])
+    if report.get("questions", len(pool.questions)) < len(pool.questions):  # --max-questions
+        from retrieval_qa.pipeline.tuning import question_subset
+
+        pool = question_subset(pool, report["questions"],
+                               report["settings"]["tuning"]["split_seed"])
     text_of = {c.id: c.text for c in pool.candidates}
+    whole = [c.text.strip() == c.context.strip() for c in pool.candidates]
+    whole_gold = [any(whole[i] for i in gold) for gold in pool.gold]
     rr, tuned = stages["reranked"], report["fusion"].get("reranker", {})
     runs = {}
     for name in ("fused", "reranked"):
@@ -123,7 +141,7 @@ def report_shift(report: dict) -> dict:
             "top_k": rr["reranker_top_k"], "weight": rr["reranker_weight"],
             "gate": rr["reranker_gate"], "confidence_mean": rr["confidence_mean"],
             "val_confidence_mean": tuned.get("val_confidence_mean"),
-            **shift(runs["fused"], runs["reranked"], text_of)}
+            **shift(runs["fused"], runs["reranked"], text_of, whole_gold)}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -43,6 +43,13 @@ def test_changes_name_drops_and_the_mrr_each_group_moved():
     assert out["mrr_change"] == pytest.approx(12.5)
     assert out["mrr_change_name_drops"] == pytest.approx(12.5)
     assert out["mrr_change_top_kept"] == 0 and out["mrr_change_other_changes"] == 0
+    assert "mrr_change_other_gold" not in out
+    split = S.shift(fused, reranked, TEXT, [True, False, False, True])
+    assert split["questions_whole_paragraph_gold"] == 2
+    assert split["mrr_change_whole_paragraph_gold"] == pytest.approx(-12.5)  # -0.5 + 0
+    assert split["mrr_change_other_gold"] == pytest.approx(25.0)             # +0.5 + 0.5
+    with pytest.raises(ValueError, match="gold flags"):
+        S.shift(fused, reranked, TEXT, [True])
 
 
 def test_a_change_that_keeps_the_names_is_not_a_drop():
@@ -88,3 +95,28 @@ def test_a_report_whose_run_file_was_written_over_is_refused(tmp_path, monkeypat
     report["stages"][1]["metrics"]["mrr"] = 60.0
     with pytest.raises(SystemExit, match="reranked.run.jsonl scores MRR 50.0000"):
         S.report_shift(report)
+
+
+def test_a_report_of_a_question_subset_is_read_on_that_subset(tmp_path, monkeypatch):
+    from retrieval_qa.data.types import Candidate, RetrievalPool
+    from retrieval_qa.pipeline.tuning import question_subset
+
+    pool = RetrievalPool("toy", "dev", [Candidate(k, v, v, k) for k, v in TEXT.items()],
+                         questions=["Where is Paris?", "Who made Guni-Guni?"], gold=[[4], [0]])
+    monkeypatch.setattr("retrieval_qa.data.load_pool", lambda dataset, name: (pool, None))
+    asked = question_subset(pool, 1, 7).questions[0]
+    top = {"Where is Paris?": "d", "Who made Guni-Guni?": "a"}[asked]
+    files = {}
+    for name in ("fused", "reranked"):
+        files[name] = tmp_path / f"{name}.run.jsonl"
+        files[name].write_text(json.dumps(rec(asked, top, 1)) + "\n")
+    report = {"pipeline": "toy", "dataset": "toy", "pool": "dev", "fusion": {}, "questions": 1,
+              "settings": {"tuning": {"split_seed": 7}},
+              "stages": [{"stage": "fused (convex)", "run_file": str(files["fused"]),
+                          "metrics": {"mrr": 100.0}},
+                         {"stage": "reranked top-10", "run_file": str(files["reranked"]),
+                          "metrics": {"mrr": 100.0}, "reranker_top_k": 10,
+                          "reranker_weight": 0.5, "reranker_gate": None,
+                          "confidence_mean": 0.7}]}
+    out = S.report_shift(report)  # one gold flag for the one question, not two
+    assert out["questions"] == 1 and out["questions_whole_paragraph_gold"] == 1
