@@ -8,8 +8,8 @@ whose gold sentence is its whole paragraph and by the others).
 
 A question's *names* are its words, after the first, that hold a capital letter or a digit
 ("Who sang Sweet Weaponry?" -> sweet, weaponry); a sentence *carries* a name when the name is
-one of its words (lower-cased). The sentence's own text counts, not its paragraph: the reranker
-reads the text alone.
+one of its words (lower-cased). The sentence's own text counts, not its paragraph, whichever a
+reranker reads.
 
     python experiments/rerank_shift.py results/distill/hybrid_distill_rerank10_q12k_seed2.json \\
         results/distill/hybrid_distill_rerank10_q12k_seed2_multireqa_relationextraction_test.json \\
