@@ -125,7 +125,7 @@ def report_shift(report: dict) -> dict:
         pool = question_subset(pool, report["questions"],
                                report["settings"]["tuning"]["split_seed"])
     text_of = {c.id: c.text for c in pool.candidates}
-    whole = [c.text.strip() == c.context.strip() for c in pool.candidates]
+    whole = [c.whole_paragraph for c in pool.candidates]
     whole_gold = [any(whole[i] for i in gold) for gold in pool.gold]
     rr, tuned = stages["reranked"], report["fusion"].get("reranker", {})
     runs = {}

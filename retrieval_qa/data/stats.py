@@ -23,7 +23,7 @@ def pool_stats(pool: RetrievalPool) -> dict:
     with such a gold sentence."""
     answers_per_question: dict[str, set[str]] = {}
     questions_per_answer: dict[str, set[str]] = {}
-    whole = [c.text.strip() == c.context.strip() for c in pool.candidates]
+    whole = [c.whole_paragraph for c in pool.candidates]
     for p in pool.pairs:
         q, a = pool.pair_key(p), pool.answer_key(p)
         answers_per_question.setdefault(q, set()).add(a)

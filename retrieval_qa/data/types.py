@@ -33,6 +33,11 @@ class Candidate:
     context: str
     doc_id: str
 
+    @property
+    def whole_paragraph(self) -> bool:
+        """Whether the sentence is its whole paragraph (a paragraph reader reads nothing more)."""
+        return self.text.strip() == self.context.strip()
+
 
 @dataclass(frozen=True)
 class QAPair:
