@@ -117,6 +117,6 @@ class CrossEncoderStage:
             return model.score_pairs(questions, sentences, self.batch_size).cpu().numpy()
 
         reader = getattr(model, "candidate_text", None)
-        score_pairs.text_of = ((lambda c: c.text) if reader is None
-                               else (lambda c: reader(c.text, c.context)))
+        if reader is not None:  # else the sentence, reranking's default
+            score_pairs.text_of = lambda c: reader(c.text, c.context)
         return score_pairs
