@@ -1,0 +1,163 @@
+"""Does the validation side flatter a reranker on the paragraphs it trained on?
+
+The training file's 9:1 split (:mod:`retrieval_qa.data.split`) keeps every question and every
+answer sentence on one side, but a paragraph may hold questions of both sides; the dev and
+test pools share no paragraph with the training file. A reranker that learnt a paragraph from
+its training questions could then score better on the validation questions of that paragraph
+than on a test pool, and earn a head weight that a test pool does not repay.
+
+This screen splits the validation questions of a pipeline into those whose gold sentence's
+paragraph holds one of the reranker's training questions (*seen*: the questions its
+``training.json`` settings draw, the same split and the same sample) and the others
+(*unseen*), and reports, for every head weight of the grid ``0, 0.1, ..., 1``, the validation
+MRR of each group and the reranker's gain over the fused order (weight 0) in each, with the
+difference of the two gains and its 95 % interval (a normal interval over the questions of
+the two groups), and the weight the unseen questions alone would choose. Only the gold
+sentences' paragraphs count as seen, not those of the negatives. No test pool is read.
+
+    python experiments/rerank_seen_paragraphs.py --pipeline hybrid_ft_rerank10 \\
+        --from-run-files runs/pipeline/sent-q2000-re \\
+        --reranker runs/reranker/listwise-para-q12k runs/pipeline/para-q12k-re \\
+        --output results/distill/rerank_seen_paragraphs.json
+
+Each ``--reranker EXPORT PIPELINE_DIR`` reads (or scores and keeps) the export's scores of the
+validation heads in ``PIPELINE_DIR``, as ``rqa evaluate --pipeline`` keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+GRID = [round(w, 1) for w in np.arange(0, 1.05, 0.1)]
+
+
+def training_paragraphs(settings: dict, data_dir=None) -> set[str]:
+    """The paragraphs (texts) of the gold sentences of the questions a reranker trained on,
+    drawn again from its ``training.json`` ``settings`` as
+    :mod:`retrieval_qa.classifiers.train_reranker` draws them."""
+    from retrieval_qa.classifiers.reranker_data import training_side
+    from retrieval_qa.data import load_pool
+    from retrieval_qa.data.subsets import question_subset
+
+    missing = [k for k in ("dataset", "pool", "val_fraction", "split_seed", "questions", "seed")
+               if k not in settings]
+    if missing:
+        raise SystemExit(f"rerank_seen_paragraphs: the reranker's training settings lack "
+                         f"{missing} (fix: give an export of retrieval_qa.classifiers."
+                         "train_reranker, whose training.json records them)")
+    full, _ = load_pool(settings["dataset"], settings["pool"], data_dir)
+    side, _ = training_side(full, settings["val_fraction"], settings["split_seed"])
+    pool = question_subset(side, settings["questions"], settings["seed"])
+    return {pool.candidates[c].context for gold in pool.gold for c in gold}
+
+
+def seen_mask(pool, paragraphs: set[str]) -> np.ndarray:
+    """Per question of ``pool``: whether a gold sentence's paragraph is one of
+    ``paragraphs``."""
+    return np.array([any(pool.candidates[c].context in paragraphs for c in gold)
+                     for gold in pool.gold], dtype=bool)
+
+
+def split_gains(rr_by_weight: dict[float, np.ndarray], seen: np.ndarray) -> dict:
+    """The MRR of all, seen and unseen questions at each weight (``rr_by_weight``: the
+    questions' reciprocal ranks in %, weight 0 the fused order), and each group's gain over
+    weight 0 with the seen group's excess gain and its 95 % interval."""
+    if seen.all() or not seen.any():
+        raise ValueError(f"{int(seen.sum())} of {len(seen)} questions seen: the split needs "
+                         "both groups")
+    base = rr_by_weight[0.0]
+    out = {}
+    for w, rr in rr_by_weight.items():
+        gain = rr - base
+        gs, gu = gain[seen], gain[~seen]
+        excess = float(gs.mean() - gu.mean())
+        se = float(np.sqrt(gs.var(ddof=1) / len(gs) + gu.var(ddof=1) / len(gu)))
+        out[w] = {"mrr": round(float(rr.mean()), 2), "mrr_seen": round(float(rr[seen].mean()), 2),
+                  "mrr_unseen": round(float(rr[~seen].mean()), 2),
+                  "gain_seen": round(float(gs.mean()), 2),
+                  "gain_unseen": round(float(gu.mean()), 2),
+                  "excess_gain_seen": round(excess, 2),
+                  "excess_gain_seen_ci95": [round(excess - 1.96 * se, 2),
+                                            round(excess + 1.96 * se, 2)]}
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pipeline", required=True, help="its fusion and validation side")
+    p.add_argument("--from-run-files", required=True,
+                   help="the folder of its validation run files (an earlier rqa evaluate "
+                        "--pipeline run's --pipeline-dir)")
+    p.add_argument("--reranker", nargs=2, action="append", required=True,
+                   metavar=("EXPORT", "PIPELINE_DIR"),
+                   help="a cross-encoder export and the pipeline folder of its kept scores")
+    p.add_argument("--depth", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--output", required=True)
+    args = p.parse_args(argv)
+    from retrieval_qa.config import load_yaml
+    from retrieval_qa.mining.classifier_data import artifact_digest
+    from retrieval_qa.pipeline.composition import load_pipeline
+    from retrieval_qa.pipeline.fused_ranks import rank_lists
+    from retrieval_qa.pipeline.reranker_scores import RerankerScores
+    from retrieval_qa.pipeline.rerankers import CrossEncoderStage
+    from retrieval_qa.pipeline.reranking import head_scores, place
+    from retrieval_qa.pipeline.run import pool_folder, tune_fusion
+    from retrieval_qa.portable_paths import portable
+    from retrieval_qa.runtime import apply_threads
+
+    apply_threads(None)
+    start = time.perf_counter()
+    cfg = load_pipeline(args.pipeline)
+    evaluation = load_yaml("eval/default.yaml")
+    source = Path(args.from_run_files)
+    _, val, val_fused = tune_fusion(cfg, source, source, None, True, evaluation)
+    if val is None:
+        raise SystemExit(f"{args.pipeline} tunes nothing on a validation side (fix: name a "
+                         "pipeline whose fusion or reranker says tune)")
+    rows = []
+    for export, folder in args.reranker:
+        path = Path(export) / "training.json"
+        if not path.is_file():
+            raise SystemExit(f"rerank_seen_paragraphs: no {path} (fix: give an export of "
+                             "retrieval_qa.classifiers.train_reranker)")
+        settings = json.loads(path.read_text(encoding="utf-8"))["settings"]
+        seen = seen_mask(val, training_paragraphs(settings))
+        stage = CrossEncoderStage(checkpoint=export, top_k=args.depth,
+                                  batch_size=args.batch_size, weight=1.0, depths=[],
+                                  gate=None, gate_quantiles=[])
+        heads = head_scores(val, val_fused, stage.pair_scorer(), args.depth, True,
+                            RerankerScores(Path(folder) / pool_folder(val),
+                                           artifact_digest(export)))
+        rr = {}
+        for w in GRID:
+            ranks, _ = rank_lists(val, place(val_fused, heads, w), doc_level=False,
+                                  memory_mb=float(evaluation["memory_mb"]))
+            rr[w] = 100.0 / np.asarray(ranks, dtype=np.float64)
+        by_weight = split_gains(rr, seen)
+        best, best_unseen = (max(GRID, key=lambda w: (by_weight[w][key], -w))
+                             for key in ("mrr", "mrr_unseen"))
+        rows.append({"reranker": portable(export), "training_questions": settings["questions"],
+                     "training_seed": settings["seed"], "reads": settings.get("model", {})
+                     .get("reads", "sentence"), "seen_questions": int(seen.sum()),
+                     "best_weight": best, "best_weight_unseen_only": best_unseen,
+                     "at_best_weight": by_weight[best], "by_weight": by_weight})
+        b = by_weight[best]
+        print(f"{Path(export).name}: {int(seen.sum())} of {len(seen)} seen; weight {best}: "
+              f"gain seen {b['gain_seen']:+.2f}, unseen {b['gain_unseen']:+.2f}, excess "
+              f"{b['excess_gain_seen']:+.2f} {b['excess_gain_seen_ci95']}", flush=True)
+    result = {"pipeline": cfg.name, "from_run_files": portable(args.from_run_files),
+              "depth": args.depth, "val_pool": f"{val.dataset}/{val.pool}",
+              "val_questions": len(val.questions), "rows": rows,
+              "seconds": round(time.perf_counter() - start, 1)}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
