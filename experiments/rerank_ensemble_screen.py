@@ -33,6 +33,39 @@ def combined(members: list[list[np.ndarray]], how: str) -> list[np.ndarray]:
                     axis=0) for q in range(len(members[0]))]
 
 
+def validation_side(pipeline: str, run_dir: str | Path, evaluation) -> tuple:
+    """(config, fusion settings, validation pool, fused validation lists) of ``pipeline``,
+    its first stages read from the validation run files in ``run_dir``, fusion tuned there as
+    the pipeline tunes it."""
+    from retrieval_qa.pipeline.composition import load_pipeline
+    from retrieval_qa.pipeline.run import tune_fusion
+
+    cfg = load_pipeline(pipeline)
+    fusion, val, val_fused = tune_fusion(cfg, Path(run_dir), Path(run_dir), None, True,
+                                         evaluation)
+    if val is None:
+        raise SystemExit(f"{pipeline} tunes nothing on a validation side (fix: name a "
+                         "pipeline whose fusion or reranker says tune)")
+    return cfg, fusion, val, val_fused
+
+
+def validation_heads(val, val_fused: list[tuple], export: str, folder: str | Path,
+                     depth: int, batch_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The cross-encoder ``export``'s scores of each validation question's fused top
+    ``depth`` (:func:`retrieval_qa.pipeline.reranking.head_scores`), read back from the
+    pipeline folder ``folder`` where an earlier run kept them, else scored and kept there."""
+    from retrieval_qa.mining.classifier_data import artifact_digest
+    from retrieval_qa.pipeline.reranker_scores import RerankerScores
+    from retrieval_qa.pipeline.rerankers import CrossEncoderStage
+    from retrieval_qa.pipeline.reranking import head_scores
+    from retrieval_qa.pipeline.run import pool_folder
+
+    stage = CrossEncoderStage(checkpoint=export, top_k=depth, batch_size=batch_size,
+                              weight=1.0, depths=[], gate=None, gate_quantiles=[])
+    return head_scores(val, val_fused, stage.pair_scorer(), depth, True,
+                       RerankerScores(Path(folder) / pool_folder(val), artifact_digest(export)))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pipeline", required=True, help="its fusion and validation side")
@@ -46,32 +79,19 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     from retrieval_qa.config import load_yaml
     from retrieval_qa.evaluation.metrics import metrics_from_ranks
-    from retrieval_qa.mining.classifier_data import artifact_digest
-    from retrieval_qa.pipeline.composition import load_pipeline
     from retrieval_qa.pipeline.fused_ranks import rank_lists
-    from retrieval_qa.pipeline.reranker_scores import RerankerScores
-    from retrieval_qa.pipeline.rerankers import CrossEncoderStage
-    from retrieval_qa.pipeline.reranking import head_scores, place
-    from retrieval_qa.pipeline.run import pool_folder, tune_fusion
+    from retrieval_qa.pipeline.reranking import place
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 
     apply_threads(None)
     start = time.perf_counter()
-    cfg = load_pipeline(args.pipeline)
     evaluation = load_yaml("eval/default.yaml")
-    run_dir = Path(args.pipeline_dir)
-    fusion, val, val_fused = tune_fusion(cfg, run_dir, run_dir, None, True, evaluation)
-    if val is None:
-        raise SystemExit(f"{args.pipeline} tunes nothing on a validation side (fix: name a "
-                         "pipeline whose fusion or reranker says tune)")
+    cfg, fusion, val, val_fused = validation_side(args.pipeline, args.pipeline_dir, evaluation)
     scores, heads = {}, None
     for folder in args.rerankers:
-        stage = CrossEncoderStage(checkpoint=folder, top_k=args.depth,
-                                  batch_size=args.batch_size, weight=1.0, depths=[],
-                                  gate=None, gate_quantiles=[])
-        found = head_scores(val, val_fused, stage.pair_scorer(), args.depth, True,
-                            RerankerScores(run_dir / pool_folder(val), artifact_digest(folder)))
+        found = validation_heads(val, val_fused, folder, args.pipeline_dir, args.depth,
+                                 args.batch_size)
         heads = [h for h, _ in found]
         scores[folder] = [v for _, v in found]
 

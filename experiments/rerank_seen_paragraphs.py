@@ -28,10 +28,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from experiments.rerank_ensemble_screen import validation_heads, validation_side  # noqa: E402
 
 GRID = [round(w, 1) for w in np.arange(0, 1.05, 0.1)]
 
@@ -101,25 +106,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output", required=True)
     args = p.parse_args(argv)
     from retrieval_qa.config import load_yaml
-    from retrieval_qa.mining.classifier_data import artifact_digest
-    from retrieval_qa.pipeline.composition import load_pipeline
     from retrieval_qa.pipeline.fused_ranks import rank_lists
-    from retrieval_qa.pipeline.reranker_scores import RerankerScores
-    from retrieval_qa.pipeline.rerankers import CrossEncoderStage
-    from retrieval_qa.pipeline.reranking import head_scores, place
-    from retrieval_qa.pipeline.run import pool_folder, tune_fusion
+    from retrieval_qa.pipeline.reranking import place
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 
     apply_threads(None)
     start = time.perf_counter()
-    cfg = load_pipeline(args.pipeline)
     evaluation = load_yaml("eval/default.yaml")
-    source = Path(args.from_run_files)
-    _, val, val_fused = tune_fusion(cfg, source, source, None, True, evaluation)
-    if val is None:
-        raise SystemExit(f"{args.pipeline} tunes nothing on a validation side (fix: name a "
-                         "pipeline whose fusion or reranker says tune)")
+    cfg, _, val, val_fused = validation_side(args.pipeline, args.from_run_files, evaluation)
     rows = []
     for export, folder in args.reranker:
         path = Path(export) / "training.json"
@@ -128,12 +123,7 @@ def main(argv: list[str] | None = None) -> None:
                              "retrieval_qa.classifiers.train_reranker)")
         settings = json.loads(path.read_text(encoding="utf-8"))["settings"]
         seen = seen_mask(val, training_paragraphs(settings))
-        stage = CrossEncoderStage(checkpoint=export, top_k=args.depth,
-                                  batch_size=args.batch_size, weight=1.0, depths=[],
-                                  gate=None, gate_quantiles=[])
-        heads = head_scores(val, val_fused, stage.pair_scorer(), args.depth, True,
-                            RerankerScores(Path(folder) / pool_folder(val),
-                                           artifact_digest(export)))
+        heads = validation_heads(val, val_fused, export, folder, args.depth, args.batch_size)
         rr = {}
         for w in GRID:
             ranks, _ = rank_lists(val, place(val_fused, heads, w), doc_level=False,
