@@ -33,6 +33,22 @@ def combined(members: list[list[np.ndarray]], how: str) -> list[np.ndarray]:
                     axis=0) for q in range(len(members[0]))]
 
 
+#: the head weights a screen tries
+GRID = [round(w, 1) for w in np.arange(0, 1.05, 0.1)]
+
+
+def ranks_by_weight(val, val_fused: list[tuple], heads: list[tuple], memory_mb: float
+                    ) -> dict[float, np.ndarray]:
+    """The validation questions' gold ranks with the ``heads`` (positions, scores) placed as
+    the pipeline places a reranker's (:func:`retrieval_qa.pipeline.reranking.place`), at each
+    head weight of :data:`GRID`."""
+    from retrieval_qa.pipeline.fused_ranks import rank_lists
+    from retrieval_qa.pipeline.reranking import place
+
+    return {w: np.asarray(rank_lists(val, place(val_fused, heads, w), doc_level=False,
+                                     memory_mb=memory_mb)[0], dtype=np.float64) for w in GRID}
+
+
 def validation_side(pipeline: str, run_dir: str | Path, evaluation) -> tuple:
     """(config, fusion settings, validation pool, fused validation lists) of ``pipeline``,
     its first stages read from the validation run files in ``run_dir``, fusion tuned there as
@@ -79,8 +95,6 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     from retrieval_qa.config import load_yaml
     from retrieval_qa.evaluation.metrics import metrics_from_ranks
-    from retrieval_qa.pipeline.fused_ranks import rank_lists
-    from retrieval_qa.pipeline.reranking import place
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 
@@ -95,16 +109,10 @@ def main(argv: list[str] | None = None) -> None:
         heads = [h for h, _ in found]
         scores[folder] = [v for _, v in found]
 
-    grid = [round(w, 1) for w in np.arange(0, 1.05, 0.1)]
-
     def val_mrr(values: list[np.ndarray]) -> dict[float, float]:
-        out = {}
-        for w in grid:
-            ranks, _ = rank_lists(val, place(val_fused, list(zip(heads, values, strict=True)),
-                                             w), doc_level=False,
-                                  memory_mb=float(evaluation["memory_mb"]))
-            out[w] = round(float(metrics_from_ranks(ranks, (1,))["mrr"]), 4)
-        return out
+        ranks = ranks_by_weight(val, val_fused, list(zip(heads, values, strict=True)),
+                                float(evaluation["memory_mb"]))
+        return {w: round(float(metrics_from_ranks(r, (1,))["mrr"]), 4) for w, r in ranks.items()}
 
     rows = []
     for size in range(1, len(args.rerankers) + 1):
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             for how in ("raw", "minmax") if size > 1 else ("alone",):
                 by_weight = val_mrr(combined([scores[m] for m in members], how)
                                     if size > 1 else scores[members[0]])
-                best = max(grid, key=lambda w: (by_weight[w], -w))
+                best = max(GRID, key=lambda w: (by_weight[w], -w))
                 rows.append({"rerankers": [portable(m) for m in members], "combination": how,
                              "weight": best, "val_mrr": by_weight[best],
                              "val_mrr_by_weight": by_weight})

@@ -36,28 +36,21 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from experiments.rerank_ensemble_screen import validation_heads, validation_side  # noqa: E402
+from experiments.rerank_ensemble_screen import (  # noqa: E402
+    GRID,
+    ranks_by_weight,
+    validation_heads,
+    validation_side,
+)
 
-GRID = [round(w, 1) for w in np.arange(0, 1.05, 0.1)]
 
+def training_paragraphs(full, draw: dict) -> set[str]:
+    """The paragraphs (texts) of the gold sentences of the questions a reranker trained on:
+    its ``draw`` (:func:`retrieval_qa.distill.questions.reranker_draw`) made again over
+    ``full``, the pool of its training file."""
+    from retrieval_qa.distill.questions import reranker_pool
 
-def training_paragraphs(settings: dict, data_dir=None) -> set[str]:
-    """The paragraphs (texts) of the gold sentences of the questions a reranker trained on,
-    drawn again from its ``training.json`` ``settings`` as
-    :mod:`retrieval_qa.classifiers.train_reranker` draws them."""
-    from retrieval_qa.classifiers.reranker_data import training_side
-    from retrieval_qa.data import load_pool
-    from retrieval_qa.data.subsets import question_subset
-
-    missing = [k for k in ("dataset", "pool", "val_fraction", "split_seed", "questions", "seed")
-               if k not in settings]
-    if missing:
-        raise SystemExit(f"rerank_seen_paragraphs: the reranker's training settings lack "
-                         f"{missing} (fix: give an export of retrieval_qa.classifiers."
-                         "train_reranker, whose training.json records them)")
-    full, _ = load_pool(settings["dataset"], settings["pool"], data_dir)
-    side, _ = training_side(full, settings["val_fraction"], settings["split_seed"])
-    pool = question_subset(side, settings["questions"], settings["seed"])
+    pool = reranker_pool(full, draw)
     return {pool.candidates[c].context for gold in pool.gold for c in gold}
 
 
@@ -106,8 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output", required=True)
     args = p.parse_args(argv)
     from retrieval_qa.config import load_yaml
-    from retrieval_qa.pipeline.fused_ranks import rank_lists
-    from retrieval_qa.pipeline.reranking import place
+    from retrieval_qa.data import load_pool
+    from retrieval_qa.distill.questions import reranker_draw
     from retrieval_qa.portable_paths import portable
     from retrieval_qa.runtime import apply_threads
 
@@ -115,26 +108,23 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     evaluation = load_yaml("eval/default.yaml")
     cfg, _, val, val_fused = validation_side(args.pipeline, args.from_run_files, evaluation)
-    rows = []
+    rows, files = [], {}
     for export, folder in args.reranker:
-        path = Path(export) / "training.json"
-        if not path.is_file():
-            raise SystemExit(f"rerank_seen_paragraphs: no {path} (fix: give an export of "
-                             "retrieval_qa.classifiers.train_reranker)")
-        settings = json.loads(path.read_text(encoding="utf-8"))["settings"]
-        seen = seen_mask(val, training_paragraphs(settings))
+        draw = reranker_draw(export)
+        key = (draw["dataset"], draw["pool"])
+        if key not in files:  # one load of each training file
+            files[key] = load_pool(*key)[0]
+        seen = seen_mask(val, training_paragraphs(files[key], draw))
         heads = validation_heads(val, val_fused, export, folder, args.depth, args.batch_size)
-        rr = {}
-        for w in GRID:
-            ranks, _ = rank_lists(val, place(val_fused, heads, w), doc_level=False,
-                                  memory_mb=float(evaluation["memory_mb"]))
-            rr[w] = 100.0 / np.asarray(ranks, dtype=np.float64)
-        by_weight = split_gains(rr, seen)
+        ranks = ranks_by_weight(val, val_fused, heads, float(evaluation["memory_mb"]))
+        by_weight = split_gains({w: 100.0 / r for w, r in ranks.items()}, seen)
         best, best_unseen = (max(GRID, key=lambda w: (by_weight[w][key], -w))
                              for key in ("mrr", "mrr_unseen"))
-        rows.append({"reranker": portable(export), "training_questions": settings["questions"],
-                     "training_seed": settings["seed"], "reads": settings.get("model", {})
-                     .get("reads", "sentence"), "seen_questions": int(seen.sum()),
+        reads = json.loads((Path(export) / "training.json").read_text(encoding="utf-8"))[
+            "settings"].get("model", {}).get("reads", "sentence")
+        rows.append({"reranker": portable(export), "training_questions": draw["questions"],
+                     "training_seed": draw["seed"], "reads": reads,
+                     "seen_questions": int(seen.sum()),
                      "best_weight": best, "best_weight_unseen_only": best_unseen,
                      "at_best_weight": by_weight[best], "by_weight": by_weight})
         b = by_weight[best]

@@ -62,11 +62,16 @@ def check_same_side(draw: dict, data: dict) -> None:
             "trained on this split)")
 
 
-def reranker_questions(full: RetrievalPool, draw: dict) -> set[str]:
-    """The question texts the reranker trained on: its draw (:func:`reranker_draw`) made
-    again over ``full``, the pool of its training file."""
+def reranker_pool(full: RetrievalPool, draw: dict) -> RetrievalPool:
+    """The questions the reranker trained on, with their gold sentences: its draw
+    (:func:`reranker_draw`) made again over ``full``, the pool of its training file."""
     side, _ = training_side(full, draw["val_fraction"], draw["split_seed"])
-    return set(question_subset(side, draw["questions"], draw["seed"]).questions)
+    return question_subset(side, draw["questions"], draw["seed"])
+
+
+def reranker_questions(full: RetrievalPool, draw: dict) -> set[str]:
+    """The question texts the reranker trained on (:func:`reranker_pool`)."""
+    return set(reranker_pool(full, draw).questions)
 
 
 def distill_pool(full: RetrievalPool, val_fraction: float, split_seed: int,

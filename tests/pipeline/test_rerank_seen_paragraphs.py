@@ -45,7 +45,21 @@ def test_a_split_with_an_empty_group_is_refused():
             S.split_gains(rr, np.array(seen))
 
 
-def test_training_settings_without_the_sample_are_refused():
-    with pytest.raises(SystemExit, match=r"lack \['questions', 'seed'\]"):
-        S.training_paragraphs({"dataset": "reqa_squad", "pool": "train", "val_fraction": 0.1,
-                               "split_seed": 0})
+def test_the_trained_paragraphs_are_those_of_the_drawn_questions_gold(monkeypatch):
+    from retrieval_qa.distill import questions
+
+    drawn = pool_of(["p1", "p1", "p2", "p3"], [[1], [2, 1]])
+    monkeypatch.setattr(questions, "reranker_pool", lambda full, draw: drawn)
+    assert S.training_paragraphs(None, {}) == {"p1", "p2"}
+
+
+def test_training_settings_without_the_sample_are_refused(tmp_path):
+    import json
+
+    from retrieval_qa.distill.questions import reranker_draw
+    from retrieval_qa.errors import InputFileError
+
+    settings = {"dataset": "reqa_squad", "pool": "train", "val_fraction": 0.1, "split_seed": 0}
+    (tmp_path / "training.json").write_text(json.dumps({"settings": settings}))
+    with pytest.raises(InputFileError, match=r"its settings have no \['questions', 'seed'\]"):
+        reranker_draw(tmp_path)
