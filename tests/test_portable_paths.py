@@ -29,6 +29,20 @@ def test_each_rule(tmp_path, monkeypatch):
     assert portable_path("runs/a", repo) == "runs/a"
 
 
+def test_a_checkout_in_the_temporary_folder_leaves_its_neighbours_absolute(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    repo, work = tmp_path / "fresh", tmp_path / "work"
+    for d in (repo, work):
+        d.mkdir()
+    monkeypatch.chdir(work)
+    other = tmp_path / "pytest-of-someone" / "x" / "last.ckpt"  # another program's folder
+    assert portable_path(str(other), repo) == str(other)
+    assert portable_path(str(repo / "runs" / "m"), repo) == str(repo / "runs" / "m")
+    monkeypatch.chdir(repo)
+    assert portable_path(str(repo / "runs" / "m"), repo) == "runs/m"  # the cwd rule still holds
+
+
 def test_paths_inside_text_keys_and_lists(tmp_path, monkeypatch):
     monkeypatch.setenv("RQA_DATA_DIR", str(tmp_path))
     f = tmp_path / "squad" / "train-v1.1.json.gz"
