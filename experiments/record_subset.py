@@ -15,6 +15,7 @@ pair question by question. Nothing is recomputed: each question keeps its gold r
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     write_records(args.output, header, rows)
     out = {"record": args.record, "output": args.output, "questions": header["questions"],
            "of": len(pool.questions), "seed": args.seed, "mrr": header["metrics"]["mrr"]}
-    print(out)
+    print(json.dumps(out))
     return out
 
 

@@ -10,9 +10,9 @@ rewritten, the first rule that applies winning:
 3. under the working directory: relative to it (``runs/...``: what a command run from the
    same folder reads back, so a printed checkpoint still loads);
 4. under the repository's parent folder: relative to the repository (``runs/...``,
-   ``../shared/data/...``, the project's layout), unless that parent is the system's
-   temporary folder (a checkout cloned straight into ``/tmp``), whose other folders belong to
-   other programs, not to the project;
+   ``../shared/data/...``, the project's layout); when that parent is the system's
+   temporary folder (a checkout cloned straight into ``/tmp``), only paths inside the
+   repository, since the folder's other files belong to other programs;
 5. under the home folder: ``~/...``.
 
 Any other path (a temporary folder outside these, say) is left as it is: it is what the user
@@ -68,8 +68,8 @@ def portable_path(text: str, root: Path | None = None) -> str:
     home = Path.home().resolve()
     if cwd not in (Path(cwd.anchor), home) and _under(path, cwd):
         return os.path.relpath(path, cwd)
-    if root.parent not in (Path(root.anchor), Path(tempfile.gettempdir()).resolve()) \
-            and _under(path, root.parent):
+    beside = root if root.parent == Path(tempfile.gettempdir()).resolve() else root.parent
+    if beside != Path(beside.anchor) and _under(path, beside):
         return os.path.relpath(path, root)
     if home != Path(home.anchor) and _under(path, home):
         return "~/" + path.relative_to(home).as_posix()

@@ -29,8 +29,8 @@ def test_each_rule(tmp_path, monkeypatch):
     assert portable_path("runs/a", repo) == "runs/a"
 
 
-def test_a_checkout_in_the_temporary_folder_leaves_its_neighbours_absolute(tmp_path,
-                                                                           monkeypatch):
+def test_a_checkout_in_the_temporary_folder_names_only_its_own_files_relative(tmp_path,
+                                                                              monkeypatch):
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     repo, work = tmp_path / "fresh", tmp_path / "work"
     for d in (repo, work):
@@ -38,9 +38,8 @@ def test_a_checkout_in_the_temporary_folder_leaves_its_neighbours_absolute(tmp_p
     monkeypatch.chdir(work)
     other = tmp_path / "pytest-of-someone" / "x" / "last.ckpt"  # another program's folder
     assert portable_path(str(other), repo) == str(other)
-    assert portable_path(str(repo / "runs" / "m"), repo) == str(repo / "runs" / "m")
-    monkeypatch.chdir(repo)
-    assert portable_path(str(repo / "runs" / "m"), repo) == "runs/m"  # the cwd rule still holds
+    assert portable_path(str(tmp_path / "shared" / "f.gz"), repo) == str(tmp_path / "shared" / "f.gz")
+    assert portable_path(str(repo / "runs" / "m"), repo) == "runs/m"  # inside the repository
 
 
 def test_paths_inside_text_keys_and_lists(tmp_path, monkeypatch):
