@@ -239,13 +239,138 @@ def _as_resolved(resolved: ResolvedCheckpoint | str) -> ResolvedCheckpoint:
     return resolved if isinstance(resolved, ResolvedCheckpoint) else resolve_pretrained(resolved)
 
 
+#: what ``save_pretrained`` writes for every tokenizer: its class and special tokens
+TOKENIZER_CONFIG = "tokenizer_config.json"
+#: a fast tokenizer's whole vocabulary and rules (what this suite's exports hold)
+TOKENIZER_FILE = "tokenizer.json"
+#: the vocabularies of slow tokenizers, for a folder without tokenizer.json whose class is
+#: not recorded (one set must be whole)
+SLOW_VOCABULARIES = (("vocab.txt",), ("vocab.json", "merges.txt"), ("spiece.model",),
+                     ("sentencepiece.bpe.model",), ("tokenizer.model",))
+SAVE_TOKENIZER = ("save the tokenizer into that folder (`tokenizer.save_pretrained(folder)`), "
+                  "or copy the whole checkpoint folder again")
+
+
+def _slow_vocabularies(class_name: str | None) -> tuple[tuple[str, ...], ...]:
+    """The vocabulary files the tokenizer class ``class_name`` reads without tokenizer.json
+    (its ``vocab_files_names``); every known set when the class is not recorded."""
+    if class_name:
+        import transformers
+
+        cls = getattr(transformers, class_name, None)
+        names = getattr(cls, "vocab_files_names", None)
+        if isinstance(names, dict):
+            files = tuple(f for k, f in names.items() if k != "tokenizer_file"
+                          and f != TOKENIZER_FILE)
+            return (files,) if files else ()
+    return SLOW_VOCABULARIES
+
+
+def tokenizer_folder_problem(folder: str | Path, strict: bool = True
+                             ) -> tuple[Path, str] | None:
+    """The first file a saved tokenizer's folder lacks, as ``(file, problem)``; None when it
+    holds what ``AutoTokenizer.from_pretrained`` needs. Without these checks a folder missing
+    tokenizer.json loads anyway as a tokenizer of its special tokens alone, which maps every
+    word to [UNK] (a silent default).
+
+    Needed: ``tokenizer_config.json`` (``strict=False``: or a model's ``config.json``, from
+    which the class is guessed, as in some hub checkpoints), and ``tokenizer.json`` (a JSON
+    object with a ``model``), or else the slow vocabulary files of the recorded class
+    (``vocab.txt`` for BERT, ``spiece.model`` for T5, ...), each non-empty.
+
+    Args:
+        folder: the tokenizer's folder (what ``save_pretrained`` wrote).
+        strict: require ``tokenizer_config.json`` (folders the suite wrote); False accepts a
+            ``config.json`` instead (pretrained checkpoints of other origins).
+
+    Returns:
+        None, or the missing or unreadable file and what is wrong with it.
+
+    Example:
+
+        >>> tokenizer_folder_problem("/no/such/folder")
+        (PosixPath('/no/such/folder'), 'missing (no tokenizer folder)')
+    """
+    import json
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return folder, "missing (no tokenizer folder)"
+
+    def unreadable(path: Path, keys: tuple[str, ...] = ()) -> str | None:
+        if not path.stat().st_size:
+            return "empty file"
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            return f"not JSON ({str(e).splitlines()[0][:120]})"
+        if not isinstance(obj, dict) or any(k not in obj for k in keys):
+            return "not a tokenizer's file (no " + ", ".join(map(repr, keys or ("object",))) + ")"
+        return None
+
+    config, class_name = folder / TOKENIZER_CONFIG, None
+    if config.is_file():
+        if (problem := unreadable(config)) is not None:
+            return config, problem
+        class_name = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class")
+    elif strict or not (folder / "config.json").is_file():
+        return config, "missing"
+    fast = folder / TOKENIZER_FILE
+    if fast.is_file():
+        problem = unreadable(fast, ("model",))
+        return None if problem is None else (fast, problem)
+    sets = _slow_vocabularies(class_name if isinstance(class_name, str) else None)
+    for files in sets:
+        if all((folder / f).is_file() and (folder / f).stat().st_size for f in files):
+            return None
+    slow = " or ".join(" + ".join(files) for files in sets)
+    return fast, "missing" + (f" (nor {slow}, the vocabulary of {class_name or 'a slow tokenizer'})"
+                              if slow else "")
+
+
+def tokenizer_problem(tokenizer) -> str | None:
+    """What is wrong with a loaded tokenizer, or None: one whose vocabulary holds nothing but
+    its special tokens (a tokenizer rebuilt without its vocabulary file) maps every word to
+    [UNK]."""
+    vocab = tokenizer.get_vocab()
+    words = set(vocab) - set(getattr(tokenizer, "all_special_tokens", ()))
+    if not words:
+        return (f"its vocabulary holds only its {len(vocab)} special tokens: every word would "
+                "be [UNK] (its vocabulary file is missing)")
+    return None
+
+
 def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
-    """``AutoTokenizer.from_pretrained`` for a resolved checkpoint (a string is resolved first)."""
+    """``AutoTokenizer.from_pretrained`` for a resolved checkpoint (a string is resolved
+    first). A local folder is checked first (:func:`tokenizer_folder_problem`), and the
+    tokenizer after: one that lacks its vocabulary is an
+    :class:`~retrieval_qa.errors.InputFileError` naming the file and the fix, never a
+    tokenizer that maps every word to [UNK].
+
+    Args:
+        resolved: a :class:`ResolvedCheckpoint`, or a name or path to resolve.
+        **kwargs: passed to ``AutoTokenizer.from_pretrained``.
+
+    Example:
+
+        >>> load_tokenizer("minilm")("Who wrote Hamlet?")["input_ids"][:2]  # doctest: +SKIP
+        [101, 2040]
+    """
     from transformers import AutoTokenizer
+
+    from .errors import InputFileError
 
     resolved = _as_resolved(resolved)
     kwargs.setdefault("local_files_only", resolved.local)
-    return AutoTokenizer.from_pretrained(resolved.path_or_name, **kwargs)
+    folder = Path(resolved.path_or_name)
+    local = folder.is_dir() and not kwargs.get("subfolder")
+    if local and (found := tokenizer_folder_problem(folder, strict=False)) is not None:
+        raise InputFileError("pretrained checkpoint file", found[0], found[1], SAVE_TOKENIZER)
+    tokenizer = AutoTokenizer.from_pretrained(resolved.path_or_name, **kwargs)
+    if (problem := tokenizer_problem(tokenizer)) is not None:
+        raise InputFileError("pretrained checkpoint", resolved.path_or_name, f"its tokenizer: "
+                             f"{problem}", SAVE_TOKENIZER)
+    return tokenizer
 
 
 def _text_encoder_class(config):

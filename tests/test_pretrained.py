@@ -148,13 +148,16 @@ def test_load_helpers_read_a_local_folder(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]))
     folder = tmp_path / "tiny"
-    BertTokenizerFast(vocab_file=str(vocab)).save_pretrained(folder)
+    # vocab=: transformers 5 ignores vocab_file= and builds a tokenizer of the special tokens
+    # alone, which load_tokenizer refuses (every word would be [UNK])
+    BertTokenizerFast(vocab=str(vocab)).save_pretrained(folder)
     BertModel(BertConfig(vocab_size=7, hidden_size=8, num_hidden_layers=1,
                          num_attention_heads=2, intermediate_size=16)).save_pretrained(folder)
     resolved = resolve_pretrained(str(folder))
     tokenizer = pre.load_tokenizer(resolved)
     model = pre.load_model(resolved)
     batch = tokenizer(["hello world"], return_tensors="pt")
+    assert batch["input_ids"].tolist() == [[2, 5, 6, 3]]  # words, not [UNK]
     assert model(**batch).last_hidden_state.shape == (1, 4, 8)
 
 

@@ -108,8 +108,11 @@ class CrossEncoderReranker(CrossAttentionClassifier):
             raise FileNotFoundError(f"{folder} holds no {META_FILE}: pass a folder written by "
                                     "CrossEncoderReranker.export (python -m "
                                     "retrieval_qa.classifiers.train_reranker --output)")
+        from ..models.artifact import check_model_folder
+
         try:
             settings = dict(read_json(meta, ("settings",))["settings"])
+            check_model_folder(folder)  # config, weights, a whole tokenizer
         except Damaged as damage:
             raise refuse(damage, "reranker file", "train and export the reranker again (python "
                          "-m retrieval_qa.classifiers.train_reranker --output)") from None

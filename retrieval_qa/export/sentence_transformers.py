@@ -161,8 +161,11 @@ class RetrievalTower(InputModule):
             s["max_length"] = int(value)
 
     def get_config_dict(self) -> dict[str, Any]:
+        from ..models.artifact import tokenizer_ids
+
         return {"sides": self.sides, "default_task": self.default_task,
-                "similarity": self.similarity, "spec": self.spec}
+                "similarity": self.similarity, "spec": self.spec,
+                "tokenizer_ids": tokenizer_ids(self.tokenizer)}  # checked by load
 
     # ---- save / load --------------------------------------------------------------------
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
@@ -178,18 +181,64 @@ class RetrievalTower(InputModule):
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None,
              local_files_only: bool = False, **kwargs) -> RetrievalTower:
-        from transformers import AutoTokenizer
+        """The module in ``model_name_or_path`` (``subfolder``), its files checked first
+        (:mod:`retrieval_qa.models.artifact`): rqa_tower.json, the weights, a pretrained
+        encoder's ``encoder/config.json``, a whole tokenizer folder whose vocabulary is real,
+        gives the ids recorded at export (folders written since they are recorded) and none
+        beyond the token table. A failed check is an
+        :class:`~retrieval_qa.errors.InputFileError` naming the file and the fix (convert
+        again with ``rqa export --format sentence-transformers``)."""
+        from ..models.artifact import (
+            check_token_ids,
+            load_tokenizer_folder,
+            refusing_damage,
+            token_table_rows,
+        )
+        from ..written import Damaged, error_line, read_json
 
         hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
                "revision": revision, "local_files_only": local_files_only}
         folder = Path(cls.load_dir_path(model_name_or_path, **hub))
-        config = json.loads((folder / cls.config_file_name).read_text())
-        tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
-        tower = rebuild_tower(config["spec"], folder)
-        module = cls(tower, tokenizer, config["sides"], config["default_task"],
-                     config["similarity"], config["spec"])
-        cls.load_torch_weights(model_name_or_path, model=module, **hub)
+        config_file = folder / cls.config_file_name
+        with refusing_damage("sentence-transformers model file", convert_again(folder)):
+            config = read_json(config_file, ("sides", "default_task", "similarity", "spec"))
+            weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin")
+                            if (folder / n).is_file()), folder / "model.safetensors")
+            if not weights.is_file():
+                raise Damaged(weights, "missing")
+            spec = config["spec"]
+            if isinstance(spec, dict) and spec.get("kind") == "tower" \
+                    and spec.get("encoder_type") == "pretrained":
+                read_json(folder / "encoder" / "config.json")  # the encoder's architecture
+            tokenizer = load_tokenizer_folder(folder / "tokenizer", config.get("tokenizer_ids"))
+            try:
+                tower = rebuild_tower(spec, folder)
+                module = cls(tower, tokenizer, config["sides"], config["default_task"],
+                             config["similarity"], spec)
+            except (ValueError, KeyError, TypeError) as e:
+                raise Damaged(config_file, f"does not describe a tower ({error_line(e)})") \
+                    from None
+            try:
+                cls.load_torch_weights(model_name_or_path, model=module, **hub)
+            except Exception as e:  # noqa: BLE001 - safetensors' own error classes too
+                raise Damaged(weights, f"not the weights of the tower {cls.config_file_name} "
+                                       f"describes ({error_line(e)})") from None
+            check_token_ids(tokenizer, token_table_rows(module.tower), folder / "tokenizer",
+                            weights)
         return module.eval()
+
+
+def convert_again(folder: Path) -> str:
+    """The fix for a damaged sentence-transformers folder: convert the rqa export it came
+    from again (named by ``rqa_export.json`` in the folder or the one above it)."""
+    root = folder if (folder / "rqa_export.json").is_file() else folder.parent
+    source = "EXPORT"
+    try:
+        source = json.loads((root / "rqa_export.json").read_text(encoding="utf-8"))["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return (f"convert the model again: `rqa export --checkpoint {source} --format "
+            f"sentence-transformers --output {root}`, or copy the whole folder again")
 
 
 def rebuild_tower(spec: dict, folder: Path) -> nn.Module:

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..classifiers.pair_classifier import CrossAttentionClassifier
 from ..classifiers.pair_data import MODEL_KEYS
-from ..models.artifact import load_weights, refusing_damage
+from ..models.artifact import check_model_folder, load_weights, refusing_damage
 from ..models.method import Built
 from ..registry import instantiate
 from ..written import atomic_path, read_json, write_text
@@ -131,6 +131,7 @@ class MiningClassifier(CrossAttentionClassifier):
         """The classifier that :meth:`export` wrote to ``folder``, in eval mode."""
         folder = Path(folder)
         meta = read_json(folder / "model.json", ("settings",))
+        check_model_folder(folder / "encoder")  # config, weights, a whole tokenizer
         settings = dict(meta["settings"])
         settings.update(pretrained=str(folder / "encoder"), fallback=None)
         model = cls(**settings)

@@ -22,8 +22,29 @@ from ..data.types import Candidate
 from ..encoders.builders import exported_towers
 from ..losses.similarity import retrieval_space
 from ..registry import locate
-from ..written import Damaged, atomic_path, check, read_back, read_json, rebuilding, write_text
-from .artifact import load_weights
+from ..written import (
+    Damaged,
+    atomic_path,
+    check,
+    error_line,
+    read_back,
+    read_json,
+    rebuilding,
+    write_text,
+)
+from .artifact import (
+    CONTENTS_KEY,
+    DEFAULT_MAP_LOCATION,
+    check_recorded_files,
+    check_token_ids,
+    load_tokenizer_folder,
+    load_weights,
+    record_files,
+    refusing_damage,
+    resolve_map_location,
+    token_table_rows,
+    tokenizer_ids,
+)
 from .graphed_encoding import GraphedEncoder
 
 log = logging.getLogger(__name__)
@@ -33,6 +54,33 @@ DEFAULT_BUILDER = "retrieval_qa.encoders.build_dual_towers"  # exports that pred
 
 #: texts per resumable shard of a long encoding job, in batches (see ``work_dir``)
 SHARD_BATCHES = 16
+
+
+def _count(value) -> bool:
+    """A whole number >= 1 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_meta(meta: dict, meta_file: str | Path) -> None:
+    """The settings an export's model.json must hold to encode as it was trained:
+    ``similarity`` (dot or cosine), ``max_question_length`` and ``max_answer_length`` (whole
+    numbers >= 1), ``answer_with_context`` (a bool, when given); else
+    :class:`~retrieval_qa.written.Damaged` naming the file and the key.
+
+    Args:
+        meta: model.json's object.
+        meta_file: its path (named in the error).
+    """
+    from ..losses.similarity import SIMILARITIES
+
+    check(meta.get("similarity") in SIMILARITIES, meta_file,
+          f"similarity {meta.get('similarity')!r} is not one of {list(SIMILARITIES)}")
+    for key in ("max_question_length", "max_answer_length"):
+        check(_count(meta.get(key)), meta_file,
+              f"{key} {meta.get(key)!r} is not a length (a whole number >= 1)"
+              if key in meta else f"no {key!r} (an older format, or damaged)")
+    check(isinstance(meta.get("answer_with_context", False), bool), meta_file,
+          f"answer_with_context {meta.get('answer_with_context')!r} is not true or false")
 
 
 class DualEncoderInference:
@@ -104,7 +152,9 @@ class DualEncoderInference:
         return self.meta["similarity"]
 
     def save(self, folder: str | Path) -> Path:
-        """Write the export: ``towers.pt``, ``tokenizer/`` and, last, ``model.json``.
+        """Write the export: ``towers.pt``, ``tokenizer/`` and, last, ``model.json``, which
+        records every file written (size and SHA-256) and the tokenizer's number of ids
+        (``contents``), so :meth:`load` refuses a folder missing a file, or holding another.
 
         Args:
             folder: the export folder (created; files in it are replaced).
@@ -120,34 +170,67 @@ class DualEncoderInference:
         folder = Path(folder)
         with atomic_path(folder / "towers.pt") as tmp:
             torch.save(self.towers.state_dict(), tmp)
-        self.tokenizer.save_pretrained(folder / "tokenizer")
-        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", **self.meta}
+        saved = self.tokenizer.save_pretrained(folder / "tokenizer")
+        names = ["towers.pt", *(Path(f).resolve().relative_to(folder.resolve()).as_posix()
+                                for f in saved if Path(f).is_file())]
+        meta = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}", **self.meta,
+                CONTENTS_KEY: {"files": record_files(folder, names),
+                               "tokenizer_ids": tokenizer_ids(self.tokenizer)}}
         write_text(folder / "model.json", json.dumps(meta, indent=2))  # last: the folder is whole
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path, map_location: str = "cpu") -> DualEncoderInference:
+    def load(cls, folder: str | Path, map_location: str = DEFAULT_MAP_LOCATION
+             ) -> DualEncoderInference:
         """The export in ``folder``: towers rebuilt by its ``builder`` from its ``towers``
         block, the saved weights loaded, the tokenizer read from ``tokenizer/`` (offline).
 
+        Checked before anything is used: every file model.json records (exports of this
+        version record them) present and unchanged, else (older exports) ``towers.pt`` and a
+        whole tokenizer folder (``tokenizer_config.json`` and ``tokenizer.json``, or its slow
+        vocabulary); the settings model.json holds (similarity, maximum lengths); the weights
+        fit the towers; the tokenizer's vocabulary is real (not its special tokens alone),
+        gives as many ids as it gave when exported, and no id beyond the token table. A
+        failed check is an :class:`~retrieval_qa.errors.InputFileError` naming the file and
+        the fix (export again): never a model that loads with a default in place of a file.
+
         Args:
             folder: an export folder (what :meth:`save` wrote).
-            map_location: the device the towers go to (``"cpu"``, ``"cuda"``, ...).
+            map_location: the device the towers go to: ``"auto"`` (the default, as
+                :func:`~retrieval_qa.models.artifact.load_artifact`'s: the GPU when CUDA is
+                available, else the CPU), ``"cpu"``, ``"cuda"``, ...
 
         Example:
 
             >>> model = DualEncoderInference.load("runs/dual_gru/checkpoint")  # doctest: +SKIP
         """
-        from transformers import AutoTokenizer
-
         folder = Path(folder)
-        meta = read_json(folder / "model.json", ("towers",))
-        meta.pop("_target_", None)
-        weights = load_weights(folder / "towers.pt", map_location)  # a missing file first
-        towers = locate(meta.get("builder", DEFAULT_BUILDER))(exported_towers(meta["towers"]))
-        towers.load_state_dict(weights)
-        towers.to(map_location)
-        tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer", local_files_only=True)
+        map_location = resolve_map_location(map_location)
+        meta_file, weights_file = folder / "model.json", folder / "towers.pt"
+        with refusing_damage():
+            meta = read_json(meta_file, ("towers",))
+            meta.pop("_target_", None)
+            contents = meta.pop(CONTENTS_KEY, None)
+            recorded_ids = None
+            if contents is not None:
+                if not isinstance(contents, dict) or "files" not in contents:
+                    raise Damaged(meta_file, f"its {CONTENTS_KEY!r} is not a record of files")
+                check_recorded_files(folder, contents["files"], meta_file)
+                recorded_ids = contents.get("tokenizer_ids")
+                check(recorded_ids is None or _count(recorded_ids), meta_file,
+                      f"tokenizer_ids {recorded_ids!r} is not a count")
+            weights = load_weights(weights_file, map_location)  # a missing file first
+            check_meta(meta, meta_file)
+            towers = locate(meta.get("builder", DEFAULT_BUILDER))(exported_towers(meta["towers"]))
+            try:
+                towers.load_state_dict(weights)
+            except RuntimeError as e:
+                raise Damaged(weights_file, f"does not fit the towers model.json describes "
+                                            f"({error_line(e)})") from None
+            towers.to(map_location)
+            tokenizer = load_tokenizer_folder(folder / "tokenizer", recorded_ids)
+            check_token_ids(tokenizer, token_table_rows(towers), folder / "tokenizer",
+                            weights_file)
         return cls(towers, tokenizer, meta)
 
     def weights_digest(self) -> str:
