@@ -4,6 +4,7 @@ imports this module before it parses its arguments, so it imports nothing heavy.
 
 from __future__ import annotations
 
+import errno
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,6 +94,76 @@ class RunInterrupted(Exception):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class Stopped(BaseException):
+    """The command was stopped by a signal (SIGINT: Ctrl-C, SIGTERM) outside a training run's
+    own handling (which saves a checkpoint and raises :class:`RunInterrupted`). A
+    BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it and every
+    write in progress removes its temporary file on the way out; ``rqa`` prints one line and
+    exits with status 128+N."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}; what was being written "
+                         "was not left half-written. Run the same command again to redo it.")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training loss that is NaN or infinite; the message names the step, epoch and batch and
+    what to try (``rqa`` prints it as one line, exit status 2)."""
+
+
+#: the errors of the machine a write (or read) meets, each with its fix: ``rqa`` reports them
+#: as one line naming the path (:func:`machine_fault`), exit status 2
+MACHINE_FAULTS = {
+    errno.ENOSPC: "free space on that disk, or write to a folder on another disk",
+    errno.EDQUOT: "free space within your disk quota, or write to a folder elsewhere",
+    errno.EACCES: "make it writable (check its and its folder's permissions), or choose "
+                  "another folder",
+    errno.EPERM: "make it writable (check its and its folder's permissions and owner), or "
+                 "choose another folder",
+    errno.EROFS: "the file system is read-only: choose a folder on a writable one",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: choose another path",
+    errno.ENOENT: "its folder does not exist (or was removed meanwhile): create it, or choose "
+                  "another path",
+    errno.EISDIR: "it is a folder: give the path of a file",
+    errno.ELOOP: "a loop of symbolic links: repair the link, or choose another path",
+}
+
+
+def machine_fault(e: OSError) -> str | None:
+    """The one line (without ``rqa: error:``) for an OSError of the machine: a full disk, a
+    read-only or unwritable folder, a file where a folder should be (:data:`MACHINE_FAULTS`),
+    naming the path and the fix; None for another error.
+
+    Args:
+        e: the error; its ``filename`` is the path named (the writers of
+            :mod:`retrieval_qa.written` set it to the file being written).
+
+    Example:
+
+        >>> machine_fault(OSError(errno.ENOSPC, "No space left on device", "runs/r.jsonl"))
+        'runs/r.jsonl: No space left on device (fix: free space on that disk, or write to a folder on another disk)'
+    """
+    fix = MACHINE_FAULTS.get(e.errno)
+    if fix is None:
+        return None
+    what = e.strerror or errno.errorcode.get(e.errno, str(e.errno))
+    if e.filename is not None:
+        what = f"{e.filename}: {what}"
+    import os
+
+    cache = os.path.abspath(os.path.expanduser(os.environ.get("RQA_CACHE_DIR")
+                                               or "~/.cache/retrieval_qa"))
+    path = os.path.abspath(str(e.filename)) if e.filename is not None else ""
+    if path == cache or path.startswith(cache + os.sep):
+        fix += f"; it is in the cache folder {cache}: set RQA_CACHE_DIR to another one"
+    return f"{what} (fix: {fix})"
 
 
 class DataFormatError(ValueError):

@@ -2,7 +2,10 @@
 
 Written atomically: :func:`atomic_path` / :func:`atomic_dir` give a temporary file or folder
 beside the target, renamed over it only when the writing block ends without an error, so a
-crash never leaves half a file under the real name.
+crash never leaves half a file under the real name, and removed on any error (a full disk,
+Ctrl-C). Writes never destroy: a symbolic link is written through to its target, and a device,
+FIFO, socket or folder where a file goes is refused (:func:`write_target`); a full disk or an
+unwritable folder is an OSError naming the file written (``rqa``: one line, exit status 2).
 
 Read back through :func:`read_back` (or :func:`read_json`), which turns every sign of damage
 (an empty, truncated or garbage file, another format, a missing key) into :class:`Damaged`
@@ -15,11 +18,13 @@ Light on purpose (the standard library only): scripts and the command line impor
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import pickle
 import shutil
+import stat
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -135,48 +140,191 @@ def read_report(path: str | Path) -> dict:
 # ------------------------------------------------------------------------------ writing
 
 
-def _beside(path: Path) -> Path:
-    """A fresh name beside ``path`` (hidden, unique per process and call)."""
-    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+def _kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def write_target(path: str | Path, what: str = "output", folder: bool = False) -> Path:
+    """Where a write to ``path`` goes: ``path`` itself, or the file a symbolic link at ``path``
+    names (followed to its end, so the link stays a link, as a shell's ``>`` does). A target
+    that exists and is neither a regular file (``folder``: a folder) nor missing (a device such
+    as /dev/null, a FIFO, a socket, a folder where a file goes, a file where a folder goes) is
+    refused: the write would replace it.
+
+    Args:
+        path: the file (or folder) to write.
+        what: where the path was given, for the error (an option such as ``--run-file``).
+        folder: the write makes a folder (:func:`atomic_dir`), not a file.
+
+    Returns:
+        The path to write (absolute when a link was followed).
+
+    Raises:
+        InputFileError: the target is something else than the write makes (``rqa`` exit
+            status 2), naming it, what it is and the fix.
+
+    Example:
+
+        >>> write_target("runs/bm25.jsonl", "--run-file")  # doctest: +SKIP
+        PosixPath('runs/bm25.jsonl')
+    """
+    given = Path(path)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return target  # a new file (or a link's missing target): created
+    except NotADirectoryError:
+        return target  # a file where a folder of the path should be: the writer names it
+    if stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode):
+        return target
+    via = f" (the target of the link {given})" if target != given else ""
+    expected = "a folder" if folder else "a file"
+    raise InputFileError(what, target, f"is {_kind(stat.S_IFMT(mode))}{via}, not {expected}; "
+                         f"writing would replace it", f"give the path of {expected} to "
+                         "replace, or of a new one")
+
+
+def make_folder(folder: str | Path) -> Path:
+    """``folder`` and its parents, created where missing; a file in the way is a
+    NotADirectoryError naming it (mkdir's "File exists" would not say it is a file)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:  # a file (or a link to one) where the folder goes
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                 e.filename or str(folder)) from None
+    return folder
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` for the block to write (not created); renamed over
-    ``path`` when the block ends, removed when it raises."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _beside(path)
+def _naming(target: Path, tmp: Path) -> Iterator[None]:
+    """An OSError of the block that names no file, or the temporary one, names ``target``
+    instead (a full disk's ENOSPC from ``write()`` names none); an error of a writer that is
+    no OSError (torch's zip writer raises a RuntimeError) on a disk with no space left is
+    ENOSPC naming ``target``."""
     try:
-        yield tmp
-        os.replace(tmp, path)
+        yield
+    except OSError as e:
+        if e.errno is not None:
+            for attr in ("filename", "filename2"):
+                name = getattr(e, attr)
+                if attr == "filename" and name is None:
+                    e.filename = str(target)
+                elif name is not None and str(name).startswith(str(tmp)):
+                    setattr(e, attr, str(target) + str(name)[len(str(tmp)):])
+            if e.filename2 == e.filename:
+                e.filename2 = None
+        raise
+    except Exception as e:
+        try:
+            full = shutil.disk_usage(target.parent).free == 0
+        except OSError:
+            full = False
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target)) from e
+        raise
+
+
+def _beside(path: Path, suffix: str = "partial") -> Path:
+    """A fresh name beside ``path`` (hidden, unique per process and call)."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.{suffix}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, what: str = "output", partial: str | None = None
+                ) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write (not created); renamed over
+    ``path`` when the block ends, removed when it raises (anything, KeyboardInterrupt too).
+
+    A symbolic link is written through (its target is replaced, the link stays); a device, a
+    FIFO, a socket or a folder at ``path`` is refused (:func:`write_target`). An OSError of
+    the block (a full disk) names ``path``, not the temporary file.
+
+    Args:
+        path: the file to write.
+        what: where the path was given, for the errors (e.g. ``--run-file``).
+        partial: a suffix: the temporary file is the target's name and it (default: a
+            hidden name unique to the call).
+
+    Example:
+
+        >>> with atomic_path("runs/q.pt", "--output") as tmp:  # doctest: +SKIP
+        ...     torch.save(tensor, tmp)
+    """
+    target = write_target(path, what)
+    make_folder(target.parent)
+    tmp = target.with_name(target.name + partial) if partial else _beside(target)
+    try:
+        with _naming(target, tmp):
+            yield tmp
+            os.replace(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise
 
 
 @contextlib.contextmanager
-def atomic_dir(folder: str | Path) -> Iterator[Path]:
+def atomic_dir(folder: str | Path, what: str = "output folder") -> Iterator[Path]:
     """A fresh empty folder beside ``folder`` for the block to fill; it replaces ``folder``
-    (and whatever was there) when the block ends, and is removed when it raises."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _beside(folder)
-    tmp.mkdir()
+    (and whatever was in it) when the block ends, and is removed when it raises (anything).
+
+    A symbolic link is written through (the folder it names is replaced, the link stays);
+    anything but a folder at ``folder`` (a file, a device) is refused (:func:`write_target`).
+
+    Args:
+        folder: the folder to write.
+        what: where the path was given, for the errors (e.g. ``--output``).
+
+    Example:
+
+        >>> with atomic_dir("runs/export", "--output") as tmp:  # doctest: +SKIP
+        ...     model.save(tmp)
+    """
+    target = write_target(folder, what, folder=True)
+    make_folder(target.parent)
+    tmp = _beside(target)
+    old = None
     try:
-        yield tmp
-        if folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(folder)
-        else:
-            folder.unlink(missing_ok=True)
-        os.replace(tmp, folder)
+        with _naming(target, tmp):
+            tmp.mkdir()
+            yield tmp
+            if target.is_dir():  # moved aside, then removed once the new one is in place
+                old = _beside(target, "old")
+                os.rename(target, old)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                if old is not None:
+                    os.rename(old, target)
+                    old = None
+                raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
-def write_text(path: str | Path, text: str) -> Path:
-    """``text`` (UTF-8) to ``path``, atomically."""
-    with atomic_path(path) as tmp:
+def write_text(path: str | Path, text: str, what: str = "output") -> Path:
+    """``text`` (UTF-8) to ``path``, atomically (:func:`atomic_path`).
+
+    Args:
+        path: the file to write.
+        text: its text.
+        what: where the path was given, for the errors.
+
+    Returns:
+        ``path`` as a Path.
+    """
+    with atomic_path(path, what) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)

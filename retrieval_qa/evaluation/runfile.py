@@ -6,12 +6,12 @@ giving other metrics; files written before that key are read as they are."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..written import Damaged, refuse
+from ..written import Damaged, atomic_path, refuse
 from .metrics import metrics_from_ranks
 
 COUNT_KEY = "pool_questions"
@@ -21,22 +21,33 @@ REWRITE = ("write it again with the command that wrote it (`rqa evaluate --run-f
 
 class RunFileWriter:
     """Writes records as they come (a block at a time), to ``<path>.partial`` first, renamed
-    to ``path`` only when the evaluation finished: a crash never leaves a run file that looks
-    complete. ``path=None`` writes nothing (the writer is then falsy)."""
+    to ``path`` only when the evaluation finished: a crash, a full disk or Ctrl-C never leaves
+    a run file that looks complete, nor the partial one (:func:`~retrieval_qa.written.
+    atomic_path`: a link at ``path`` is written through, a device or folder refused).
+    ``path=None`` writes nothing (the writer is then falsy).
 
-    def __init__(self, path: str | Path | None) -> None:
+    Args:
+        path: the run file, or None.
+        what: where the path was given, for the errors (e.g. ``--run-file``).
+    """
+
+    def __init__(self, path: str | Path | None, what: str = "run file") -> None:
         self.path = Path(path) if path is not None else None
+        self.what = what
         self.count = 0
         self._f = None
+        self._stack: contextlib.ExitStack | None = None
 
     def __bool__(self) -> bool:
         return self.path is not None
 
     def __enter__(self) -> RunFileWriter:
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._partial = self.path.with_name(self.path.name + ".partial")
-            self._f = open(self._partial, "w", encoding="utf-8")
+            with contextlib.ExitStack() as stack:
+                tmp = stack.enter_context(atomic_path(self.path, self.what,
+                                                      partial=".partial"))
+                self._f = stack.enter_context(open(tmp, "w", encoding="utf-8"))
+                self._stack = stack.pop_all()
         return self
 
     def write(self, records: Iterable[dict]) -> None:
@@ -46,13 +57,9 @@ class RunFileWriter:
         self._f.flush()  # one block's records at a time leave memory
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._f is None:
-            return
-        self._f.close()
-        if exc_type is None:
-            os.replace(self._partial, self.path)
-        else:
-            self._partial.unlink(missing_ok=True)
+        stack, self._stack = self._stack, None
+        if stack is not None:  # the file closed, then renamed (or removed, on an error)
+            stack.__exit__(exc_type, exc, tb)
 
 
 def read_run_file(path: str | Path) -> list[dict]:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
+from ..errors import NonFiniteLossError
 from ..evaluation import DenseScorer, ReQARankMetric
 from ..evaluation.evaluator import evaluator_settings, rank_questions
 from ..evaluation.ranking import aggregate_min
@@ -20,10 +21,6 @@ from ..losses.similarity import check_similarity, retrieval_space
 from ..registry import config_values, instantiate
 from .method import Built, encoder_settings, set_vocab_size
 from .optim import lightning_optimizers
-
-
-class NonFiniteLossError(FloatingPointError):
-    pass
 
 
 class RetrievalModule(pl.LightningModule):
