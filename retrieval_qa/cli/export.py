@@ -14,7 +14,8 @@ examples:
   rqa export --output runs/untrained-gru experiment=dual_gru profile=cpu   # untrained baseline
   rqa export --output runs/off_the_shelf experiment=dual_bert profile=cpu  # off-the-shelf MiniLM
   rqa export --checkpoint runs/dual_bert/cpu-seed42/model --format sentence-transformers \\
-      --output runs/st"""
+      --output runs/st
+  rqa export --output runs/untrained-gru --overwrite experiment=dual_gru profile=cpu  # replace it"""
 
 
 def add_parser(sub) -> None:
@@ -29,7 +30,13 @@ def add_parser(sub) -> None:
                                  "off-the-shelf, as its authors trained it), or convert an "
                                  "exported model (--checkpoint) to a sentence-transformers "
                                  "folder.")
-    ex.add_argument("--output", required=True, help="folder for the inference model")
+    ex.add_argument("--output", required=True,
+                    help="folder for the inference model; written whole or not at all, and "
+                         "one that holds anything (an earlier export) is refused unless "
+                         "--overwrite")
+    ex.add_argument("--overwrite", action="store_true",
+                    help="replace the --output folder and everything in it (an earlier "
+                         "export) when it is not empty")
     ex.add_argument("--format", choices=EXPORT_FORMATS, default="rqa",
                     help="rqa: this suite's folder (rqa evaluate / encode); sentence-transformers:"
                          " a folder SentenceTransformer(path) loads (see --st-modules)")
@@ -48,8 +55,47 @@ def add_parser(sub) -> None:
                          "rqa train")
 
 
+def _holds(folder: Path) -> str:
+    """What a folder holds, in words: an export, a sentence-transformers folder, N entries."""
+    if (folder / "model.json").is_file():
+        return "an exported model (model.json)"
+    if (folder / "modules.json").is_file():
+        return "a sentence-transformers model (modules.json)"
+    n = sum(1 for _ in folder.iterdir())
+    return f"{n} file{'s' if n != 1 else ''} or folder{'s' if n != 1 else ''}"
+
+
+def check_output(output: str | Path, overwrite: bool, option: str = "--output") -> Path:
+    """The output folder of an export, refused when it holds anything (an earlier export: a
+    trained model is never replaced by accident) unless ``overwrite``, or when it is no folder
+    (a file, a device: :func:`~retrieval_qa.written.write_target`).
+
+    Args:
+        output: the folder given.
+        overwrite: ``--overwrite`` was given: a folder that holds files is replaced whole.
+        option: the option that gave it, for the error.
+
+    Returns:
+        ``output`` as a Path.
+
+    Raises:
+        InputFileError: the folder holds files and ``overwrite`` is false, naming the folder
+            and the flag; or it is not a folder.
+    """
+    from ..written import write_target
+
+    output = Path(output)
+    target = write_target(output, option, folder=True)
+    if not overwrite and target.is_dir() and any(target.iterdir()):
+        raise InputFileError(option, output, f"holds {_holds(target)}; exporting would "
+                             "replace it", f"pass --overwrite to replace it, or give another "
+                             f"{option} folder")
+    return output
+
+
 def run(args) -> dict:
     from ..runtime import apply_threads
+    from ..written import atomic_dir
 
     if args.st_modules != "auto" and args.format != "sentence-transformers":
         raise ConflictingOptionsError(f"--st-modules {args.st_modules} chooses the modules of a "
@@ -67,6 +113,7 @@ def run(args) -> dict:
                                           f"{args.overrides} (fix: drop them, or drop "
                                           "--checkpoint to export the experiment before "
                                           "training)")
+        check_output(args.output, args.overwrite)
         from ..export.sentence_transformers import export_sentence_transformers
 
         apply_threads(args.threads)
@@ -75,11 +122,14 @@ def run(args) -> dict:
     from ..training.compose import compose
 
     cfg = compose(overrides(args))  # checked before Lightning is imported
+    check_output(args.output, args.overwrite)
     from ..training.run import export_untrained
 
     apply_threads(cfg.threads)
     if args.format == "rqa":
-        return export_untrained(cfg, args.output)
+        with atomic_dir(args.output, "--output") as tmp:  # whole or not at all
+            exported = export_untrained(cfg, tmp)
+        return {**exported, "checkpoint": str(args.output)}
     import tempfile
 
     from ..export.sentence_transformers import export_sentence_transformers

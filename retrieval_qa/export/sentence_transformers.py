@@ -52,7 +52,7 @@ from torch import nn
 
 from ..data.collate import MODEL_KEYS, encode_texts
 from ..losses.similarity import check_similarity, retrieval_space
-from ..written import write_text
+from ..written import atomic_dir, write_text
 from . import ST_MODULES
 from .native_modules import InputModule, NotNative, Router, native_modules
 
@@ -354,7 +354,9 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
 
     Args:
         checkpoint: an exported dual-encoder folder.
-        output: the sentence-transformers folder to write.
+        output: the sentence-transformers folder to write: written whole, then put in place
+            of what was there (``rqa export`` refuses one that holds files, unless
+            ``--overwrite``).
         model_card: write sentence-transformers' model card (README.md).
         modules: ``"auto"``, ``"native"`` or ``"custom"`` (above).
 
@@ -389,7 +391,8 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
     similarity = "cosine" if meta["similarity"] == "cosine" else "dot"
     output = Path(output)
     kind, why_custom = "custom", "asked for (modules='custom')"
-    with tempfile.TemporaryDirectory(prefix="rqa-st-export-") as staging:
+    with tempfile.TemporaryDirectory(prefix="rqa-st-export-") as staging, \
+            atomic_dir(output, "--output") as folder:  # whole or not at all
         if modules != "custom":
             try:
                 native, built = native_modules(inference.towers, inference.tokenizer, meta,
@@ -408,15 +411,15 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
             custom, built = sentence_transformer_modules(inference)
             model = SentenceTransformer(modules=custom, similarity_fn_name=similarity,
                                         device="cpu")
-        model.save(str(output), create_model_card=model_card)
-    built = {"modules": kind, **built,
-             **({"why_custom": why_custom} if kind == "custom" else {})}
-    load = (f"SentenceTransformer({str(output)!r})" if kind == "native" else
-            f"SentenceTransformer({str(output)!r}, trust_remote_code=True)")
-    provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
-                  "similarity_fn_name": similarity,
-                  "sentence_transformers": sentence_transformers.__version__, "load": load}
-    write_text(output / "rqa_export.json", json.dumps(provenance, indent=2))
+        model.save(str(folder), create_model_card=model_card)
+        built = {"modules": kind, **built,
+                 **({"why_custom": why_custom} if kind == "custom" else {})}
+        load = (f"SentenceTransformer({str(output)!r})" if kind == "native" else
+                f"SentenceTransformer({str(output)!r}, trust_remote_code=True)")
+        provenance = {"source": str(Path(checkpoint).resolve()), "source_meta": meta, **built,
+                      "similarity_fn_name": similarity,
+                      "sentence_transformers": sentence_transformers.__version__, "load": load}
+        write_text(folder / "rqa_export.json", json.dumps(provenance, indent=2))
     return {"format": "sentence-transformers", "output": str(output),
             "checkpoint": str(checkpoint), **built, "similarity_fn_name": similarity,
             "sharing": getattr(inference.towers, "sharing", None),
