@@ -3,8 +3,10 @@ result written, and the errors turned into one line on stderr and an exit status
 
 Contract of every command: one JSON object on the last line of stdout (``rqa train --cfg``:
 the YAML), progress and logs on stderr; bad input (an option, a config override, a file) one
-line on stderr naming it and the fix, exit status 2; a run stopped by SIGTERM/SIGINT its JSON
-with the checkpoint to resume from, exit status 128+N."""
+line on stderr naming it and the fix, exit status 2, and so are a non-finite training loss and
+a fault of the machine (a full disk, an unwritable folder: the path and the fix); a run stopped
+by SIGTERM/SIGINT its JSON with the checkpoint to resume from, exit status 128+N, and any other
+command stopped by them one line, exit status 128+N, its partial files removed."""
 
 from __future__ import annotations
 
@@ -12,10 +14,17 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from ..errors import RunInterrupted, UsageError
+from ..errors import (
+    NonFiniteLossError,
+    RunInterrupted,
+    Stopped,
+    UsageError,
+    machine_fault,
+)
 from . import analyze, compare, data, encode, evaluate, export, metrics, mine, sweep, train
 from .parsing import ArgumentParser, HelpFormatter
 
@@ -94,29 +103,109 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
     return dispatch(build_parser().parse_args(argv), stdout or sys.stdout)
 
 
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM raise :class:`~retrieval_qa.errors.Stopped` in this process
+    while the block runs (a training run replaces them with its own, which save a checkpoint),
+    so the writes in progress remove their temporary files and ``rqa`` exits 128+N with one
+    line; the handlers before are restored after. A child forked meanwhile (a data loader's
+    worker) keeps the default behaviour. Off the main thread nothing changes."""
+    pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != pid:  # a forked child: what it would have done
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Stopped(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+
+def _line(message: object) -> str:
+    """A message as one line."""
+    return " ".join(str(message).split("\n"))
+
+
+#: the outputs checked before a command runs, so a target a write would destroy (a device such
+#: as /dev/null, a FIFO, a folder where a file goes, a file where a folder goes) is refused at
+#: once, by its option (:func:`~retrieval_qa.written.write_target`): (command, attribute,
+#: option, a folder)
+OUTPUTS = (("evaluate", "run_file", "--run-file", False), ("encode", "output", "--output", False),
+           ("compare", "output", "--output", False), ("export", "output", "--output", True),
+           ("mine", "output", "--output", True), ("sweep", "output_dir", "--output-dir", True),
+           ("analyze", "output_dir", "--output-dir", True))
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse the command's output paths that a write would destroy (:data:`OUTPUTS`).
+
+    Args:
+        args: the parsed command line.
+    """
+    from ..written import write_target
+
+    for command, attribute, option, folder in OUTPUTS:
+        value = getattr(args, attribute, None)
+        if args.command == command and isinstance(value, str) and value:
+            write_target(value, option, folder=folder)
+
+
 def dispatch(args: argparse.Namespace, out) -> int:
     """Run the parsed command (its ``func``) and write its result to ``out``: a dict as
-    JSON (its ``exit_code``, when it has one, is the exit status), a string as it is."""
+    JSON (its ``exit_code``, when it has one, is the exit status), a string as it is.
+
+    What ends a command early is one line on stderr, no traceback: bad input, a non-finite
+    training loss and a fault of the machine (a full disk, a read-only or unwritable folder, a
+    file where a folder goes: the path and the fix) exit with status 2; SIGINT (Ctrl-C) and
+    SIGTERM with 128+N (130, 143; a training run first saves its checkpoint and prints its
+    JSON)."""
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), stopping_on_signals():
             from ..runtime import apply_threads, resolve_threads
 
             if args.threads_rule == "check":  # no torch: the value is checked
                 resolve_threads(args.threads)
             elif args.threads_rule == "apply":  # "config": the command applies its config's
                 apply_threads(args.threads)
+            check_outputs(args)
             result = args.func(args)
     except RunInterrupted as e:
         print(f"rqa: {e}", file=sys.stderr)
         emit({"interrupted": True, "signal": e.signum, "checkpoint": e.checkpoint,
               "global_step": e.global_step, "resume": "run the same command again"}, out)
         return e.exit_code
+    except Stopped as e:
+        print(f"rqa: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:  # raised by other means than the signal (a library's own)
+        print(f"rqa: {Stopped(signal.SIGINT)}", file=sys.stderr)
+        return 128 + signal.SIGINT
     except (UsageError, FileNotFoundError, ValueError, KeyError, ImportError) as e:
         # UsageError: bad input named by this package; the others are what the readers and
         # builders raise with a message naming the file, record or key (a KeyError's message
         # is its argument, not its repr); one line whatever the message holds
         message = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
-        print("rqa: error: " + " ".join(str(message).split("\n")), file=sys.stderr)
+        print("rqa: error: " + _line(message), file=sys.stderr)
+        return 2
+    except NonFiniteLossError as e:  # its message names the step and what to try
+        print("rqa: error: " + _line(e), file=sys.stderr)
+        return 2
+    except OSError as e:
+        line = machine_fault(e)  # a full disk, an unwritable folder: the path and the fix
+        if line is None:
+            raise
+        print("rqa: error: " + _line(line), file=sys.stderr)
         return 2
     if isinstance(result, str):  # `rqa train --cfg`, `rqa evaluate --pipeline --cfg`: YAML
         out.write(result)
