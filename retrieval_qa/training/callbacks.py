@@ -25,6 +25,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import TQDMProgressBar
 from pytorch_lightning.callbacks.progress.tqdm_progress import convert_inf
+from pytorch_lightning.loops import _FitLoop, _Loop
+from pytorch_lightning.loops.utilities import _is_max_limit_reached
 
 from ..errors import RunInterrupted  # raised here; defined light, for the command line
 
@@ -180,6 +182,48 @@ class StderrProgressBar(TQDMProgressBar):
             self._describe_epoch(trainer)
 
 
+class ExactResumeFitLoop(_FitLoop):
+    """Lightning's fit loop with its reading of a checkpoint written at an epoch's end (in
+    ``on_train_epoch_end``: the epoch counted processed, not yet completed) made the same
+    whatever stops the run, so the resumed run continues as the uninterrupted one:
+
+    - the epoch ran all its batches (or the run reached ``max_steps``): the run resumes at the
+      next epoch's start, the epoch counted completed at once;
+    - the epoch was cut short by a stop (Lightning's ``max_time``, ``trainer.should_stop``):
+      the run resumes inside it, after its last step, the epoch counted processed once.
+
+    Lightning (2.6) reads such a checkpoint by the run's stopping rule instead. With
+    ``max_steps`` set it marks every restored fit loop as restarting
+    (``_FitLoop.restarting``: ``... or self._iteration_based_training()``) and takes the
+    finished epoch up again: its end hooks run twice and it is counted processed twice, so the
+    resumed run skips an epoch against ``max_epochs`` (3 epochs of 4 steps, ``max_steps=12``,
+    resumed after epoch 1: 8 steps) and, without ``max_epochs``, every later epoch draws the
+    sampler order of the epoch after it (other batches: other weights). Without ``max_steps``
+    it starts the next epoch also after an epoch cut short, whose remaining batches are never
+    trained. Checkpoints written inside an epoch (at a step's end, after a validation) are
+    left to Lightning. Set on its Trainer by :class:`ResumableCheckpoints` (``setup``), before
+    a checkpoint is restored."""
+
+    def run(self) -> None:
+        if self._loaded_from_state_dict:  # right after a checkpoint was restored
+            self.setup_data()  # the epoch's length, for the test below (run does it anyway)
+            self._settle_restored_epoch()
+        super().run()
+
+    def _settle_restored_epoch(self) -> None:
+        current, total = self.epoch_progress.current, self.epoch_progress.total
+        if not current.ready == current.started == current.processed == current.completed + 1:
+            return  # not written at an epoch's end
+        steps_done = _is_max_limit_reached(self.epoch_loop.global_step, self.max_steps)
+        if self.epoch_loop._num_ready_batches_reached() or steps_done:
+            self.epoch_progress.increment_completed()
+            _Loop.restarting.fset(self, False)
+        else:  # as a checkpoint written at that step: the rest of the epoch runs
+            current.processed -= 1
+            total.processed -= 1
+            _Loop.restarting.fset(self, True)
+
+
 class ResumableCheckpoints(pl.callbacks.Checkpoint):
     """Writes the resumable ``last.ckpt``, the run's one checkpoint with optimiser and loop
     state: after every validation inside an epoch and at every epoch's end, after its
@@ -198,7 +242,10 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
     of the validation before it.
 
     A run resumed from its ``last.ckpt`` (mid-epoch, at an epoch's end or after a validation)
-    continues exactly as the uninterrupted run, also after a
+    continues exactly as the uninterrupted run, whatever stops it (``max_steps``,
+    ``max_epochs``, a time limit: the Trainer's fit loop is made an
+    :class:`ExactResumeFitLoop`), with the same step count, weights and last validation's
+    scores (:attr:`last_validation`), also after a
     hard kill in a new process: the training data loader is resumable (its position is in the
     checkpoint), and the random-number states (torch, CUDA, numpy, python) are saved with it
     and restored before the first training step after the restart (dropout draws the same
@@ -227,6 +274,9 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
         self._clock = {"resumable": time.monotonic(), "weights": time.monotonic()}
         self._rng_to_restore: dict | None = None
         self._deferred = False  # a checkpoint due at a step that a validation followed
+        #: the scores of the run's last validation (``val/...``), kept in the checkpoint: a
+        #: run resumed after its last validation reports them as the uninterrupted run does
+        self.last_validation: dict[str, float] = {}
 
     # signals -------------------------------------------------------------------------------
     def _handler(self, signum, _frame) -> None:
@@ -252,6 +302,11 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(sig, previous)
         self._previous = {}
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        # before Lightning restores a checkpoint's loops (see ExactResumeFitLoop)
+        if type(trainer.fit_loop) is _FitLoop:
+            trainer.fit_loop.__class__ = ExactResumeFitLoop
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.install_handlers()  # after Lightning registered its own
@@ -310,10 +365,13 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
             self._clock["resumable"] = self._clock["weights"] = time.monotonic()
 
     def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.state.fn != "fit" or trainer.sanity_checking:
+            return
+        self.last_validation = {k: float(v) for k, v in trainer.callback_metrics.items()
+                                if k.startswith("val/")}
         # a validation that ends the epoch: at the epoch's end, after the best checkpoints
         # that ModelCheckpoint writes there (last.ckpt must hold their choice)
-        if trainer.state.fn == "fit" and not trainer.sanity_checking \
-                and not epoch_ends_here(trainer):
+        if not epoch_ends_here(trainer):
             self.save_unless_saved(trainer)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
@@ -342,12 +400,15 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
             self.save_weights(trainer)
             self._clock["weights"] = time.monotonic()
 
-    # random-number states travel with the checkpoint (Lightning keeps a callback's state)
+    # random-number states and the last validation's scores travel with the checkpoint
+    # (Lightning keeps a callback's state)
     def state_dict(self) -> dict:
-        return {"rng": self._rng_to_restore or rng_states()}
+        return {"rng": self._rng_to_restore or rng_states(),
+                "last_validation": dict(self.last_validation)}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._rng_to_restore = state_dict.get("rng")
+        self.last_validation = dict(state_dict.get("last_validation", {}))
 
     def check(self, trainer=None) -> None:
         """Outside the training loop (validation at the end, testing): stop if signalled."""

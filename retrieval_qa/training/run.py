@@ -193,8 +193,8 @@ def train(composed: Composed | DictConfig) -> dict:
     try:
         trainer.fit(module, datamodule=data, ckpt_path=resumed_from)
         stopper.check(trainer)
-        last_val = {k: round(float(v), 4) for k, v in trainer.callback_metrics.items()
-                    if k.startswith("val/")}  # before the test loop replaces them
+        # the last validation's scores, also when it ran before a restart (kept in last.ckpt)
+        last_val = {k: round(v, 4) for k, v in stopper.last_validation.items()}
         chooser = next((c for c in trainer.callbacks
                         if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
         best = (chooser.best_model_path or None) if chooser else None
