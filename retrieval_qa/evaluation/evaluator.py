@@ -17,7 +17,7 @@ from . import sparse as sparse_rules
 from .metrics import metrics_from_ranks
 from .per_question import beside_run_file, write_per_question
 from .ranking import gold_ranks
-from .runfile import COUNT_KEY, RunFileWriter
+from .runfile import CANDIDATES_KEY, COUNT_KEY, RunFileWriter
 from .search import Scorer, rows_per_block
 
 # sparse path: the block's listed entries (index, score and the temporaries of the rank
@@ -285,13 +285,15 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: floa
 def _records(pool: RetrievalPool, cand_ids: list[str], rows: range, ranks: torch.Tensor,
              doc_ranks: torch.Tensor | None, top: list) -> list[dict]:
     """One block's run-file records (``ranks``: the block's): each names its unit
-    (``question_unit``) and, when the unit is the MRQA qid, the ``question_id``."""
+    (``question_unit``) and, when the unit is the MRQA qid, the ``question_id``, and counts
+    the pool's questions and candidates (what the reader checks the count of records and
+    the ranks against)."""
     out = []
     block_ranks = ranks.tolist()
     block_docs = doc_ranks.tolist() if doc_ranks is not None else None
     for r, ((ids, scores), q) in enumerate(zip(top, rows, strict=True)):
         rec = {"question": pool.questions[q], "question_unit": pool.question_unit,
-               COUNT_KEY: len(pool.questions)}
+               COUNT_KEY: len(pool.questions), CANDIDATES_KEY: len(cand_ids)}
         if pool.question_ids:
             rec["question_id"] = pool.question_ids[q]
         rec.update({"gold_rank": block_ranks[r],

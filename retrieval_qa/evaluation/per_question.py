@@ -3,8 +3,8 @@
 One gzipped JSON-lines file per evaluation. Line 1 is a header::
 
     {"format": "rqa-per-question/1", "dataset": ..., "pool": ..., "question_unit": ...,
-     "questions": N, "pool_fingerprint": "<16 hex>", "question_texts_sha1": "<16 hex>",
-     "ks": [1, 5, 10], "metrics": {...}}
+     "questions": N, "candidates": C, "pool_fingerprint": "<16 hex>",
+     "question_texts_sha1": "<16 hex>", "ks": [1, 5, 10], "metrics": {...}}
 
 then one line per question, in pool order::
 
@@ -21,6 +21,13 @@ metrics are recomputed from the exact ranks, so :func:`read_per_question` reprod
 evaluation's MRR / R@k exactly. ``qword`` (the question's first word, lower case) and
 ``answer_words`` (words of the first gold sentence) let a comparison be broken down by
 question type and answer length without the data. About 100 KB for the ReQA SQuAD dev pool.
+
+Read back by :func:`read_per_question`, which checks every number: the header's counts
+(``candidates``: records written before it have none), ``ks`` and ``metrics`` (the metrics
+recomputed from the ranks must agree, to the 4 decimals written); each row's ranks
+(:func:`~retrieval_qa.evaluation.runfile.rank_problem`: finite, >= 1, whole or halves, at
+most ``candidates``), ``rr`` / ``r@k`` / ``doc_rr`` agreeing with them, ``answer_words``;
+and no ``id`` twice.
 
 It is written by ``rqa evaluate`` beside its ``--run-file`` (``X.jsonl`` ->
 ``X.questions.jsonl.gz``) and by ``rqa train``'s test beside ``result.json``
@@ -39,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..written import atomic_path
+from .runfile import rank_problem
 
 FORMAT = "rqa-per-question/1"
 RUN_DIR_NAME = "per_question.jsonl.gz"  # beside a run's result.json
@@ -91,7 +99,7 @@ def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
         metrics.update(metrics_from_ranks(docs, ks, prefix="doc_"))
     header = {"format": FORMAT, "dataset": pool.dataset, "pool": pool.pool,
               "question_unit": pool.question_unit, "questions": len(ranks),
-              "pool_fingerprint": pool_fingerprint(pool),
+              "candidates": len(pool.candidates), "pool_fingerprint": pool_fingerprint(pool),
               "question_texts_sha1": question_texts_digest(pool.questions), "ks": list(ks),
               "metrics": {k: round(v, 4) for k, v in metrics.items()}}
     rows = []
@@ -158,14 +166,73 @@ def _error(path, where: str, problem: str):
                            "it is damaged: write it again with the command that wrote it")
 
 
-def _rank(value, path, where: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 1:
-        raise _error(path, where, f"{key} {value!r} is not a rank (a number >= 1)")
+def _rank(value, path, where: str, key: str, candidates: int | None = None) -> float:
+    problem = rank_problem(value, key, candidates)
+    if problem is not None:
+        raise _error(path, where, problem)
     return float(value)
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _finite(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and bool(np.isfinite(value)))
+
+
+def _check_counts(header: dict, path) -> int | None:
+    """The header's counts: ``questions``, and ``candidates`` when written. Returns the
+    candidate count (None for records written before it)."""
+    if not _count(header.get("questions")):
+        raise _error(path, "line 1", f"questions {header.get('questions')!r} is not a count")
+    candidates = header.get("candidates")
+    if candidates is not None and not (_count(candidates) and candidates >= 1):
+        raise _error(path, "line 1", f"candidates {candidates!r} is not a count")
+    return candidates
+
+
+def _check_ks_metrics(header: dict, path) -> None:
+    """The header's ``ks`` (whole numbers >= 1, each once) and ``metrics`` (finite
+    numbers)."""
+    ks = header.get("ks")
+    if not isinstance(ks, list) or not ks or not all(_count(k) and k >= 1 for k in ks) \
+            or len(set(ks)) != len(ks):
+        raise _error(path, "line 1", f"ks {ks!r} is not a list of cut-offs (whole numbers "
+                                     ">= 1, each once)")
+    metrics = header.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(_finite(v) for v in metrics.values()):
+        raise _error(path, "line 1", "metrics holds a value that is not a finite number")
+
+
+def _check_columns(row: dict, rank: float, doc: float | None, ks, path, where: str) -> None:
+    """The columns written beside the exact ranks agree with them: ``rr`` / ``doc_rr`` (6
+    digits), the ``r@k`` hits; ``answer_words`` a count."""
+    for key, value in (("rr", rank), ("doc_rr", doc)):
+        if key in row and value is not None and not (
+                _finite(row[key]) and abs(row[key] - 1 / value) <= 1e-6):
+            raise _error(path, where, f"{key} {row[key]!r} is not 1 / its rank ({value})")
+    for k in ks:
+        hit = row.get(f"r@{k}")
+        if hit is not None and hit != int(rank <= k):
+            raise _error(path, where, f"r@{k} {hit!r} disagrees with its gold_rank {rank}")
+    if "answer_words" in row and not _count(row["answer_words"]):
+        raise _error(path, where, f"answer_words {row['answer_words']!r} is not a count")
+
+
+def _check_metrics(record: PerQuestion) -> None:
+    """The header's metrics (4 decimals) are those of the ranks the rows hold."""
+    recomputed = record.metrics()
+    for key, written in record.header.get("metrics", {}).items():
+        if key in recomputed and abs(written - recomputed[key]) > 1e-4:
+            raise _error(record.path, "line 1", f"metrics {key} {written} disagrees with the "
+                                                f"{recomputed[key]:.4f} of the rows' ranks")
+
+
 def read_per_question(path: str | Path) -> PerQuestion:
-    """A record file; a malformed one is a DataFormatError naming the file and line.
+    """A record file, every number checked (see the module docstring); a malformed one is a
+    DataFormatError naming the file, the line and the fix.
 
     Args:
         path: a per-question record (gzipped JSON lines: a header, then one row per
@@ -186,38 +253,55 @@ def read_per_question(path: str | Path) -> PerQuestion:
             text = io.TextIOWrapper(f, encoding="utf-8").read()
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise _error(path, "whole file", f"not gzipped UTF-8 text ({e})") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    rows = []
-    for number, line in enumerate(lines, 1):
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    rows, lines = [], []
+    for number, line in numbered:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
             raise _error(path, f"line {number}", f"not JSON ({e.msg})") from None
         if not isinstance(rows[-1], dict):
             raise _error(path, f"line {number}", "not a JSON object")
+        lines.append(number)
     if not rows or "format" not in rows[0]:
         raise _error(path, "line 1", f"no header with format {FORMAT!r}")
     if rows[0]["format"] != FORMAT:
         raise _error(path, "line 1", f"format {rows[0]['format']!r}; this version reads "
                                      f"{FORMAT!r}")
-    header, rows = rows[0], rows[1:]
+    header, rows, lines = rows[0], rows[1:], lines[1:]
     if len(rows) != header.get("questions"):
         raise _error(path, "whole file", f"{len(rows)} rows, the header says "
                                          f"{header.get('questions')} questions")
     if not rows:
         raise _error(path, "whole file", "no questions")
+    candidates = _check_counts(header, path)
     ids, ranks, docs = [], [], []
+    seen: dict[str, int] = {}
     has_docs = "doc_rank" in rows[0]
-    for number, row in enumerate(rows, 2):
+    ks = header.get("ks")
+    ks = [k for k in ks if _count(k)] if isinstance(ks, list) else []  # checked below
+    for number, row in zip(lines, rows, strict=True):
+        where = f"line {number}"
         if "id" not in row or "gold_rank" not in row:
-            raise _error(path, f"line {number}", "no 'id' or 'gold_rank'")
-        ids.append(str(row["id"]))
-        ranks.append(_rank(row["gold_rank"], path, f"line {number}", "gold_rank"))
+            raise _error(path, where, "no 'id' or 'gold_rank'")
+        qid = row["id"]
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+            raise _error(path, where, f"id {qid!r} is not a question id")
+        if str(qid) in seen:
+            raise _error(path, where, f"id {qid!r} again (line {seen[str(qid)]} holds it): "
+                                      "one row per question")
+        seen[str(qid)] = number
+        ids.append(str(qid))
+        ranks.append(_rank(row["gold_rank"], path, where, "gold_rank", candidates))
         if has_docs:
-            docs.append(_rank(row.get("doc_rank"), path, f"line {number}", "doc_rank"))
+            docs.append(_rank(row.get("doc_rank"), path, where, "doc_rank", candidates))
+        _check_columns(row, ranks[-1], docs[-1] if has_docs else None, ks, path, where)
+    _check_ks_metrics(header, path)
     extra = {k: [r.get(k) for r in rows] for k in ("qword", "answer_words") if k in rows[0]}
-    return PerQuestion(str(path), header, ids, np.array(ranks),
-                       np.array(docs) if has_docs else None, extra)
+    record = PerQuestion(str(path), header, ids, np.array(ranks),
+                         np.array(docs) if has_docs else None, extra)
+    _check_metrics(record)
+    return record
 
 
 def from_run_file(path: str | Path, ks) -> PerQuestion:

@@ -62,10 +62,90 @@ class RunFileWriter:
             stack.__exit__(exc_type, exc, tb)
 
 
+#: the number of candidates of the pool a run file's records were ranked in (records written
+#: before it have none: their ranks are then checked against no upper bound)
+CANDIDATES_KEY = "pool_candidates"
+#: the keys of a run file's records that hold ranks
+RANK_KEYS = ("gold_rank", "doc_rank")
+
+
+def rank_problem(value, key: str, candidates: int | None = None) -> str | None:
+    """What makes ``value`` no rank of the protocol, or None: a rank is a finite number
+    >= 1, a whole number or a half (the average over tied candidates: (first + last) / 2),
+    and at most the pool's ``candidates`` when known. NaN passes ``value < 1`` (every
+    comparison with NaN is false): it is refused here by name.
+
+    Args:
+        value: the number read.
+        key: its name (``gold_rank``, ``doc_rank``), for the message.
+        candidates: the pool's candidate count; None: unknown (no upper bound).
+
+    Example:
+
+        >>> rank_problem(2.5, "gold_rank"), rank_problem(float("nan"), "gold_rank")
+        (None, 'gold_rank nan is not a rank (not a finite number)')
+    """
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{key} {value!r} is not a rank (a number >= 1)"
+    if not math.isfinite(value):
+        return f"{key} {value!r} is not a rank (not a finite number)"
+    if value < 1:
+        return f"{key} {value!r} is not a rank (a number >= 1)"
+    if (2 * value) % 1:
+        return (f"{key} {value!r} is not a rank (ranks are whole numbers or halves: averages "
+                "over tied candidates)")
+    if candidates is not None and value > candidates:
+        return f"{key} {value!r} is beyond the pool's {candidates} candidates"
+    return None
+
+
+def _pool_count(records: list[dict], key: str, path, what: str) -> int | None:
+    """The count ``key`` the records carry (all the same whole number >= 1), None when none
+    carries it; refused when they disagree or it is no count."""
+    counts = {json.dumps(r.get(key)) for r in records}
+    if not records or counts == {"null"}:
+        return None
+    n = records[0].get(key)
+    if len(counts) != 1 or not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise refuse(Damaged(path, f"its records disagree on {key} (the pool's {what})"
+                     if len(counts) != 1 else f"{key} {n!r} is not a count of {what}"),
+                     "run file", REWRITE)
+    return n
+
+
+def _check_record(record: dict, candidates: int | None) -> str | None:
+    """What is wrong with one record's numbers and lists, or None: its ranks
+    (:func:`rank_problem`), ``top_scores`` finite numbers, ``top_ids`` without a repeat and
+    as many as the scores."""
+    import math
+
+    for key in RANK_KEYS:
+        if key in record and (problem := rank_problem(record[key], key, candidates)):
+            return problem
+    scores, ids = record.get("top_scores"), record.get("top_ids")
+    if scores is not None:
+        if not isinstance(scores, list):
+            return f"top_scores {str(scores)[:40]!r} is not a list of scores"
+        for i, v in enumerate(scores):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                return f"top_scores[{i}] {v!r} is not a finite score"
+    if ids is not None:
+        if not isinstance(ids, list) or len(set(map(str, ids))) != len(ids):
+            return "top_ids lists a candidate twice (or is not a list)"
+        if scores is not None and len(ids) != len(scores):
+            return f"{len(ids)} top_ids for {len(scores)} top_scores"
+    return None
+
+
 def read_run_file(path: str | Path) -> list[dict]:
-    """The records of a run file; a line that is not a JSON object is a
-    :class:`~retrieval_qa.errors.DataFormatError` naming the file and the line, a file
-    with another number of records than its ``pool_questions`` an
+    """The records of a run file, each checked: a line that is not a JSON object, a rank
+    that is not one (:func:`rank_problem`: NaN, infinite, below 1, not a whole number or a
+    half, beyond the pool's ``pool_candidates`` when recorded), a score that is not finite,
+    a candidate listed twice, or a ``question_id`` that two records hold is a
+    :class:`~retrieval_qa.errors.DataFormatError` naming the file, the record and its line,
+    and the fix; a file with another number of records than its ``pool_questions`` an
     :class:`~retrieval_qa.errors.InputFileError` (truncated).
 
     Args:
@@ -83,7 +163,7 @@ def read_run_file(path: str | Path) -> list[dict]:
 
     fix = ("give a run file written by `rqa evaluate --run-file` (one JSON object per line); "
            f"if this one was, it is damaged: {REWRITE}")
-    records = []
+    records, lines = [], []
     try:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -97,17 +177,25 @@ def read_run_file(path: str | Path) -> list[dict]:
                 if not isinstance(record, dict):
                     raise DataFormatError(path, f"line {number}", "not a JSON object", fix)
                 records.append(record)
+                lines.append(number)
     except UnicodeDecodeError as e:
         raise DataFormatError(path, f"byte {e.start}", "not UTF-8 text", fix) from None
-    counts = {r.get(COUNT_KEY) for r in records}
-    if records and counts != {None}:
-        n = counts.pop() if len(counts) == 1 else None
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise refuse(Damaged(path, f"its records disagree on {COUNT_KEY}"), "run file",
-                         REWRITE)
-        if n != len(records):
-            raise refuse(Damaged(path, f"{len(records)} records for a pool of {n} questions "
-                                       "(truncated)"), "run file", REWRITE)
+    n = _pool_count(records, COUNT_KEY, path, "questions")
+    if n is not None and n != len(records):
+        raise refuse(Damaged(path, f"{len(records)} records for a pool of {n} questions "
+                                   "(truncated)"), "run file", REWRITE)
+    candidates = _pool_count(records, CANDIDATES_KEY, path, "candidates")
+    seen: dict[str, int] = {}
+    for number, (record, line) in enumerate(zip(records, lines, strict=True), 1):
+        problem = _check_record(record, candidates)
+        if problem is None and "question_id" in record:  # a unit's id: one record each
+            key = json.dumps(record["question_id"])
+            if key in seen:
+                problem = (f"question_id {record['question_id']!r} again (record {seen[key]} "
+                           "holds it): one record per question")
+            seen[key] = number
+        if problem is not None:
+            raise DataFormatError(path, f"record {number} (line {line})", problem, fix)
     return records
 
 
@@ -124,15 +212,15 @@ def read_records(path: str | Path) -> list[dict]:
 
 
 def _ranks(records: list[dict], key: str, path) -> list[float]:
-    """The ``key`` of every record, each a number >= 1 (a rank)."""
+    """The ``key`` of every record (a rank, :func:`rank_problem`; :func:`read_run_file`
+    checked the values of those that hold one): a record without it is an error."""
     from ..errors import DataFormatError
 
     ranks = []
     for number, record in enumerate(records, 1):
         rank = record.get(key)
-        if isinstance(rank, bool) or not isinstance(rank, (int, float)) or rank < 1:
-            problem = (f"no {key!r}" if key not in record
-                       else f"{key} {rank!r} is not a rank (a number >= 1)")
+        problem = f"no {key!r}" if key not in record else rank_problem(rank, key)
+        if problem is not None:
             raise DataFormatError(path, f"record {number}", problem,
                                   "give a run file written by `rqa evaluate --run-file`, "
                                   "whose records hold the gold ranks")
