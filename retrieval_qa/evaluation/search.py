@@ -6,6 +6,9 @@ so the full question-by-candidate matrix is never materialised.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Protocol
 
 import torch
@@ -38,7 +41,8 @@ class DenseScorer:
 
     ``device``: where the scores are computed (default: where the embeddings are), e.g. the
     GPU that encoded them; the blocks of scores stay there for ranking. Always in full float32
-    (no TF32 on a GPU), so near-ties are ordered as on the CPU.
+    (no TF32 on a GPU), so near-ties are ordered as on the CPU; the process-wide matmul
+    precision is the same after each call as before (:func:`full_float32_matmul`).
 
     Args:
         questions: ``[Q, D]`` question embeddings (in the retrieval space).
@@ -64,14 +68,50 @@ class DenseScorer:
         self.num_candidates = len(candidates)
 
     def score(self, rows: range) -> torch.Tensor:
-        precision = torch.get_float32_matmul_precision()
-        if precision == "highest":      # the default: nothing to switch
+        """Scores ``[len(rows), num_candidates]`` (float32) of questions ``rows``, in full
+        float32 whatever the process-wide matmul precision (:func:`full_float32_matmul`).
+
+        Args:
+            rows: a range of question rows.
+        """
+        with full_float32_matmul():
             return self.questions[rows.start:rows.stop] @ self.candidates.T
-        # PyTorch has no per-call precision: the process-wide setting is switched for this one
-        # product, so a matmul in another thread meanwhile would run in full float32 too
+
+
+#: held while a scorer's product runs: one thread's switch of the process-wide matmul
+#: precision and its restore never interleave with another scorer's product
+_MATMUL_PRECISION = threading.RLock()
+
+
+@contextlib.contextmanager
+def full_float32_matmul() -> Iterator[None]:
+    """Matrix products in full float32 (``torch.get_float32_matmul_precision() ==
+    "highest"``, the default: no TF32 or bfloat16 inside), and the process-wide setting as
+    it was afterwards, on an error too.
+
+    PyTorch has no per-call precision, so under another setting (a training run may have set
+    ``"high"`` for TF32) the setting is switched for the block and restored in a ``finally``;
+    at the default (every ``rqa evaluate``) nothing is switched. A lock serialises the blocks
+    of every thread, so one thread's restore never lands inside another's product (a scorer
+    that read "highest" while another had switched it would otherwise compute under the
+    restored setting). What the lock cannot hold: a float32 matmul of unrelated code in
+    another thread during the switch runs in full float32 too (more precise, never less).
+
+    Example:
+
+        >>> import torch
+        >>> with full_float32_matmul():
+        ...     torch.get_float32_matmul_precision()
+        'highest'
+    """
+    with _MATMUL_PRECISION:
+        precision = torch.get_float32_matmul_precision()
+        if precision == "highest":
+            yield
+            return
         torch.set_float32_matmul_precision("highest")
         try:
-            return self.questions[rows.start:rows.stop] @ self.candidates.T
+            yield
         finally:
             torch.set_float32_matmul_precision(precision)
 

@@ -28,6 +28,12 @@ def grouped_softmax_loss(logits: torch.Tensor, group: torch.Tensor,
     Returns:
         The scalar mean over the groups of ``-s_gold + logsumexp(s_group)`` (float32).
 
+    Raises:
+        ValueError: shapes that differ; an empty batch (``N = 0``: no group, so no mean to
+            take; a zero would train on nothing without a word, and the mean of nothing is
+            NaN), which is a bug upstream (the reranker's batches hold whole groups, each
+            with its gold row); a group without exactly one gold row.
+
     Example:
 
         >>> import torch
@@ -42,8 +48,13 @@ def grouped_softmax_loss(logits: torch.Tensor, group: torch.Tensor,
         raise ValueError(f"logits {tuple(logits.shape)}, group {tuple(group.shape)} and labels "
                          f"{tuple(labels.shape)} must have one shape [N]")
     if not len(logits):
-        raise ValueError("grouped_softmax_loss: no rows (an empty batch has no loss; the "
-                         "batch's lists lost every row before the loss)")
+        raise ValueError(f"grouped_softmax_loss: logits of shape {tuple(logits.shape)}: no "
+                         "rows, so no group and no loss (an empty batch is a bug upstream: "
+                         "the batch's lists lost every row before the loss)")
+    if int(group.min()) < 0:
+        raise ValueError(f"group holds {int(group.min())}: groups are numbered 0..G-1")
+    if not bool(((labels == 0) | (labels == 1)).all()):
+        raise ValueError("labels must be 0 or 1 (1: the gold row of its group)")
     logits = logits.float()
     n = int(group.max()) + 1
     gold_count = torch.zeros(n, device=logits.device).index_add_(0, group, labels.float())

@@ -33,3 +33,18 @@ def test_an_empty_batch_is_an_error_not_a_nan():
     empty = torch.zeros(0)
     with pytest.raises(ValueError, match="no rows"):
         grouped_softmax_loss(empty, empty.long(), empty.long())
+
+
+def test_an_empty_batch_names_its_shape_and_bad_groups_or_labels_are_named():
+    empty = torch.zeros(0)
+    with pytest.raises(ValueError, match=r"logits of shape \(0,\): no rows"):
+        grouped_softmax_loss(empty, empty.long(), empty.long())
+    with pytest.raises(ValueError, match="must have one shape"):
+        grouped_softmax_loss(torch.zeros(3), torch.tensor([0, 0]), torch.tensor([1, 0, 0]))
+    with pytest.raises(ValueError, match="group holds -1"):
+        grouped_softmax_loss(torch.zeros(2), torch.tensor([-1, 0]), torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match="labels must be 0 or 1"):
+        grouped_softmax_loss(torch.zeros(2), torch.tensor([0, 0]), torch.tensor([2, 0]))
+    # the reranker's float labels (its collate's) are accepted
+    loss = grouped_softmax_loss(torch.zeros(2), torch.tensor([0, 0]), torch.tensor([1.0, 0.0]))
+    torch.testing.assert_close(loss, torch.log(torch.tensor(2.0)))
