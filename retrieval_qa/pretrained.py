@@ -239,12 +239,9 @@ def _as_resolved(resolved: ResolvedCheckpoint | str) -> ResolvedCheckpoint:
     return resolved if isinstance(resolved, ResolvedCheckpoint) else resolve_pretrained(resolved)
 
 
-#: what ``save_pretrained`` writes for every tokenizer: its class and special tokens
-TOKENIZER_CONFIG = "tokenizer_config.json"
-#: a fast tokenizer's whole vocabulary and rules (what this suite's exports hold)
-TOKENIZER_FILE = "tokenizer.json"
-#: the vocabularies of slow tokenizers, for a folder without tokenizer.json whose class is
-#: not recorded (one set must be whole)
+TOKENIZER_CONFIG = "tokenizer_config.json"  # save_pretrained writes it for every tokenizer
+TOKENIZER_FILE = "tokenizer.json"  # a fast tokenizer's vocabulary and rules
+#: slow tokenizers' vocabularies, for a folder without tokenizer.json nor a recorded class
 SLOW_VOCABULARIES = (("vocab.txt",), ("vocab.json", "merges.txt"), ("spiece.model",),
                      ("sentencepiece.bpe.model",), ("tokenizer.model",))
 SAVE_TOKENIZER = ("save the tokenizer into that folder (`tokenizer.save_pretrained(folder)`), "
@@ -268,28 +265,16 @@ def _slow_vocabularies(class_name: str | None) -> tuple[tuple[str, ...], ...]:
 
 def tokenizer_folder_problem(folder: str | Path, strict: bool = True
                              ) -> tuple[Path, str] | None:
-    """The first file a saved tokenizer's folder lacks, as ``(file, problem)``; None when it
-    holds what ``AutoTokenizer.from_pretrained`` needs. Without these checks a folder missing
-    tokenizer.json loads anyway as a tokenizer of its special tokens alone, which maps every
-    word to [UNK] (a silent default).
-
-    Needed: ``tokenizer_config.json`` (``strict=False``: or a model's ``config.json``, from
-    which the class is guessed, as in some hub checkpoints), and ``tokenizer.json`` (a JSON
-    object with a ``model``), or else the slow vocabulary files of the recorded class
-    (``vocab.txt`` for BERT, ``spiece.model`` for T5, ...), each non-empty.
+    """The first file a saved tokenizer's folder lacks, as ``(file, problem)``, or None.
+    Without it a folder missing tokenizer.json loads anyway, as a tokenizer of its special
+    tokens alone that maps every word to [UNK] (a silent default). Needed:
+    ``tokenizer_config.json`` (``strict=False``: or a model's ``config.json``, from which
+    the class is guessed), and ``tokenizer.json`` (a JSON object with a ``model``) or the
+    slow vocabulary of the recorded class (``vocab.txt``, ``spiece.model``, ...), non-empty.
 
     Args:
         folder: the tokenizer's folder (what ``save_pretrained`` wrote).
-        strict: require ``tokenizer_config.json`` (folders the suite wrote); False accepts a
-            ``config.json`` instead (pretrained checkpoints of other origins).
-
-    Returns:
-        None, or the missing or unreadable file and what is wrong with it.
-
-    Example:
-
-        >>> tokenizer_folder_problem("/no/such/folder")
-        (PosixPath('/no/such/folder'), 'missing (no tokenizer folder)')
+        strict: require ``tokenizer_config.json`` (the folders this suite writes).
     """
     import json
 
@@ -342,19 +327,13 @@ def tokenizer_problem(tokenizer) -> str | None:
 
 def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
     """``AutoTokenizer.from_pretrained`` for a resolved checkpoint (a string is resolved
-    first). A local folder is checked first (:func:`tokenizer_folder_problem`), and the
-    tokenizer after: one that lacks its vocabulary is an
-    :class:`~retrieval_qa.errors.InputFileError` naming the file and the fix, never a
-    tokenizer that maps every word to [UNK].
+    first); a local folder is checked first (:func:`tokenizer_folder_problem`) and the
+    tokenizer after (:func:`tokenizer_problem`): an :class:`~retrieval_qa.errors.
+    InputFileError` naming the file and the fix, never a tokenizer of [UNK]s.
 
     Args:
         resolved: a :class:`ResolvedCheckpoint`, or a name or path to resolve.
         **kwargs: passed to ``AutoTokenizer.from_pretrained``.
-
-    Example:
-
-        >>> load_tokenizer("minilm")("Who wrote Hamlet?")["input_ids"][:2]  # doctest: +SKIP
-        [101, 2040]
     """
     from transformers import AutoTokenizer
 

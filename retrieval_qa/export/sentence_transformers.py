@@ -181,64 +181,32 @@ class RetrievalTower(InputModule):
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None,
              local_files_only: bool = False, **kwargs) -> RetrievalTower:
-        """The module in ``model_name_or_path`` (``subfolder``), its files checked first
-        (:mod:`retrieval_qa.models.artifact`): rqa_tower.json, the weights, a pretrained
-        encoder's ``encoder/config.json``, a whole tokenizer folder whose vocabulary is real,
-        gives the ids recorded at export (folders written since they are recorded) and none
-        beyond the token table. A failed check is an
-        :class:`~retrieval_qa.errors.InputFileError` naming the file and the fix (convert
-        again with ``rqa export --format sentence-transformers``)."""
-        from ..models.artifact import (
-            check_token_ids,
-            load_tokenizer_folder,
-            refusing_damage,
-            token_table_rows,
-        )
-        from ..written import Damaged, error_line, read_json
+        """The module, its files checked first (:func:`~retrieval_qa.models.artifact.
+        st_module_files`, :func:`~retrieval_qa.models.artifact.load_tokenizer_folder`, the
+        tokenizer's ids within the token table): an InputFileError names a bad one."""
+        from ..models import artifact as a
+        from ..written import Damaged, error_line
 
         hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
                "revision": revision, "local_files_only": local_files_only}
         folder = Path(cls.load_dir_path(model_name_or_path, **hub))
-        config_file = folder / cls.config_file_name
-        with refusing_damage("sentence-transformers model file", convert_again(folder)):
-            config = read_json(config_file, ("sides", "default_task", "similarity", "spec"))
-            weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin")
-                            if (folder / n).is_file()), folder / "model.safetensors")
-            if not weights.is_file():
-                raise Damaged(weights, "missing")
-            spec = config["spec"]
-            if isinstance(spec, dict) and spec.get("kind") == "tower" \
-                    and spec.get("encoder_type") == "pretrained":
-                read_json(folder / "encoder" / "config.json")  # the encoder's architecture
-            tokenizer = load_tokenizer_folder(folder / "tokenizer", config.get("tokenizer_ids"))
+        with a.refusing_damage("sentence-transformers model file", a.convert_again(folder)):
+            config, weights = a.st_module_files(folder, cls.config_file_name)
+            tokenizer = a.load_tokenizer_folder(folder / "tokenizer", config.get("tokenizer_ids"))
             try:
-                tower = rebuild_tower(spec, folder)
-                module = cls(tower, tokenizer, config["sides"], config["default_task"],
-                             config["similarity"], spec)
+                module = cls(rebuild_tower(config["spec"], folder), tokenizer, config["sides"],
+                             config["default_task"], config["similarity"], config["spec"])
             except (ValueError, KeyError, TypeError) as e:
-                raise Damaged(config_file, f"does not describe a tower ({error_line(e)})") \
-                    from None
+                raise Damaged(folder / cls.config_file_name, f"does not describe a tower "
+                                                             f"({error_line(e)})") from None
             try:
                 cls.load_torch_weights(model_name_or_path, model=module, **hub)
             except Exception as e:  # noqa: BLE001 - safetensors' own error classes too
                 raise Damaged(weights, f"not the weights of the tower {cls.config_file_name} "
                                        f"describes ({error_line(e)})") from None
-            check_token_ids(tokenizer, token_table_rows(module.tower), folder / "tokenizer",
-                            weights)
+            a.check_token_ids(tokenizer, a.token_table_rows(module.tower), folder / "tokenizer",
+                              weights)
         return module.eval()
-
-
-def convert_again(folder: Path) -> str:
-    """The fix for a damaged sentence-transformers folder: convert the rqa export it came
-    from again (named by ``rqa_export.json`` in the folder or the one above it)."""
-    root = folder if (folder / "rqa_export.json").is_file() else folder.parent
-    source = "EXPORT"
-    try:
-        source = json.loads((root / "rqa_export.json").read_text(encoding="utf-8"))["source"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return (f"convert the model again: `rqa export --checkpoint {source} --format "
-            f"sentence-transformers --output {root}`, or copy the whole folder again")
 
 
 def rebuild_tower(spec: dict, folder: Path) -> nn.Module:

@@ -230,6 +230,48 @@ def check_model_folder(folder: str | Path) -> None:
         check_token_ids(tokenizer, rows, folder, folder / "config.json")
 
 
+def st_module_files(folder: str | Path, config_file: str) -> tuple[dict, Path]:
+    """The files of a :class:`~retrieval_qa.export.sentence_transformers.RetrievalTower`
+    module folder other than its tokenizer: ``config_file`` (rqa_tower.json, with its keys),
+    the weights (``model.safetensors`` or ``pytorch_model.bin``), and a pretrained encoder's
+    ``encoder/config.json``; :class:`Damaged` naming the first one missing or unreadable.
+
+    Args:
+        folder: the module's folder.
+        config_file: the name of its config file.
+
+    Returns:
+        The config and the path of the weights.
+    """
+    folder = Path(folder)
+    config = read_json(folder / config_file, ("sides", "default_task", "similarity", "spec"))
+    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin")
+                    if (folder / n).is_file()), folder / "model.safetensors")
+    if not weights.is_file():
+        raise Damaged(weights, "missing (nor pytorch_model.bin)")
+    spec = config["spec"]
+    if isinstance(spec, dict) and (spec.get("kind"), spec.get("encoder_type")) \
+            == ("tower", "pretrained"):
+        read_json(folder / "encoder" / "config.json")  # the encoder's architecture
+    return config, weights
+
+
+def convert_again(folder: str | Path) -> str:
+    """The fix for a damaged sentence-transformers folder: convert the rqa export it came
+    from again (named by ``rqa_export.json`` in the folder or the one above it)."""
+    import json
+
+    folder = Path(folder)
+    root = folder if (folder / "rqa_export.json").is_file() else folder.parent
+    source = "EXPORT"
+    try:
+        source = json.loads((root / "rqa_export.json").read_text(encoding="utf-8"))["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return (f"convert the model again: `rqa export --checkpoint {source} --format "
+            f"sentence-transformers --output {root}`, or copy the whole folder again")
+
+
 def load_weights(path: str | Path, map_location):
     """``torch.load`` of an export's weights file; :class:`~retrieval_qa.written.Damaged`
     naming it when it is empty, truncated or not a saved state."""
