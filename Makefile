@@ -59,7 +59,7 @@ PROFILE ?= cpu
 # Precision is the trainer's `auto` (bf16-mixed on a GPU); GPU_PRECISION=32 passes
 # trainer.precision=32 (the fp32 of the committed results/gpu/ runs of 2026-11-23).
 # JOBS=N computes N rows at once (default 1). On a GPU the small rows leave it mostly idle, so
-# several can share it (JOBS=4 for the ten trained rows; not yet timed on a GPU).
+# several can share it (JOBS=4 for the twelve trained rows; not yet timed on a GPU).
 ifeq ($(PROFILE),gpu)
 ROWS ?= all
 else
