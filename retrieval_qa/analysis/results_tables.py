@@ -1,0 +1,208 @@
+"""The tables of what ``results/`` establishes, rendered from the claims
+(:mod:`.claims`) and the ledger of test-pool looks, between ``<!-- claims:NAME -->`` and
+``<!-- /claims -->`` markers of the study READMEs, README.md and docs/results.md
+(``rqa results``); and the check that no figure outside them lacks a record."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .claims import (
+    CLAIMS_FILE,
+    LEDGER,
+    Claim,
+    Study,
+    compute,
+    ledger_looks,
+    ledger_pool,
+    load_studies,
+    looks_text,
+    pool_text,
+    read_record,
+)
+
+BLOCK = re.compile(r"(<!-- claims:(?P<name>[\w./:-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)",
+                   re.S)
+#: the most words of a study's summary in README.md's table
+SUMMARY_WORDS = 40
+
+
+def _link(claim: Claim, base: Path) -> str:
+    names = []
+    for p in claim.files():
+        rel = os.path.relpath(p, base)
+        names.append(f"[{p.name}]({rel})")
+    if len(names) > 3:
+        return ", ".join(names[:2]) + f" and {len(names) - 2} more"
+    return ", ".join(names)
+
+
+def study_table(study: Study, base: Path, looks: dict) -> str:
+    """The study's table of established figures, links relative to ``base``."""
+    lines = ["| what | figure | seeds | pool | chosen by (validation) | test looks | command "
+             "| record |", "|---|---|---|---|---|---|---|---|"]
+    for c in study.claims:
+        fig = compute(c)
+        seeds = ", ".join(map(str, c.seeds)) or "–"
+        goal = f" ({c.goal})" if c.goal else ""
+        lines.append(f"| {c.what}{goal} | {fig.text} | {seeds} | {pool_text(c, fig)} | "
+                     f"{c.rule or '–'} | {looks_text(c, fig, looks)} | "
+                     f"{'`' + c.command + '`' if c.command else '–'} | {_link(c, base)} |")
+    return "\n".join(lines) + "\n"
+
+
+def looks_table(results: Path, family: str, kept: set[str]) -> str:
+    """Every configuration of ``family`` evaluated on a test pool (from the committed ledger):
+    its seeds, the mean MRR of its looks, and whether a headline keeps it.
+
+    Args:
+        results: the ``results/`` folder (its ``ledger.jsonl``).
+        family: the ledger family.
+        kept: the ranks digests of the records the study's claims keep.
+    """
+    from ..evaluation.ledger import read
+
+    groups: dict[tuple, list[dict]] = {}
+    for e in read(Path(results) / LEDGER):
+        if e["family"] == family:
+            pool = ledger_pool(f"{e['dataset']}/{e['pool']}", bool(e.get("subset")))
+            label = e.get("config") or " ".join([e["name"], *e.get("overrides", [])])
+            groups.setdefault((pool, label), []).append(e)
+    if not groups:
+        raise ValueError(f"family {family!r} has no look in results/{LEDGER}")
+    lines = [f"| test pool | configuration ({family}) | seeds | looks | MRR (mean of the "
+             "looks) | kept |", "|---|---|---|---|---|---|"]
+    for (pool, label), group in sorted(groups.items()):
+        mrrs = [e["metrics"]["mrr"] for e in group if "mrr" in e["metrics"]]
+        seeds = sorted({str(e["seed"]) for e in group if e.get("seed") is not None})
+        mark = "yes" if any(e.get("ranks") in kept for e in group) else ""
+        mrr = f"{np.mean(mrrs):.2f}" if mrrs else "–"
+        lines.append(f"| {pool} | {label} | {', '.join(seeds) or '–'} | {len(group)} | "
+                     f"{mrr} | {mark} |")
+    return "\n".join(lines) + "\n"
+
+
+def kept_digests(study: Study) -> set[str]:
+    """The ranks digests of the per-question records a study's claims are computed from."""
+    from ..evaluation.ledger import ranks_digest
+
+    return {ranks_digest(read_record(p).ranks) for c in study.claims for p in c.files()
+            if p.name.endswith(".jsonl.gz")}
+
+
+def summary_text(study: Study) -> str:
+    """The study's one-line summary with each ``{claim id}`` replaced by its figure."""
+    figures = {c.id: compute(c).text for c in study.claims}
+    where = f"results/{study.folder.name}/{CLAIMS_FILE}"
+    try:
+        text = study.summary.format(**figures)
+    except KeyError as e:
+        raise ValueError(f"{where}: the summary names {e}, which is no claim's id") from None
+    if len(text.split()) > SUMMARY_WORDS:
+        raise ValueError(f"{where}: the summary has {len(text.split())} words; README.md's "
+                         f"table takes {SUMMARY_WORDS} at most (fix: shorten it)")
+    return text
+
+
+def overview_table(studies: list[Study], base: Path) -> str:
+    """README.md's results table: one row a study, its summary and a link."""
+    lines = ["| study | established | details |", "|---|---|---|"]
+    for s in studies:
+        rel = os.path.relpath(s.folder / "README.md", base)
+        lines.append(f"| {s.title} | {summary_text(s)} | [{rel}]({rel}) |")
+    return "\n".join(lines) + "\n"
+
+
+def blocks(results: Path, repo: Path) -> dict[Path, dict[str, str]]:
+    """``{file: {block name: rendered text}}`` of every generated block."""
+    studies = load_studies(results)
+    looks = ledger_looks(results)
+    out: dict[Path, dict[str, str]] = {}
+    for s in studies:
+        readme = out.setdefault(s.folder / "README.md", {})
+        readme[s.name] = study_table(s, s.folder, looks)
+        families = sorted({c.family for c in s.claims if c.family})
+        kept = kept_digests(s)
+        for fam in families:
+            readme[f"looks:{fam}"] = looks_table(results, fam, kept)
+    out.setdefault(repo / "README.md", {})["overview"] = overview_table(studies, repo)
+    docs = repo / "docs" / "results.md"
+    out.setdefault(docs, {})["overview"] = overview_table(studies, docs.parent)
+    for s in studies:
+        out[docs][s.name] = study_table(s, docs.parent, looks)
+    return out
+
+
+def _rewrite(path: Path, rendered: dict[str, str]) -> tuple[str, list[str]]:
+    """The file's text with its blocks replaced, and the names of blocks it lacks."""
+    text = path.read_text(encoding="utf-8")
+    found = set()
+
+    def sub(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in rendered:
+            return m.group(0)
+        found.add(name)
+        return m.group(1) + rendered[name] + m.group(4)
+
+    return BLOCK.sub(sub, text), sorted(set(rendered) - found)
+
+
+def render(results: Path, repo: Path, write: bool = True) -> dict[str, list[str]]:
+    """Regenerate every block; returns ``{file: [what differs]}`` (empty: all current).
+
+    Args:
+        results: the ``results/`` folder.
+        repo: the repository (README.md, docs/results.md).
+        write: write the files (False: only report what differs, as ``--check``).
+    """
+    from ..written import write_text
+
+    diffs: dict[str, list[str]] = {}
+    for path, rendered in blocks(results, repo).items():
+        if not path.is_file():
+            diffs[str(path.relative_to(repo))] = ["missing file"]
+            continue
+        new, missing = _rewrite(path, rendered)
+        problems = [f"no block <!-- claims:{n} -->" for n in missing
+                    if not n.startswith("looks:")]
+        if new != path.read_text(encoding="utf-8"):
+            problems.append("a generated table differs from its records")
+            if write:
+                write_text(path, new)
+        if problems:
+            diffs[str(path.relative_to(repo))] = problems
+    return diffs
+
+
+#: a figure in prose: a decimal number, a percentage, a ratio or a duration (versions,
+#: settings in code spans and links are not figures)
+FIGURE = re.compile(r"(?<![\w.=/~-])[-+−]?\d+(?:,\d{3})*(?:\.\d+)?\s?(?:%|x\b|min\b|minutes\b"
+                    r"|h\b|hours\b|s\b|seconds\b)|(?<![\w.=/~v-])[-+−]?\d+\.\d+(?![\w.])")
+
+
+#: what precedes a version number, which is not a figure (Python 3.11, SQuAD v1.1)
+VERSION = re.compile(r"(?:Python|License|[Vv]ersion|torch|CUDA|T5|v)\s?$")
+
+
+def stray_figures(path: Path) -> list[str]:
+    """``line: figure`` of each figure in ``path`` outside the generated blocks, code and
+    links: a figure a reader sees must come from a record.
+
+    Args:
+        path: a markdown file (README.md, docs/results.md, a study's README).
+    """
+    text = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"))
+    text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = re.sub(r"`[^`]*`", "", line)
+        line = re.sub(r"\]\([^)]*\)", "]", line)  # link targets
+        line = re.sub(r"<!--.*?-->", "", line)
+        out += [f"{n}: {m.group(0).strip()}" for m in FIGURE.finditer(line)
+                if not VERSION.search(line[:m.start()])]
+    return out

@@ -1,0 +1,67 @@
+"""``rqa ledger``: how many configurations were evaluated on each test pool, family by family,
+and which look the results keep (:mod:`retrieval_qa.evaluation.ledger`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .parsing import add_command
+
+EXAMPLES = """\
+examples:
+  rqa ledger                                   # this checkout's looks (runs/ledger.jsonl)
+  rqa ledger --ledger results/ledger.jsonl     # the looks behind results/
+  rqa ledger --ledger results/ledger.jsonl --family distill_pipeline"""
+
+
+def add_parser(sub) -> None:
+    led = add_command(sub, "ledger", run=run, threads="check", epilog=EXAMPLES,
+                      help="the ledger of test-pool looks: configurations evaluated on each "
+                           "test pool, per family, and which one a headline keeps",
+                      description="Every evaluation of a test pool (ReQA SQuAD dev and train, "
+                                  "MultiReQA test pools) by any command is appended to a "
+                                  "ledger ($RQA_LEDGER, else runs/ledger.jsonl). This command "
+                                  "counts, for each family of runs and each test pool, the "
+                                  "configurations and evaluations looked at, and marks the "
+                                  "looks that a headline of results/*/claims.yaml keeps.")
+    led.add_argument("--ledger", default=None, metavar="FILE",
+                     help="the ledger to read (default: $RQA_LEDGER, else runs/ledger.jsonl)")
+    led.add_argument("--family", default=None, metavar="NAME", help="only this family")
+    led.add_argument("--results", default="results", metavar="DIR",
+                     help="the results folder whose claims mark the kept looks")
+
+
+def kept_looks(results: Path) -> dict[str, str]:
+    """``{ranks digest: claim}`` of the records that the headlines of ``results`` keep."""
+    from ..analysis.claims import load_studies
+    from ..evaluation.ledger import ranks_digest
+    from ..evaluation.per_question import read_per_question
+
+    kept = {}
+    if not Path(results).is_dir():
+        return kept
+    for study in load_studies(Path(results)):
+        for claim in study.claims:
+            for path in claim.files():
+                if path.name.endswith(".jsonl.gz"):
+                    kept[ranks_digest(read_per_question(path).ranks)] = claim.key
+    return kept
+
+
+def run(args) -> dict:
+    import sys
+
+    from ..evaluation.ledger import ledger_path, read, summarise
+
+    path = Path(args.ledger) if args.ledger else ledger_path()
+    rows = summarise(read(path), args.family, kept_looks(Path(args.results)))
+    lines = ["| family | test pool | configurations | evaluations | seeds | MRR range | kept |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        span = "–" if r["mrr_range"] is None else \
+            f"{r['mrr_range'][0]:.2f} to {r['mrr_range'][1]:.2f}"
+        lines.append(f"| {r['family']} | {r['pool']} | {r['configurations']} | "
+                     f"{r['evaluations']} | {', '.join(map(str, r['seeds'])) or '–'} | {span} "
+                     f"| {', '.join(r['kept']) or '–'} |")
+    sys.stderr.write("\n".join(lines) + "\n")
+    return {"ledger": str(path), "family": args.family, "rows": rows}

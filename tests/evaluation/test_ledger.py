@@ -1,0 +1,94 @@
+"""The ledger of test-pool looks: which pools are test pools, what a configuration is, the
+lines written by `rqa evaluate`, and the summary `rqa ledger` prints."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from retrieval_qa.cli.main import main
+from retrieval_qa.errors import InputFileError
+from retrieval_qa.evaluation import ledger
+
+
+@pytest.mark.parametrize("dataset, pool, test", [
+    ("reqa_squad", "dev", True), ("reqa_squad", "train", True),
+    ("reqa_squad", "train-val", False), ("reqa_squad", "train-val-1000q", False),
+    ("multireqa_squad", "test", True), ("multireqa_squad", "train", False),
+    ("multireqa_relationextraction", "test", True), ("squad_paragraphs", "dev", True),
+    ("reqa_squad", "dev[qpa>=9]", True)])
+def test_test_pools(dataset, pool, test):
+    assert ledger.is_test_pool(dataset, pool) is test
+
+
+def test_configuration_leaves_out_seed_and_paths():
+    a = ledger.configuration_digest({"model": {"lr": 1e-4}, "seed": 1, "output_dir": "a"})
+    assert a == ledger.configuration_digest({"model": {"lr": 1e-4}, "seed": 2,
+                                             "output_dir": "b"})
+    assert a != ledger.configuration_digest({"model": {"lr": 2e-4}, "seed": 1})
+
+
+def test_record_logs_test_pools_only(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    common = dict(metrics={"mrr": 50.0, "r@1": 40.0, "loss": 1.0}, questions=3,
+                  kind="evaluate", name="bm25", path=path)
+    assert ledger.record(dataset="reqa_squad", pool="train-val", **common) is None
+    assert not path.exists()
+    line = ledger.record(dataset="reqa_squad", pool="dev", ranks=[1.0, 2.5, 4.0],
+                         overrides=["k1=0.9", "output_dir=x"], seed=3, **common)
+    back = ledger.read(path)
+    assert back == [line]
+    assert line["metrics"] == {"mrr": 50.0, "r@1": 40.0}
+    assert line["family"] == "bm25" and line["seed"] == 3
+    assert line["ranks"] == ledger.ranks_digest([1.0, 2.5, 4.0])
+    # another seed and another output folder: the same configuration
+    again = ledger.record(dataset="reqa_squad", pool="dev", overrides=["k1=0.9",
+                          "output_dir=y"], seed=4, **common)
+    assert again["configuration"] == line["configuration"]
+    other = ledger.record(dataset="reqa_squad", pool="dev", overrides=["k1=1.2"], **common)
+    assert other["configuration"] != line["configuration"]
+    (row,) = ledger.summarise(ledger.read(path))
+    assert (row["configurations"], row["evaluations"], row["seeds"]) == (2, 3, [3, 4])
+
+
+def test_family_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(ledger.FAMILY_ENV, "my-study")
+    line = ledger.record(dataset="reqa_squad", pool="dev", metrics={"mrr": 1.0}, questions=1,
+                         kind="evaluate", name="bm25", path=tmp_path / "l.jsonl")
+    assert line["family"] == "my-study"
+
+
+def test_damaged_ledger_names_the_line(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    path.write_text('{"format": "rqa-ledger/1"}\n')
+    with pytest.raises(InputFileError, match="line 1 is not a rqa-ledger/1 entry"):
+        ledger.read(path)
+    path.write_text("not json\n")
+    with pytest.raises(InputFileError, match="line 1 is not JSON"):
+        ledger.read(path)
+
+
+def test_rqa_evaluate_appends_its_look(tiny_squad_file, tmp_path, monkeypatch):
+    path = tmp_path / "looks.jsonl"
+    monkeypatch.setenv(ledger.ENV, str(path))
+    data = tiny_squad_file.parents[1]
+    run = tmp_path / "bm25.jsonl"
+    out = io.StringIO()
+    assert main(["evaluate", "--model", "bm25", "--dataset", "reqa_squad", "--pool", "dev",
+                 "--data-dir", str(data), "--run-file", str(run), "--quiet",
+                 "--family", "baselines"], stdout=out) == 0
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    (line,) = ledger.read(path)
+    assert line["family"] == "baselines" and line["kind"] == "evaluate"
+    assert line["metrics"]["mrr"] == pytest.approx(result["metrics"]["mrr"], abs=1e-4)
+    from retrieval_qa.evaluation.per_question import beside_run_file, read_per_question
+
+    assert line["ranks"] == ledger.ranks_digest(read_per_question(beside_run_file(run)).ranks)
+    out = io.StringIO()
+    assert main(["ledger", "--ledger", str(path), "--results", str(tmp_path / "none")],
+                stdout=out) == 0
+    rows = json.loads(out.getvalue().strip().splitlines()[-1])["rows"]
+    assert [(r["family"], r["pool"], r["configurations"]) for r in rows] == [
+        ("baselines", "reqa_squad/dev", 1)]
