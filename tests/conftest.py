@@ -26,6 +26,8 @@ def shared_data() -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RQA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "rqa-cache"))
+    # test-pool looks of the tests go to a ledger of the session, not the checkout's runs/
+    monkeypatch.setenv("RQA_LEDGER", str(tmp_path_factory.getbasetemp() / "ledger.jsonl"))
 
 
 @pytest.fixture

@@ -53,6 +53,10 @@ def add_parser(sub) -> None:
                     help="--checkpoint on a GPU: replay each batch shape as a CUDA graph "
                          "(opt-in; not yet measured on a GPU; no effect on a CPU)")
     evaluate_pipeline.add_arguments(ev)
+    ev.add_argument("--family", default=None, metavar="NAME",
+                    help="on a test pool, the headline this evaluation competes for, as the "
+                         "ledger of test-pool looks records it (default: $RQA_LEDGER_FAMILY, "
+                         "else the model or pipeline name; retrieval_qa/evaluation/ledger.py)")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="--model bm25 settings over conf/model/bm25.yaml, e.g. k1=0.9 b=0.4; "
                          "with --pipeline, its keys, e.g. reranker.top_k=10")
@@ -88,6 +92,59 @@ def check_options(args) -> None:
 
 
 def run(args) -> dict:
+    """``rqa evaluate``; an evaluation of a test pool is appended to the ledger of test-pool
+    looks (:mod:`retrieval_qa.evaluation.ledger`)."""
+    result = _evaluate(args)
+    if isinstance(result, dict) and "metrics" in result and "dataset" in result:
+        log_look(args, result)
+    return result
+
+
+def log_look(args, result: dict) -> dict | None:
+    """The ledger line of one ``rqa evaluate`` (None when its pool is not a test pool)."""
+    from ..evaluation import ledger
+
+    record, ranks = _record_of(result), None
+    if record is not None and record.is_file():
+        from ..evaluation.per_question import read_per_question
+
+        ranks = read_per_question(record).ranks
+    if getattr(args, "pipeline", None):
+        kind, name, settings = "pipeline", result.get("pipeline", args.pipeline), \
+            result.get("settings")
+        checkpoint = None
+    else:
+        kind = "evaluate"
+        name = args.checkpoint and (result.get("settings") or {}).get("experiment") \
+            or args.model or "checkpoint"
+        settings, checkpoint = result.get("settings"), args.checkpoint
+    subset = None
+    if getattr(args, "max_questions", None):
+        subset = f"{result.get('questions')} questions drawn by --max-questions"
+    elif getattr(args, "min_questions_per_answer", 0):
+        subset = f"answers asked by >= {args.min_questions_per_answer} questions"
+    return ledger.record(dataset=result["dataset"], pool=result["pool"],
+                         metrics=result["metrics"], questions=int(result.get("questions", 0)),
+                         kind=kind, name=str(name), settings=settings,
+                         overrides=list(args.overrides or ()), checkpoint=checkpoint,
+                         ranks=ranks, record_file=record, subset=subset,
+                         family=getattr(args, "family", None),
+                         seed=(result.get("settings") or {}).get("seed")
+                         if isinstance(result.get("settings"), dict) else None)
+
+
+def _record_of(result: dict) -> Path | None:
+    """The per-question record an evaluation wrote (beside its run file), if any."""
+    from ..evaluation.per_question import beside_run_file
+
+    if result.get("per_question"):
+        return Path(result["per_question"])
+    stages = result.get("stages")
+    run_file = stages[-1].get("run_file") if stages else result.get("run_file")
+    return beside_run_file(run_file) if run_file else None
+
+
+def _evaluate(args) -> dict:
     from ..config import apply_overrides, load_yaml
 
     eval_cfg = load_yaml("eval/default.yaml")

@@ -25,11 +25,13 @@ from ..errors import (
     UsageError,
     machine_fault,
 )
-from . import analyze, compare, data, encode, evaluate, export, metrics, mine, sweep, train
+from . import (analyze, compare, data, encode, evaluate, export, ledger, metrics, mine, results,
+               sweep, train)
 from .parsing import ArgumentParser, HelpFormatter
 
 #: the commands in the order ``rqa --help`` lists them
-COMMANDS = (data, evaluate, train, sweep, export, encode, metrics, mine, compare, analyze)
+COMMANDS = (data, evaluate, train, sweep, export, encode, metrics, mine, compare, analyze, ledger,
+            results)
 
 DESCRIPTION = """\
 rqa: train, evaluate and analyse sentence-retrieval models on ReQA and MultiReQA.
@@ -68,7 +70,8 @@ ways in:
   a sweep        rqa sweep NAME, one of conf/sweeps/:
 {names("sweeps")}
   mining         rqa mine
-  tests, tables  rqa compare, rqa metrics, rqa analyze ANALYSIS"""
+  tests, tables  rqa compare, rqa metrics, rqa analyze ANALYSIS
+  the record     rqa ledger (test-pool looks), rqa results (tables from the records)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
