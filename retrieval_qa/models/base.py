@@ -121,9 +121,15 @@ class RetrievalModule(pl.LightningModule):
         self.log_dict({k: v.detach() if torch.is_tensor(v) else v for k, v in logs.items()},
                       batch_size=size)
         self.last_loss = loss.detach()
+        term = logs.get(self.divergence_term)
+        self.divergence_loss = (term if torch.is_tensor(term) else loss).detach()
         return loss
 
     last_loss: torch.Tensor | None = None
+    #: the logged term that the divergence check watches (retrieval_qa/training/guards.py):
+    #: one that does not grow while training goes well; the total by default
+    divergence_term: str = "train/loss"
+    divergence_loss: torch.Tensor | None = None  # its value at the last step (on the device)
     _nonfinite: torch.Tensor | None = None   # device flag: a non-finite loss since the last read
     _checked_step = 0                         # the global step of the last read
 
@@ -143,10 +149,14 @@ class RetrievalModule(pl.LightningModule):
         if bool(flag):
             where = (f"global step {step}" if first >= step
                      else f"one of the global steps {first} to {step}")
+            lr = self.optimizer_cfg.get("lr")
+            now = f": model.optimizer.lr={float(lr):g} now" if lr is not None else ""
             raise NonFiniteLossError(
                 f"non-finite training loss at {where} "
-                f"(epoch {self.current_epoch}, batch {batch_idx}); try a lower learning rate, "
-                "precision=32 or trainer.gradient_clip_val")
+                f"(epoch {self.current_epoch}, batch {batch_idx}); no result was written (fix: "
+                f"a lower learning rate{now}; or precision=32, or trainer.gradient_clip_val=1.0; "
+                "then resume=never or another output_dir, since this folder holds the failed "
+                "run)")
 
     def configure_optimizers(self):
         return lightning_optimizers(self.parameters(), self.optimizer_cfg,

@@ -68,6 +68,10 @@ class EndxModule(DualEncoderModule):
         ('EndxModule', 12, 'inner_product')
     """
 
+    #: the divergence check watches the dual towers' in-batch loss: the total grows by design as
+    #: GAM's weights ramp up (to 250x its start in results/endx/endx_gru_cpu_seed1_metrics.csv)
+    divergence_term = "train/dual_loss"
+
     def __init__(self, towers: dict, loss: dict, optimizer: dict, cross: dict, gam: dict,
                  weights: dict, *, cross_loss: dict, gradient_cache: dict,
                  evaluation: dict) -> None:

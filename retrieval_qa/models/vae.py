@@ -125,6 +125,10 @@ class VAEModule(RetrievalModule):
         ('VAEModule', 'cross', 512)
     """
 
+    #: the divergence check watches the reconstruction: the total's KL term grows by design as
+    #: its weight anneals up from 0
+    divergence_term = "train/recon"
+
     towers_builder = "retrieval_qa.encoders.vae.towers_from_config"
 
     def __init__(self, towers: dict, decoder: dict, loss: dict, optimizer: dict,

@@ -18,12 +18,13 @@ from pytorch_lightning.utilities import rank_zero_only
 from ..portable_paths import portable
 from ..registry import target_of
 from ..runtime import apply_threads, machine_info
-from ..written import write_text
+from ..written import read_report, write_text
 from . import run_folder
 from .callbacks import ResumableCheckpoints
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
+from .guards import check_trained
 from .trainer import build_trainer, resolve_precision
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,8 @@ def train(composed: Composed | DictConfig) -> dict:
     The run folder is checked first, before anything is built or written
     (:mod:`.run_folder`): a run of other settings there is refused, a finished run of the
     same settings is reused (its report, ``"reused": true``), an unfinished one resumed from
-    its newest whole checkpoint; ``resume=never`` starts the folder over."""
+    its newest whole checkpoint; ``resume=never`` starts the folder over. A run that trains no
+    step or diverges is refused (:mod:`.guards`) and writes no report."""
     start = time.perf_counter()
     cfg, block, overrides = (composed.cfg, composed.profile_block, composed.overrides) \
         if isinstance(composed, Composed) else (composed, None, [])
@@ -177,6 +179,11 @@ def train(composed: Composed | DictConfig) -> dict:
         removed = folder.start_over()
         print(f"  resume=never: removed the earlier run's {', '.join(removed)} from {run_dir}",
               file=sys.stderr, flush=True)
+    stale = run_dir / run_folder.RESULT
+    if stale.is_file() and rank_zero_only.rank == 0 and run_folder.untrained(read_report(stale)):
+        stale.unlink()  # written by an earlier version: never reused (run_folder.finished)
+        print(f"  removed {stale}: the report of a run that trained 0 steps, not a result",
+              file=sys.stderr, flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text(run_dir / run_folder.CONFIG, OmegaConf.to_yaml(cfg))
     module, data = built.module, built.data
@@ -193,6 +200,7 @@ def train(composed: Composed | DictConfig) -> dict:
     try:
         trainer.fit(module, datamodule=data, ckpt_path=resumed_from)
         stopper.check(trainer)
+        check_trained(trainer, data)  # an untrained model is no result
         # the last validation's scores, also when it ran before a restart (kept in last.ckpt)
         last_val = {k: round(v, 4) for k, v in stopper.last_validation.items()}
         chooser = next((c for c in trainer.callbacks

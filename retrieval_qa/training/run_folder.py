@@ -9,7 +9,8 @@ file is what a new command is compared with (:func:`inspect`):
 
 - a folder without a run (no ``result.json``, no checkpoint): a new run;
 - the same settings and ``result.json``: the finished run is reused: its report, marked
-  ``"reused": true``, nothing trained or tested again;
+  ``"reused": true``, nothing trained or tested again (not the report of a run that trained
+  0 steps, written by earlier versions: that run trains again, :func:`untrained`);
 - the same settings and a checkpoint: resumed (:mod:`.checkpoints` picks the checkpoint);
 - other settings: refused before anything is written (:class:`~retrieval_qa.errors.
   SettingsMismatchError`), naming the keys that differ (old -> new) and the fix:
@@ -195,8 +196,15 @@ def finished(cfg: DictConfig, folder: Path | None = None, fix: str = "") -> bool
     require_same(cfg, folder, fix or FIX)
     if not (folder / RESULT).is_file():
         return False
-    read_report(folder / RESULT)  # a damaged report is refused, not passed off as finished
-    return True
+    report = read_report(folder / RESULT)  # a damaged report is refused, not passed off
+    return not untrained(report)
+
+
+def untrained(report: dict) -> bool:
+    """Whether a run's report is that of a run that trained 0 steps (written by versions of
+    the suite before such runs were refused: :func:`~.guards.check_trained`): not a result,
+    never reused; the run trains again."""
+    return report.get("global_steps") == 0
 
 
 def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:

@@ -41,7 +41,8 @@ from .callbacks import ResumableCheckpoints, on_gpu
 # keys of conf/trainer that configure this builder (callbacks, compile); every other key is a
 # pl.Trainer argument, passed through as is (``precision: auto`` resolved first)
 RUNNER_KEYS = ("monitor", "save_top_k", "checkpoint_every_n_steps", "checkpoint_every_minutes",
-               "weights_every_minutes", "progress_refresh_steps", "compile", "callbacks")
+               "weights_every_minutes", "progress_refresh_steps", "divergence_window",
+               "divergence_factor", "divergence_patience", "compile", "callbacks")
 
 #: Lightning's advertisement that every training printed (dropped by its text, nothing else
 #: of Lightning's log)

@@ -135,11 +135,12 @@ def test_callback_blocks_build_in_order_and_null_turns_one_off(setup_dirs, tmp_p
                "trainer.checkpoint_every_n_steps=7", "trainer.enable_progress_bar=true")
     callbacks = build_callbacks(cfg, tmp_path)
     assert [type(c).__name__ for c in callbacks] == [
-        "ModelCheckpoint", "ResumableCheckpoints", "ValidateAtMaxSteps", "StderrProgressBar"]
+        "ModelCheckpoint", "ResumableCheckpoints", "ValidateAtMaxSteps", "DivergenceStop",
+        "StderrProgressBar"]
     resumable = callbacks[1]
     assert isinstance(resumable, ResumableCheckpoints) and resumable.every_n_steps == 7
     assert resumable.dirpath == tmp_path / "checkpoints" == Path(callbacks[0].dirpath)
     assert isinstance(callbacks[2], ValidateAtMaxSteps)
-    assert isinstance(callbacks[3], StderrProgressBar) and callbacks[3].refresh_rate == 1
+    assert isinstance(callbacks[4], StderrProgressBar) and callbacks[4].refresh_rate == 1
     quiet = build_callbacks(tiny(setup_dirs, tmp_path), tmp_path)  # enable_progress_bar=false
     assert not any(isinstance(c, StderrProgressBar) for c in quiet)
