@@ -3,6 +3,7 @@ export the towers, evaluate them on the test pool, and report one JSON object.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -154,8 +155,20 @@ def train(composed: Composed | DictConfig) -> dict:
     The run folder is checked first, before anything is built or written
     (:mod:`.run_folder`): a run of other settings there is refused, a finished run of the
     same settings is reused (its report, ``"reused": true``), an unfinished one resumed from
-    its newest whole checkpoint; ``resume=never`` starts the folder over. A run that trains no
-    step or diverges is refused (:mod:`.guards`) and writes no report."""
+    its newest whole checkpoint; ``resume=never`` starts the folder over. One command at a
+    time writes a run folder: another ``rqa train`` writing it is refused
+    (:class:`~.run_folder.WriterLock`). A run that trains no step or diverges is refused
+    (:mod:`.guards`) and writes no report."""
+    cfg = composed.cfg if isinstance(composed, Composed) else composed
+    # process 0 writes the folder (under DDP the other processes run this function too)
+    lock = run_folder.WriterLock(run_folder.run_dir(cfg)) if rank_zero_only.rank == 0 \
+        else contextlib.nullcontext()
+    with lock:
+        return _train(composed)
+
+
+def _train(composed: Composed | DictConfig) -> dict:
+    """:func:`train`, its run folder locked."""
     start = time.perf_counter()
     cfg, block, overrides = (composed.cfg, composed.profile_block, composed.overrides) \
         if isinstance(composed, Composed) else (composed, None, [])
