@@ -71,6 +71,9 @@ class ConfigFileWandbLogger(WandbLogger):
 
     def __init__(self, *, config_yaml: str, **kwargs) -> None:
         super().__init__(**kwargs)
+        # Lightning always passes wandb.init(anonymous=None), and wandb warns "The anonymous
+        # setting has no effect" for any value given, None included: it is not passed at all
+        self._wandb_init.pop("anonymous", None)
         self._config_yaml = config_yaml
 
     @property

@@ -80,6 +80,7 @@ def test_the_logger_block_gives_wandb_the_mode(setup_dirs, tmp_path, home, capsy
         compose([*overrides, "logger=wandb", "logger.mode=onlin"])
     logger, _ = build_logger(compose([*overrides, "logger=wandb"]), tmp_path)
     assert logger._wandb_init["mode"] == "offline"  # not logged in
+    assert "anonymous" not in logger._wandb_init  # wandb warns for any value, None included
     assert f"`wandb sync {tmp_path / 'wandb' / 'offline-run-*'}`" in capsys.readouterr().err
     cfg = compose([*overrides, "logger=wandb", "logger.mode=disabled"])
     assert build_logger(cfg, tmp_path)[0]._wandb_init["mode"] == "disabled"
@@ -102,6 +103,7 @@ def test_an_offline_run_reads_back_from_wandbs_own_files(setup_dirs, tmp_path, h
     report = json.loads(captured.out.strip().splitlines()[-1])
     run_dir = Path(report["checkpoint"]).parent
     assert "wandb: offline (not logged in" in captured.err
+    assert "anonymous setting has no effect" not in captured.err
     [run] = (run_dir / "wandb").glob("offline-run-*")
 
     summary = json.loads(_inspect(run, "--summary", "--json"))
