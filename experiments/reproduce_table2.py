@@ -4,8 +4,11 @@ beside the paper's numbers and beside this repository's committed reference resu
 Everything is written into a run folder of yours (default ``runs/table2/``, git-ignored), never
 into the tracked ``results/``: ``table2.md``, one ``<row>-<pool>.json`` per finished row (with
 its settings and timings) and its per-question ``.run.jsonl``. The committed reference results
-(``results/table2/*.json``, and the seed means of ``results/endx/side_by_side.json``) are read,
-not written, so the table shows whether you reproduced our numbers.
+are read, not written, so the table shows whether you reproduced our numbers: a row's
+``results/table2/<row>-<pool>.json`` (the same settings, seed 42), else the seed mean on today's
+pools that its ``reference:`` in ``conf/tables/endx_table2.yaml`` names (per-question records
+or a sweep table's row; its source says its seeds and training pairs, and how its settings
+differ from the profile's when they do).
 
 Rows: ``quick`` (the default: BM25 on both pools and Dual-GRUs, about 10 minutes on a 2-core
 laptop), ``all``, or a comma-separated list of row names. Every row of the table says whether
@@ -57,7 +60,6 @@ FORCE_FIX = "delete it, or give --force with that row, to compute it again"
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "table2"
-REFERENCE_SEEDS = ROOT / "results" / "endx" / "side_by_side.json"
 METRICS = ("mrr", "r@1", "r@5")
 QUICK = ("BM25", "Dual-GRUs")
 STATUS_TEXT = {
@@ -182,8 +184,12 @@ def saved_state(row, pool: str, saved: dict, profile: str, out: Path, extra: lis
 
 
 def references(table) -> dict:
-    """The committed reference results: results/table2/<row>-<pool>.json, else the seed mean
-    of results/endx/side_by_side.json (dev pool)."""
+    """The committed reference results: results/table2/<row>-<pool>.json (the same settings),
+    else the seed mean that the row's ``reference:`` in conf/tables/endx_table2.yaml names
+    (retrieval_qa/analysis/references.py), with ``differs`` when its settings are not the
+    cpu profile's. A declared reference whose file is missing is left out, said on stderr."""
+    from retrieval_qa.analysis.references import table_references
+
     refs: dict = {}
     for row in table.rows:
         for pool in table.pools:
@@ -194,22 +200,18 @@ def references(table) -> dict:
                     refs[(row.name, pool)] = {
                         "metrics": data["metrics"],
                         "source": str(path.relative_to(ROOT)),
-                        "profile": data.get("training", {}).get("profile", "cpu")}
-    if REFERENCE_SEEDS.is_file():
-        for r in json.loads(REFERENCE_SEEDS.read_text()).get("rows", []):
-            key = (r["name"], r.get("test_pool", "reqa_squad/dev").split("/")[-1])
-            if key not in refs and all(m in r for m in METRICS):
-                refs[key] = {"metrics": {m: r[m]["mean"] for m in METRICS},
-                             "std": {m: r[m]["std"] for m in METRICS},
-                             "source": f"{REFERENCE_SEEDS.relative_to(ROOT)} "
-                                       f"(seeds {', '.join(map(str, r['seeds']))}, "
-                                       f"{_pairs(r.get('train_pairs'))} training pairs)",
-                             "profile": r.get("profile", "cpu")}
+                        "profile": (data.get("training") or {}).get("profile")}
+
+    def missing(name: str, path: str) -> None:
+        print(f"[{name}] its committed reference {path} is missing: shown without one",
+              file=sys.stderr)
+
+    seeds = table_references(table, ROOT / "results", "conf/tables/endx_table2.yaml", missing)
+    for key, ref in seeds.items():
+        refs.setdefault(key, {"metrics": ref.metrics, "std": ref.std, "source": ref.path,
+                              "about": ref.about(), "profile": ref.profile,
+                              "differs": ref.differs})
     return refs
-
-
-def _pairs(values) -> str:
-    return "/".join(f"{v:,}" for v in values) if values else "?"
 
 
 def _triple(metrics: dict | None) -> str:
@@ -218,10 +220,22 @@ def _triple(metrics: dict | None) -> str:
     return " / ".join(f"{metrics[m]:.2f}" for m in METRICS)
 
 
-def _compare(ours: dict | None, ref: dict | None) -> str:
+def _compare(ours: dict | None, ref: dict | None, profile: str | None = None,
+             extra: list[str] | None = None) -> str:
+    """This run's MRR against the reference: against a seed mean, within 2 std or not; against
+    an exact-setting result, whether it matches. A reference of other settings (its own
+    ``differs``, another profile than this run's, or this run's extra training overrides) is
+    compared without a verdict."""
     if not ours or not ref:
         return ""
     diff = ours["mrr"] - ref["metrics"]["mrr"]
+    what = "seed mean" if "std" in ref else "reference"
+    trained = ref.get("profile")  # None: a result of no training (BM25)
+    if ref.get("differs") or (trained and extra):
+        return f"MRR {diff:+.2f} vs the {what} of other settings (not a reproduction check)"
+    if trained and profile and trained != profile:
+        return (f"MRR {diff:+.2f} vs the {what} of the {trained} profile (not a reproduction "
+                "check)")
     if "std" in ref:
         spread = ref["std"]["mrr"]
         verdict = "within 2 std" if abs(diff) <= 2 * spread + 0.01 else "outside 2 std"
@@ -231,14 +245,16 @@ def _compare(ours: dict | None, ref: dict | None) -> str:
     return f"MRR {diff:+.2f} vs the reference"
 
 
-def render(table, entries: list[dict], profile: str, selection: str, out: Path) -> str:
+def render(table, entries: list[dict], profile: str, selection: str, out: Path,
+           extra: list[str] | None = None) -> str:
     lines = [f"# {table.title}", "",
              f"Profile `{profile}`; rows: {selection}. Pools: dev = ReQA built from SQuAD "
              "dev-v1.1 (10,250 candidates, 10,539 questions); train = ReQA built from "
              "train-v1.1 (the ReQA paper's pool). Paper numbers are the paper's, on the pool it "
              "used (the ENDX paper says dev; the BM25 and quoted rows are probably on train). "
-             "Committed reference: this repository's own results (`results/`), to check that "
-             "you reproduced ours. Cells are MRR / R@1 / R@5. Trained rows learn from "
+             "Committed reference: this repository's own results (`results/`): the same "
+             "settings (seed 42), else a seed mean on today's pools (± its sample std), to "
+             "check that you reproduced ours. Cells are MRR / R@1 / R@5. Trained rows learn from "
              "train-v1.1, so they are scored on the dev pool only.", "",
              "| method | pool | status | paper | this run | committed reference | comparison "
              "| notes |", "|---|---|---|---|---|---|---|---|"]
@@ -259,10 +275,10 @@ def render(table, entries: list[dict], profile: str, selection: str, out: Path) 
         if ref and "std" in ref:
             ref_cell += f" (± {ref['std']['mrr']:.2f} MRR)"
         if ref:
-            ref_cell += f" `{ref['source']}`"
+            ref_cell += f" `{ref['source']}`" + (f" ({ref['about']})" if ref.get("about") else "")
         lines.append(f"| {e['row']} | {e['pool']} | {STATUS_TEXT.get(e['status'], e['status'])} "
                      f"| {_triple(e['paper'])} | {_triple(ours)} | {ref_cell} "
-                     f"| {_compare(ours, ref)} | {'; '.join(notes)} |")
+                     f"| {_compare(ours, ref, profile, extra)} | {'; '.join(notes)} |")
     if any("all-MiniLM-L6-v2" in name for name in encoders):
         lines += ["", "Rows on all-MiniLM-L6-v2 start from it off-the-shelf: its authors trained "
                   "it on pairs that include SQuAD's training questions, so these rows are not "
@@ -419,7 +435,7 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool_of_rows:
         for done in [pool_of_rows.submit(compute, name) for name in todo]:
             done.result()  # a failed row fails the table, as it does one row at a time
-    text = render(table, entries, args.profile, selection, out)
+    text = render(table, entries, args.profile, selection, out, extra)
     if reduced:
         text += (f"\nProfile `{args.profile}` of the trained rows (what it reduces"
                  + (f"; every trained row also took `{args.train_overrides}`" if

@@ -11,7 +11,15 @@
   ``results/table2/<row>-<pool>.json``): the row is the file name before ``-<pool>``;
 * training reports (``rqa train``'s ``result.json`` with ``experiment``): the row is the paper
   row whose ``experiment`` is that experiment (``conf/tables``), seeds grouped into a mean and
-  a standard deviation; the test metrics, else the last validation ones (marked ``[val]``).
+  a standard deviation; the test metrics, else the last validation ones (marked ``[val]``);
+* the seed references that a paper table's rows declare (``reference:`` in conf/tables,
+  :mod:`.references`: per-question records or a sweep table's row, on today's pools), when
+  their files are in the folder; one whose settings differ from the row's profile is marked
+  ``[other settings]``.
+
+The tables of :data:`OLD_POOLS` (runs on the pools of the sentence splitter before the
+reference splitter, another dev pool) are shown apart from the paper's table, marked
+``[old pools]``: the rows' references are today's.
 
 The per-run files committed beside a table (``runs/`` folders) are skipped: the table holds
 their numbers.
@@ -36,6 +44,9 @@ from .common import RUN_FILES, paper_table, paper_table_rows
 TABLE_OF_STEM = {"side_by_side": "endx_table2", "side_by_side_gru_weights": "endx_table2",
                  "table2": "endx_table2", "table4": "endx_table4", "table5": "endx_table5",
                  "table6": "endx_table6"}
+#: committed tables (paths in the results folder) whose runs used the pools of the sentence
+#: splitter before the reference splitter, another dev pool ("the earlier runs" of results/endx/)
+OLD_POOLS = frozenset({"endx/side_by_side.json", "endx/side_by_side_gru_weights.json"})
 #: metrics looked for in a table that has no paper table
 DEFAULT_METRICS = ("mrr", "r@1", "r@5", "avg_recall")
 METRIC_NAMES = {"mrr": "MRR", "avg_recall": "average recall"}
@@ -111,7 +122,10 @@ def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
     named = data.get("table")
     table = named if isinstance(named, str) and named in paper_tables() \
         else TABLE_OF_STEM.get(path.stem)
+    tag = " [old pools]" if rel in OLD_POOLS else ""
     metrics = _paper_metrics(table)
+    if tag:  # not the paper table's figures; its metrics still name the columns
+        table = None
     paper_here = data.get("paper") if isinstance(data.get("paper"), dict) else {}
     out = []
     for row in data["rows"]:
@@ -129,7 +143,26 @@ def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
                 continue
             paper = (row.get("paper") or paper_here.get(name) or {}).get(metric)
             out.append(_entry(table, str(name), metric, ours, spread, runs or row.get("runs"),
-                              paper, rel, extra=extra))
+                              paper, rel, extra=extra, tag=tag))
+    return out
+
+
+def _reference_entries(root: Path) -> list[dict]:
+    """The seed references declared by the rows of every paper table (conf/tables, a row's
+    ``reference:``) whose files are in ``root``."""
+    from ..config import load_yaml
+    from .references import table_references
+
+    out = []
+    for table in paper_tables():
+        for (name, pool), ref in table_references(
+                load_yaml(f"tables/{table}.yaml"), root, f"conf/tables/{table}.yaml").items():
+            source = ref.path.removeprefix("results/")
+            extra = [f"{ref.profile} profile", *_seeds(ref.seeds), f"{pool} pool"]
+            tag = " [other settings]" if ref.differs else ""
+            out += [_entry(table, name, metric, ref.metrics[metric], ref.std[metric],
+                           len(ref.seeds), None, source, extra=extra, tag=tag)
+                    for metric in _paper_metrics(table) if metric in ref.metrics]
     return out
 
 
@@ -242,6 +275,7 @@ def collect_results(results_dir: str | Path) -> list[dict]:
         elif "experiment" in data and ("test" in data or "last_val" in data):
             reports.append((data, rel))
     entries += _report_entries(reports)
+    entries += _reference_entries(root)
     unique: dict[tuple, dict] = {}
     for e in entries:  # a row copied into two tables: kept once
         unique.setdefault((e["table"], e["method"], e["metric"], e["ours"], e["spread"]), e)

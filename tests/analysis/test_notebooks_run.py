@@ -142,13 +142,24 @@ def test_endx_similarity_runs_on_tiny_runs(env, tmp_path, kernel_env):
 
 
 def test_results_overview_runs_on_a_results_folder(env, tmp_path, kernel_env):
+    """Table 2 from a training report and the Dual-GRUs seed reference that
+    conf/tables/endx_table2.yaml declares (per-question records, today's pools); the old pools'
+    side_by_side.json in a table of its own."""
     results = tmp_path / "results"
-    (results / "endx").mkdir(parents=True)
+    (results / "endx" / "records").mkdir(parents=True)
     shutil.copy2(REPO / "results" / "endx" / "side_by_side.json", results / "endx")
+    for seed in (1, 2, 3):
+        shutil.copy2(REPO / "results" / "endx" / "records" /
+                     f"dual_gru_seed{seed}.questions.jsonl.gz", results / "endx" / "records")
     (results / "tiny").mkdir()
     (results / "tiny" / "result.json").write_text(json.dumps(env.dual))
     out = run("results_overview.ipynb", tmp_path, RESULTS_DIR=str(results))
-    assert out["images"] == 1 and "1 tables" in out["text"]
+    assert out["images"] == 2 and "2 tables" in out["text"]
+    nb = json.loads((tmp_path / "results_overview.ipynb").read_text())
+    shown = "".join("".join(o.get("data", {}).get("text/markdown", []))
+                    for c in nb["cells"] for o in c.get("outputs", []))
+    assert "| 20.58 ± 0.95 | 3 | 55.24 | endx/records/dual_gru_seed{1,2,3}" in shown
+    assert "[old pools] | mrr | 21.26 ± 1.05 | 3 | 55.24 | endx/side_by_side.json |" in shown
 
 
 def test_compare_methods_runs_on_tiny_synthetic_records(tmp_path, kernel_env):

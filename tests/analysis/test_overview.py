@@ -62,7 +62,7 @@ def test_collect_results_reads_every_kind_of_file(tmp_path):
 def test_one_method_from_two_files_is_labelled_apart(tmp_path):
     """Dual-BERTs of a seeds table and of a single evaluation, both on dev: two bars, labelled
     by profile and seeds; a pool a paper table is not about stays out of it."""
-    write(tmp_path / "endx" / "side_by_side.json", {"rows": [
+    write(tmp_path / "endx" / "seeds.json", {"table": "endx_table2", "rows": [
         {"name": "Dual-BERTs", "profile": "cpu", "seeds": [1, 2, 3], "test_pool": "reqa_squad/dev",
          "mrr": {"mean": 71.8, "std": 0.1, "n": 3}},
         {"name": "ENDX-BERTs", "profile": "cpu", "seeds": [1, 2, 3], "mrr": 68.0}]})
@@ -78,3 +78,26 @@ def test_one_method_from_two_files_is_labelled_apart(tmp_path):
                          "ENDX-BERTs (cpu profile, 3 seeds)", "BM25 (test pool)"}
     assert ours["Dual-BERTs (cpu profile, seed 42, dev pool)"]["paper"] == 71.06
     assert ours["BM25 (test pool)"]["table"] is None
+
+
+def test_old_pool_tables_leave_the_paper_table_and_declared_references_join_it(tmp_path):
+    """results/endx/side_by_side.json ran on the pools of the splitter before the reference
+    splitter: shown apart, marked; the rows' `reference:` (conf/tables) are Table 2's, marked
+    when their settings are not the profile's."""
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    for rel in ("endx/side_by_side.json", "endx/confounds/sweep_table_dual_minilm.json",
+                *(f"endx/records/dual_gru_seed{s}.questions.jsonl.gz" for s in (1, 2, 3))):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / "results" / rel, tmp_path / rel)
+    get = {(e["table"], e["method"], e["metric"]): e for e in collect_results(tmp_path)}
+    gru = get[("endx_table2", "Dual-GRUs", "mrr")]
+    assert (round(gru["ours"], 2), round(gru["spread"], 2), gru["runs"]) == (20.58, 0.95, 3)
+    assert gru["source"] == "endx/records/dual_gru_seed{1,2,3}.questions.jsonl.gz"
+    assert round(get[("endx_table2", "ENDX-BERTs [other settings]", "mrr")]["ours"], 2) == 67.60
+    old = get[(None, "Dual-GRUs [old pools]", "mrr")]
+    assert (old["ours"], old["source"]) == (21.2574, "endx/side_by_side.json")
+    assert not any(e["table"] == "endx_table2" and e["source"] == "endx/side_by_side.json"
+                   for e in get.values())
