@@ -62,7 +62,8 @@ examples:
   rqa evaluate --pipeline hybrid_convex --dataset reqa_squad --pool dev
 
 ways in:
-  a method       rqa train experiment=NAME [profile=cpu]   (rqa train --help lists them)
+  a method       rqa train experiment=NAME [profile=paper|cpu|gpu]   (default paper; rqa train
+                 --help lists the experiments and their profiles)
   a baseline     rqa evaluate --model bm25|static:glove50|...   (rqa evaluate --help)
   an export      rqa evaluate --checkpoint DIR, rqa encode, rqa export
   a pipeline     rqa evaluate --pipeline NAME, one of conf/pipeline/:

@@ -8,7 +8,8 @@ from .parsing import add_command
 
 def add_parser(sub) -> None:
     tr = add_command(sub, "train", run=run, threads="config", epilog=_epilog,
-                     help="train a method: rqa train experiment=NAME [profile=cpu]",
+                     help="train a method: rqa train experiment=NAME [profile=paper|cpu|gpu] "
+                          "(default paper)",
                      description="Train a method: compose conf/train.yaml, the experiment, "
                                  "its profile and KEY=VALUE settings; fit, export the best "
                                  "checkpoint, evaluate it on the test pool and print the "
