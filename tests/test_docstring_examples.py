@@ -8,57 +8,24 @@ from __future__ import annotations
 
 import doctest
 import importlib
+from pathlib import Path
 
 import pytest
 
-MODULES = [
-    "retrieval_qa.losses.triplet",
-    "retrieval_qa.losses.gam",
-    "retrieval_qa.losses.gaussian_kl",
-    "retrieval_qa.losses.listwise",
-    "retrieval_qa.losses.matching",
-    "retrieval_qa.losses.quadratic_conditional",
-    "retrieval_qa.losses.reconstruction",
-    "retrieval_qa.losses.distillation",
-    "retrieval_qa.losses.in_batch_softmax",
-    "retrieval_qa.encoders.builders",
-    "retrieval_qa.encoders.poolers",
-    "retrieval_qa.encoders.dual_towers",
-    "retrieval_qa.encoders.tower",
-    "retrieval_qa.encoders.projection",
-    "retrieval_qa.encoders.token_embedder",
-    "retrieval_qa.encoders.token_encoder",
-    "retrieval_qa.encoders.recurrent_encoder",
-    "retrieval_qa.encoders.transformer_encoder",
-    "retrieval_qa.encoders.pretrained_encoder",
-    "retrieval_qa.models.dual_encoder",
-    "retrieval_qa.models.endx",
-    "retrieval_qa.models.vae",
-    "retrieval_qa.models.distill",
-    "retrieval_qa.models.residual",
-    "retrieval_qa.models.inference",
-    "retrieval_qa.models.artifact",
-    "retrieval_qa.training.compose",
-    "retrieval_qa.evaluation.evaluator",
-    "retrieval_qa.evaluation.metrics",
-    "retrieval_qa.evaluation.ranking",
-    "retrieval_qa.evaluation.search",
-    "retrieval_qa.evaluation.rank_metrics",
-    "retrieval_qa.evaluation.runfile",
-    "retrieval_qa.evaluation.per_question",
-    "retrieval_qa.pipeline.retrievers",
-    "retrieval_qa.pipeline.rerankers",
-    "retrieval_qa.pipeline.gate",
-    "retrieval_qa.pipeline.composition",
-    "retrieval_qa.pipeline.run",
-    "retrieval_qa.data.loading",
-    "retrieval_qa.data.sources",
-    "retrieval_qa.data.types",
-    "retrieval_qa.distill.teacher",
-    "retrieval_qa.distill.datamodule",
-    "retrieval_qa.distill.negatives",
-    "retrieval_qa.export.sentence_transformers",
-]
+
+def _modules_with_examples() -> list[str]:
+    """Every module of the package whose source holds a docstring example (``>>> ``): found,
+    never listed by hand, so a new module's examples run without an edit here."""
+    package = Path(__file__).resolve().parents[1] / "retrieval_qa"
+    names = []
+    for path in sorted(package.rglob("*.py")):
+        if ">>> " in path.read_text(encoding="utf-8"):
+            parts = path.relative_to(package.parent).with_suffix("").parts
+            names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+MODULES = _modules_with_examples()
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -68,7 +35,8 @@ def test_docstring_examples(name):
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report: list[str] = []
     tests = [t for t in finder.find(module, name) if t.examples]
-    assert tests, f"{name}: no docstring example"
+    if not tests:
+        pytest.skip(f"{name}: '>>> ' in its source is not a docstring example")
     for test in sorted(tests, key=lambda t: t.name):
         runner.run(test, out=report.append)
     assert runner.summarize(verbose=False).failed == 0, "".join(report)
