@@ -33,9 +33,10 @@ class Budget(pl.Callback):
 
 
 class TimeBudget(Budget):
-    """A :class:`Budget` of ``minutes`` since this call's training started. Lightning's
-    ``max_time`` stops by ending the epoch, and a checkpoint written then resumes at the next
-    epoch, past the steps the budget cut. One process: the clock is not broadcast."""
+    """A :class:`Budget` of ``minutes`` since this call's training started. (Lightning's
+    ``max_time`` stops by ending the epoch; its checkpoint, written at that cut epoch's end,
+    resumes inside the epoch through :class:`~.callbacks.ExactResumeFitLoop`, but a budget
+    stops at a step and says so.) One process: the clock is not broadcast."""
 
     def __init__(self, minutes: float) -> None:
         self.seconds = 60.0 * float(minutes)
