@@ -145,6 +145,26 @@ def _per_question(module, data, run_dir: Path) -> dict:
     return {"per_question": path.name}
 
 
+def _log_look(cfg: DictConfig, overrides, report: dict, module, run_dir: Path) -> None:
+    """The test's line in the ledger of test-pool looks (:mod:`..evaluation.ledger`), when it
+    ran on a test pool."""
+    from ..evaluation import ledger
+
+    test = report["test"]
+    if "dataset" not in test or "pool" not in test:
+        return
+    ranks = getattr(module, "test_question_ranks", None)
+    record = run_dir / test["per_question"] if test.get("per_question") else None
+    ledger.record(dataset=test["dataset"], pool=test["pool"],
+                  metrics=test.get("metrics", {}), questions=int(test.get("questions") or 0),
+                  kind="train", name=cfg.experiment,
+                  settings=OmegaConf.to_container(cfg, resolve=True), seed=cfg.seed,
+                  overrides=list(overrides), checkpoint=report["checkpoint"],
+                  ranks=None if ranks is None else ranks[0], record_file=record,
+                  subset="the test pool capped (data.max_test_questions)"
+                  if test.get("capped") else None)
+
+
 def train(composed: Composed | DictConfig) -> dict:
     """Build the method that ``model._target_`` names, fit it (resuming from the run's last
     checkpoint), load the best checkpoint, export its inference artefact, test it with the
@@ -250,6 +270,7 @@ def _train(composed: Composed | DictConfig) -> dict:
     if cfg.test_after_fit:
         report["test"] = {**module.test_results, **data.describe().get("test", {})}
         report["test"].update(_per_question(module, data, run_dir))
+        _log_look(cfg, overrides, report, module, run_dir)
     report["seconds"] = round(time.perf_counter() - start, 1)
     report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
     write_text(run_dir / run_folder.RESULT, json.dumps(report, indent=2))

@@ -17,6 +17,7 @@ from helpers import (  # setup_dirs: tests/training/conftest.py
 
 from retrieval_qa.cli import main
 from retrieval_qa.data import load_pool
+from retrieval_qa.evaluation import ledger
 from retrieval_qa.evaluation.per_question import RUN_DIR_NAME, beside_run_file, read_per_question
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
@@ -24,7 +25,8 @@ from retrieval_qa.training.callbacks import ResumableCheckpoints
 from retrieval_qa.training.run import export_untrained, train
 
 
-def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
+def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(ledger.ENV, str(tmp_path / "ledger.jsonl"))
     report = train(tiny(setup_dirs, tmp_path))
     assert report["experiment"] == "dual_gru" and report["profile"] == "cpu"
     assert report["pretrained"] and report["seconds"] > 0 and report["epochs"] == 2
@@ -47,6 +49,11 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys):
     evaluated = read_per_question(beside_run_file(tmp_path / "dev.jsonl"))
     assert evaluated.header["pool_fingerprint"] == record.header["pool_fingerprint"]
     assert evaluated.ids == record.ids
+    # both looks at the test pool are on the ledger: the training's test and the evaluation
+    tested, looked = ledger.read(tmp_path / "ledger.jsonl")
+    assert (tested["kind"], tested["name"], tested["seed"]) == ("train", "dual_gru", 42)
+    assert tested["ranks"] == ledger.ranks_digest(record.ranks)
+    assert looked["kind"] == "evaluate" and looked["ranks"] == ledger.ranks_digest(evaluated.ranks)
     pool, _ = load_pool("reqa_squad", "dev", setup_dirs[0] / "data", use_cache=False)
     scores = pool_scores(report["checkpoint"], pool)
     for ranked in (record, evaluated):
