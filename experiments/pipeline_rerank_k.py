@@ -51,6 +51,7 @@ def main() -> None:
     from retrieval_qa.classifiers.reranker import CrossEncoderReranker
     from retrieval_qa.config import load_yaml
     from retrieval_qa.data import load_pool
+    from retrieval_qa.evaluation import ledger
     from retrieval_qa.pipeline.composition import load_pipeline
     from retrieval_qa.pipeline.run import run_pipeline
     from retrieval_qa.pipeline.tuning import question_subset
@@ -70,6 +71,11 @@ def main() -> None:
         out = run_pipeline(run_cfg, pool, Path("runs/pipeline") / f"{cfg.name}-k{k}",
                            from_run_files=args.from_run_files, reranker=reranker,
                            evaluation=load_yaml("eval/default.yaml"))
+        ledger.record(dataset=pool.dataset, pool=pool.pool, metrics=out["metrics"],
+                      questions=len(pool.questions), kind="pipeline", name=cfg.name,
+                      settings=out["settings"], overrides=[*overrides, f"reranker.top_k={k}"],
+                      subset=f"{args.max_questions} questions drawn with seed "
+                             f"{cfg.tuning.split_seed}" if args.max_questions else None)
         rows.append({"k": k, "stages": out["stages"], "fusion": out["fusion"],
                      "new_pairs_scored": reranker.pairs - before[1],
                      "new_scoring_seconds": round(reranker.seconds - before[0], 2)})

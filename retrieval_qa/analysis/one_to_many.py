@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..data.subsets import one_to_many_subset
 from ..data.types import RetrievalPool
-from ..evaluation import DenseScorer, evaluate
+from ..evaluation import DenseScorer, evaluate, ledger
 from ..evaluation.evaluator import evaluator_settings
 from ..training.compose import load_group
 from .common import (
@@ -92,6 +92,10 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
             res = evaluate(s["pool"], DenseScorer(q[s["rows"]], c),
                            **{**settings, "doc_level": False}, progress=False, desc=f"k>={k}")
             per_k[str(k)] = _metrics(res.metrics)
+            ledger.record(dataset=s["pool"].dataset, pool=s["pool"].pool, metrics=res.metrics,
+                          questions=res.questions, kind="evaluate", name=str(name),
+                          checkpoint=str(folder), ranks=res.ranks,
+                          subset=f"answers asked by >= {k} questions")
         runs.append({"name": name, "model": folder, "encode_seconds": enc_s, "metrics": per_k})
 
     grouped = group_by_name((r["name"], r) for r in runs)
