@@ -15,6 +15,7 @@ from retrieval_qa.evaluation import ledger
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 SUMMARIES = [REPO / "README.md", REPO / "docs" / "results.md",
+             *sorted((REPO / "docs" / "papers").glob("*.md")),
              *sorted(RESULTS.glob("*/README.md"))]
 
 

@@ -117,24 +117,44 @@ def overview_table(studies: list[Study], base: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pages(results: Path, repo: Path) -> list[Path]:
+    """The pages that may hold generated blocks: README.md, every page under docs/ and each
+    study's README."""
+    return [repo / "README.md", *sorted((repo / "docs").rglob("*.md")),
+            *sorted(Path(results).glob("*/README.md"))]
+
+
 def blocks(results: Path, repo: Path) -> dict[Path, dict[str, str]]:
-    """``{file: {block name: rendered text}}`` of every generated block."""
-    studies = load_studies(results)
+    """``{file: {block name: rendered text}}`` of every block the pages hold
+    (``overview``, a study's name, ``looks:FAMILY``), links relative to each page; each
+    study's README must hold its own table and README.md the overview."""
+    studies = {s.name: s for s in load_studies(results)}
     looks = ledger_looks(results)
     out: dict[Path, dict[str, str]] = {}
-    for s in studies:
-        readme = out.setdefault(s.folder / "README.md", {})
-        readme[s.name] = study_table(s, s.folder, looks)
-        families = sorted({c.family for c in s.claims if c.family})
-        kept = kept_digests(s)
-        for fam in families:
-            readme[f"looks:{fam}"] = looks_table(results, fam, kept)
-    out.setdefault(repo / "README.md", {})["overview"] = overview_table(studies, repo)
-    docs = repo / "docs" / "results.md"
-    out.setdefault(docs, {})["overview"] = overview_table(studies, docs.parent)
-    for s in studies:
-        out[docs][s.name] = study_table(s, docs.parent, looks)
+    for page in pages(results, repo):
+        if not page.is_file():
+            continue
+        names = [m.group("name") for m in BLOCK.finditer(page.read_text(encoding="utf-8"))]
+        if page.name == "README.md" and page.parent.name in studies:
+            names.append(page.parent.name)
+        if page == repo / "README.md":
+            names.append("overview")
+        for name in dict.fromkeys(names):
+            out.setdefault(page, {})[name] = _block(name, studies, looks, results, page.parent)
     return out
+
+
+def _block(name: str, studies: dict, looks: dict, results: Path, base: Path) -> str:
+    if name == "overview":
+        return overview_table(list(studies.values()), base)
+    if name.startswith("looks:"):
+        family = name.split(":", 1)[1]
+        kept = set().union(*(kept_digests(s) for s in studies.values()))
+        return looks_table(results, family, kept)
+    if name not in studies:
+        raise ValueError(f"<!-- claims:{name} -->: no study {name!r} (results/*/claims.yaml) "
+                         "and not 'overview' or 'looks:FAMILY'")
+    return study_table(studies[name], base, looks)
 
 
 def _rewrite(path: Path, rendered: dict[str, str]) -> tuple[str, list[str]]:
@@ -168,8 +188,7 @@ def render(results: Path, repo: Path, write: bool = True) -> dict[str, list[str]
             diffs[str(path.relative_to(repo))] = ["missing file"]
             continue
         new, missing = _rewrite(path, rendered)
-        problems = [f"no block <!-- claims:{n} -->" for n in missing
-                    if not n.startswith("looks:")]
+        problems = [f"no block <!-- claims:{n} -->" for n in missing]
         if new != path.read_text(encoding="utf-8"):
             problems.append("a generated table differs from its records")
             if write:
