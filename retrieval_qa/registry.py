@@ -22,10 +22,14 @@ configs written before."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import importlib.util
 import inspect
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -168,12 +172,92 @@ def takes(target: Any, name: str) -> bool:
         p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in parameters)
 
 
+def _module_file(module_name: str) -> Path | None:
+    """The source file of ``module_name``, found without importing it or its packages (a
+    top-level package's spec imports nothing); None: not a plain source file."""
+    top, *rest = module_name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return Path(spec.origin) if spec is not None and not rest and spec.origin else None
+    folder = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    for path in (folder.with_suffix(".py"), folder / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _def_in_source(module_name: str, attr: str, hops: int = 2) -> ast.AST | None:
+    """The undecorated ``def``/``class`` ``attr`` of ``module_name``'s source, following a
+    ``from X import attr`` re-export (``torch.optim.AdamW``) up to ``hops`` times."""
+    path = _module_file(module_name)
+    if path is None:
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == attr:
+            return None if node.decorator_list else node
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and hops and any(
+                a.name == attr and a.asname in (None, attr) for a in node.names):
+            package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
+            source = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                 package) if node.level else node.module
+            return _def_in_source(source, attr, hops - 1)
+    return None
+
+
+@functools.cache
+def _source_parameters(target: str) -> tuple[frozenset[str], frozenset[str], bool] | None:
+    """(every parameter name, those a keyword can pass, whether it takes ``**kwargs``) of
+    the callable ``target`` names, read from its source with ast, so that composing a config
+    (``rqa train --cfg``, ``rqa sweep --dry-run``) imports no torch or Lightning; None when
+    the source does not say (no source file, a decorated definition, a class without its own
+    ``__init__``): the target is then imported and inspected."""
+    module_name, _, attr = target.rpartition(".")
+    node = _def_in_source(module_name, attr)
+    if isinstance(node, ast.ClassDef):
+        node = next((n for n in node.body if isinstance(n, ast.FunctionDef)
+                     and n.name == "__init__" and not n.decorator_list), None)
+        skip = 1  # self
+    else:
+        skip = 0
+    if node is None:
+        return None
+    a = node.args
+    positional = [x.arg for x in [*a.posonlyargs, *a.args]][skip:]
+    keyword = [x.arg for x in a.args][max(0, skip - len(a.posonlyargs)):] + \
+        [x.arg for x in a.kwonlyargs]
+    extra = [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return (frozenset([*positional, *keyword, *extra]), frozenset(keyword), a.kwarg is not None)
+
+
+def parameters_of(target: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(every parameter name, the keyword-passable ones, takes ``**kwargs``) of the callable
+    ``target`` (``package.module.Name``): inspected when its module is imported already, else
+    read from its source (:func:`_source_parameters`), else imported and inspected."""
+    module_name = target.rpartition(".")[0]
+    found = None if module_name in sys.modules else _source_parameters(target)
+    if found is not None:
+        return found
+    try:
+        params = inspect.signature(locate(target)).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return frozenset(), frozenset(), True
+    return (frozenset(p.name for p in params),
+            frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                           p.KEYWORD_ONLY)),
+            any(p.kind is p.VAR_KEYWORD for p in params))
+
+
 @functools.cache
 def _kind_arguments(kind: str) -> frozenset[str]:
-    """The keyword parameters of every class that a short name of ``kind`` names."""
+    """The parameters of every class that a short name of ``kind`` names."""
     out: set[str] = set()
     for named in SHORT_NAMES[kind][1].values():
-        out.update(inspect.signature(locate(named["_target_"])).parameters)
+        out.update(parameters_of(named["_target_"])[0])
     return frozenset(out)
 
 
@@ -189,7 +273,8 @@ def resolve(cfg: DictConfig | Mapping, where: str, kind: str) -> dict:
     if block.get("_target_"):
         return block
     key, named = _short_name(block, where, kind)
-    target, builder = locate(named["_target_"]), BUILDER_KEYS.get(kind, ())
+    builder = BUILDER_KEYS.get(kind, ())
+    _, keywords, any_keyword = parameters_of(named["_target_"])  # nothing imported if it can
     unknown = sorted(k for k in block if k != key and k not in builder
                      and k not in _kind_arguments(kind))
     if unknown:
@@ -197,7 +282,7 @@ def resolve(cfg: DictConfig | Mapping, where: str, kind: str) -> dict:
                               f"{list(SHORT_NAMES[kind][1])} takes them (fix: check the "
                               "spelling, or name the class that does in _target_)")
     return {**named, **{k: v for k, v in block.items() if k != key and k not in named
-                        and (k in builder or takes(target, k))}}
+                        and (k in builder or any_keyword or k in keywords)}}
 
 
 def require_keys(block: Mapping, keys: Iterable[str], where: str) -> None:

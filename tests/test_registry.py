@@ -116,3 +116,20 @@ def test_a_value_error_of_the_target_names_the_block():
     with pytest.raises(ValueError, match=r"pooler \(_target_ .*MultiHop.*\): combine='sum'"):
         instantiate({"type": "multihop_attention", "hops": 2, "attention_dim": 3,
                      "combine": "sum"}, "pooler", "pooler", hidden_size=4)
+
+
+@pytest.mark.parametrize("target", sorted({b["_target_"] for _, names in SHORT_NAMES.values()
+                                           for b in names.values()}))
+def test_parameters_read_from_the_source_are_those_inspect_gives(target):
+    """Composition reads a short name's parameters from its source (no torch imported for
+    ``rqa train --cfg``): the same as inspecting the imported class."""
+    import inspect
+
+    from retrieval_qa.registry import _source_parameters
+
+    params = inspect.signature(locate(target)).parameters.values()
+    assert _source_parameters(target) == (
+        frozenset(p.name for p in params),
+        frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                       p.KEYWORD_ONLY)),
+        any(p.kind is p.VAR_KEYWORD for p in params))

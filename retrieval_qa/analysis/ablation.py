@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..losses.gam import RELATION_NAMES
+from ..losses.relations import RELATION_NAMES
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,

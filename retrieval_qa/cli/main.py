@@ -178,7 +178,9 @@ def dispatch(args: argparse.Namespace, out) -> int:
         with contextlib.redirect_stdout(sys.stderr), stopping_on_signals():
             from ..runtime import apply_threads, resolve_threads
 
-            if args.threads_rule == "check":  # no torch: the value is checked
+            # no torch for what runs nothing (--cfg, --dry-run): the value is only checked
+            if args.threads_rule == "check" or getattr(args, "cfg", False) \
+                    or getattr(args, "dry_run", False):
                 resolve_threads(args.threads)
             elif args.threads_rule == "apply":  # "config": the command applies its config's
                 apply_threads(args.threads)

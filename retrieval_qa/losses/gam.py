@@ -72,6 +72,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .precision import float32_region
+from .relations import RELATION_NAMES
 
 __all__ = [
     "KERNELS",
@@ -86,10 +87,6 @@ __all__ = [
 ]
 
 KERNELS = ("inner_product", "gaussian", "gaussian_literal")
-#: The four relations of eq. 12, ``"x|y"`` = p(x_j | y_i), under their config names (YAML
-#: keys and command-line overrides cannot hold a ``|``): the one definition of the relation
-#: names, e.g. ``model.gam.final.qq`` of conf/model/endx.yaml is the weight of ``q|q``.
-RELATION_NAMES: dict[str, str] = {"qq": "q|q", "aa": "a|a", "aq": "a|q", "qa": "q|a"}
 #: ``"x|y"`` -> (neighbour side, anchor side), in the order of :data:`RELATION_NAMES`.
 RELATIONS: dict[str, tuple[str, str]] = {
     name: (name[0], name[2]) for name in RELATION_NAMES.values()
