@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
 from retrieval_qa.config import load_yaml, model_defaults  # noqa: E402
 from retrieval_qa.errors import UsageError  # noqa: E402
+from retrieval_qa.portable_paths import portable  # noqa: E402
 
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
@@ -295,7 +296,7 @@ def main(argv=None) -> int:
         todo = [s for s in selected if status[s.key] == "todo"]
         print(json.dumps({"dry_run": True, "steps": len(selected), "todo": len(todo),
                           "done": sum(status[s.key] == "done" for s in selected),
-                          "other_settings": len(clashes), "results_dir": str(res),
+                          "other_settings": len(clashes), "results_dir": portable(str(res)),
                           "plan": [{"key": s.key, "status": status[s.key],
                                     "command": s.command(), "output": str(s.output)}
                                    for s in selected]}))
@@ -334,7 +335,8 @@ def main(argv=None) -> int:
         status[s.key] = "done" if ok else "failed"
         (ran if ok else failed).append(s.key)
     print(json.dumps({"ran": ran, "failed": failed, "blocked": blocked,
-                      "results_dir": str(res), "commands": str(res / "commands.md"),
+                      "results_dir": portable(str(res)),
+                      "commands": portable(str(res / "commands.md")),
                       "seconds": round(time.perf_counter() - start, 1)}))
     return 1 if failed else 0
 

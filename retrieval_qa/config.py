@@ -25,6 +25,17 @@ def conf_dir() -> Path:
     return Path(os.environ.get("RQA_CONF_DIR") or Path(__file__).resolve().parents[1] / "conf")
 
 
+def shown_path(path: str | Path) -> str:
+    """A config path as a message names it: relative to the repository when inside it
+    (``conf/model/bm25.yaml``, the same on every machine), else as it is (a folder of
+    ``$RQA_CONF_PATH`` elsewhere is the user's own)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def conf_dirs() -> list[Path]:
     """Where configs are looked up, first match wins: the folders of ``$RQA_CONF_PATH``
     (``os.pathsep``-separated; a project's own methods and experiments), then :func:`conf_dir`."""
@@ -42,7 +53,8 @@ def load_yaml(relative: str) -> DictConfig:
     if path is None:
         group = Path(relative).parent.as_posix()
         names = conf_names(group)
-        raise FileNotFoundError(f"config {relative} not found in {[str(d) for d in conf_dirs()]}; "
+        raise FileNotFoundError(f"config {relative} not found in "
+                                f"{[shown_path(d) for d in conf_dirs()]}; "
                                 f"{did_you_mean(Path(relative).stem, names)}available in "
                                 f"{group}/: {names}")
     return load_yaml_file(path)
@@ -65,10 +77,10 @@ def load_yaml_file(path: str | Path, what: str = "config file") -> DictConfig:
     try:
         cfg = OmegaConf.load(path)
     except yaml.YAMLError as e:
-        raise InputFileError(what, path, f"not valid YAML ({yaml_error_line(e)})",
+        raise InputFileError(what, shown_path(path), f"not valid YAML ({yaml_error_line(e)})",
                              "repair the YAML at that line") from e
     if not isinstance(cfg, DictConfig):
-        raise InputFileError(what, path, "not a YAML mapping (key: value lines)",
+        raise InputFileError(what, shown_path(path), "not a YAML mapping (key: value lines)",
                              "write its settings as key: value")
     return cfg
 
