@@ -44,7 +44,9 @@ def kept_looks(results: Path) -> dict[str, str]:
         for claim in study.claims:
             for path in claim.files():
                 if path.name.endswith(".jsonl.gz"):
-                    kept[ranks_digest(read_per_question(path).ranks)] = claim.key
+                    digest = ranks_digest(read_per_question(path).ranks)
+                    keys = kept.get(digest, "").split(", ") if digest in kept else []
+                    kept[digest] = ", ".join(sorted({*keys, claim.key}))
     return kept
 
 
