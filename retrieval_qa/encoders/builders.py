@@ -161,6 +161,29 @@ def build_token_embedder(encoder: Any, weight: torch.Tensor | None = None) -> To
     )
 
 
+def checkpoint_use(encoder: Any, label: str) -> str:
+    """How a two-tower method's outputs name its checkpoint (their ``pretrained``): ``label``
+    (:attr:`~retrieval_qa.pretrained.ResolvedCheckpoint.label`) when the towers are the
+    checkpoint's model; else the part of it they use, so that a GRU over MiniLM's word
+    embeddings does not read as MiniLM the encoder.
+
+    Args:
+        encoder: the ``model.towers.encoder`` block.
+        label: the resolved checkpoint's label.
+
+    Example:
+
+        >>> checkpoint_use({"type": "gru", "embedding_dim": None}, "bert-base-uncased")
+        'only the tokenizer and token-embedding table of bert-base-uncased'
+    """
+    enc = plain(encoder)
+    if _over_model(enc):
+        return label
+    if enc.get("embedding_dim") is not None:
+        return f"only the tokenizer of {label} (a random token-embedding table)"
+    return f"only the tokenizer and token-embedding table of {label}"
+
+
 def _over_model(enc: dict[str, Any]) -> bool:
     """Whether the encoder class is built over a Hugging Face model (else a token table)."""
     return takes(target_of(enc, _ENCODER, "encoder"), "model")

@@ -58,10 +58,12 @@ class RetrievalModule(pl.LightningModule):
 
     @classmethod
     def build(cls, cfg: DictConfig) -> Built:
+        from ..encoders.builders import checkpoint_use
         from ..pretrained import load_tokenizer, resolve_pretrained
 
         enc = encoder_settings(cfg, cls.encoder_config(cfg.model))
         checkpoint = resolve_pretrained(enc.pretrained, fallback=enc.fallback)
+        used = checkpoint_use(enc, checkpoint.label)  # a GRU uses its tokenizer and table only
         tokenizer = load_tokenizer(checkpoint)
         set_vocab_size(enc, tokenizer)  # a random token table: one row per tokenizer id
         data = instantiate(cfg.data, "data", tokenizer=tokenizer)
@@ -71,9 +73,9 @@ class RetrievalModule(pl.LightningModule):
             "max_question_length": cfg.data.max_question_length,
             "max_answer_length": cfg.data.max_answer_length,
             "answer_with_context": cfg.data.answer_with_context,
-            "pretrained": checkpoint.label, "experiment": cfg.experiment,
+            "pretrained": used, "experiment": cfg.experiment,
             "profile": cfg.profile}
-        return Built(module, data, {"pretrained": checkpoint.label,
+        return Built(module, data, {"pretrained": used,
                                     "pretrained_substituted": checkpoint.substituted})
 
     def towers_config(self) -> dict:

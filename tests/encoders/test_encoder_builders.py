@@ -166,3 +166,17 @@ def test_tower_output_ignores_padding(encoder_type, pooler, config_factory, batc
         short = tower(ids, mask)
         long = tower(*pad_factory(ids, mask, 7))
     torch.testing.assert_close(long, short, atol=1e-5, rtol=1e-4)
+
+
+def test_the_pretrained_label_says_what_of_the_checkpoint_the_towers_use():
+    """A GRU over MiniLM's word embeddings uses its tokenizer and token table only: the
+    label of its outputs (Table 2's notes) says so; a pretrained encoder is the model."""
+    from retrieval_qa.encoders.builders import checkpoint_use
+
+    label = "sentence-transformers/all-MiniLM-L6-v2 (packaged, standing in for bert-base-uncased)"
+    assert checkpoint_use({"type": "pretrained"}, label) == label
+    for kind in ("gru", "lstm", "rnn", "transformer"):
+        assert checkpoint_use({"type": kind, "embedding_dim": None}, label) == \
+            f"only the tokenizer and token-embedding table of {label}"
+    assert checkpoint_use({"type": "gru", "embedding_dim": 64}, label) == \
+        f"only the tokenizer of {label} (a random token-embedding table)"
