@@ -6,6 +6,8 @@ whose description names the stage."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -51,3 +53,52 @@ def stage(name: str, enabled: bool = True) -> Iterator[Stage]:
     sys.stderr.write(("\r" if live else "")
                      + f"{name} ... {s.done} in {time.perf_counter() - start:.1f} s{detail}\n")
     sys.stderr.flush()
+
+
+#: what ``--quiet`` sets for the libraries a command imports (and the processes it starts):
+#: transformers' log lines at error level only
+QUIET_ENVIRONMENT = {"TRANSFORMERS_VERBOSITY": "error"}
+
+
+@contextlib.contextmanager
+def quiet_libraries(enabled: bool = True) -> Iterator[None]:
+    """``--quiet`` for the libraries: while the command runs, no log line below WARNING
+    (Lightning's "GPU available ...", "`Trainer(limit_train_batches=1.0)` was configured ...",
+    "Seed set to ...", whatever logger they use) and no progress bar of Hugging Face
+    (transformers' "Loading weights", the hub's downloads); warnings and errors still show.
+    Everything is as it was afterwards (a process may run several commands: the tests).
+
+    Args:
+        enabled: False: a no-op (a command run without ``--quiet``).
+    """
+    if not enabled:
+        yield
+        return
+    import huggingface_hub.utils as hub  # cheap, unlike transformers
+
+    hf = sys.modules.get("transformers.utils.logging")
+    bars = not hub.are_progress_bars_disabled()
+    hf_state = (hf.get_verbosity(), hf.is_progress_bar_enabled()) if hf is not None else None
+    environment = {k: os.environ.get(k) for k in QUIET_ENVIRONMENT}
+    level = logging.root.manager.disable
+    os.environ.update(QUIET_ENVIRONMENT)
+    hub.disable_progress_bars()  # transformers takes the hub's state when it is imported
+    if hf is not None:
+        hf.set_verbosity_error()
+        hf.disable_progress_bar()
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(level)
+        for key, value in environment.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        hf = sys.modules.get("transformers.utils.logging")
+        if hf is not None:  # imported before, or during the command (at error level then)
+            verbosity, hf_bars = hf_state or (hf._get_default_logging_level(), bars)
+            hf.set_verbosity(verbosity)
+            (hf.enable_progress_bar if hf_bars else hf.disable_progress_bar)()
+        (hub.enable_progress_bars if bars else hub.disable_progress_bars)()

