@@ -135,8 +135,8 @@ def test_rehearsal_runs_items_into_json_and_never_twice(world, tmp_path, monkeyp
     bench = json.loads((tmp_path / "out/enc-b128.json").read_text())
     _check_record(bench, "enc-b128", "bench")
     assert bench["ratio_ours_over_st"] > 0 and bench["ours_texts_per_s"] > 0
-    assert bench["sm_utilisation_mean"] is None and "no GPU" in \
-        bench["sm_utilisation_missing_because"]
+    assert bench["gpu_busy_mean"] is None and "no GPU" in \
+        bench["gpu_busy_missing_because"]
     before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
     out = _main(*args, capsys=capsys)                          # again: nothing runs
     assert "finished now: none" in out and "left: 0 items" in out
@@ -319,5 +319,5 @@ def test_queue_restores_finished_runs_except_those_a_run_to_do_reads(tmp_path):
 def test_a_checklist_line_of_the_wrong_form_names_the_line(tmp_path):
     with pytest.raises(ValueError, match=r"checklist.txt:2: expected 'ID MINUTES KIND"):
         D.parse_checklist(_checklist(tmp_path, ["x y"]))
-    with pytest.raises(ValueError, match="kind 'train' is not one of"):
-        D.parse_checklist(_checklist(tmp_path, ["x 1 train rqa train"]))
+    with pytest.raises(ValueError, match="kind 'fit' is not one of"):
+        D.parse_checklist(_checklist(tmp_path, ["x 1 fit rqa train"]))
