@@ -8,7 +8,7 @@ import time
 
 import pytorch_lightning as pl
 
-from .callbacks import ResumableCheckpoints, validation_follows
+from .resumable_checkpoints import ResumableCheckpoints, validation_follows
 
 
 class Budget(pl.Callback):
@@ -35,7 +35,7 @@ class Budget(pl.Callback):
 class TimeBudget(Budget):
     """A :class:`Budget` of ``minutes`` since this call's training started. (Lightning's
     ``max_time`` stops by ending the epoch; its checkpoint, written at that cut epoch's end,
-    resumes inside the epoch through :class:`~.callbacks.ExactResumeFitLoop`, but a budget
+    resumes inside the epoch through :class:`~.exact_resume.ExactResumeFitLoop`, but a budget
     stops at a step and says so.) One process: the clock is not broadcast."""
 
     def __init__(self, minutes: float) -> None:

@@ -5,7 +5,8 @@ A resumable checkpoint is a full Lightning checkpoint: the model, the optimiser 
 loops (with the training loader's position and, in the callbacks' states, the random-number
 states). A run writes one, ``checkpoints/last.ckpt``: after every validation and at every
 epoch's end, every ``trainer.checkpoint_every_n_steps`` steps or minutes, and on
-SIGTERM/SIGINT (:class:`~.callbacks.ResumableCheckpoints`): the newest state of the run.
+SIGTERM/SIGINT (:class:`~.resumable_checkpoints.ResumableCheckpoints`): the newest state of
+the run.
 The other files of ``checkpoints/`` hold weights only (no optimiser or loop state) and are
 never resumed from: ``best-{epoch}-{step}.ckpt``, the weights of a validation whose score is
 among the best (what the run tests and exports), and ``last-weights.ckpt``, written between

@@ -21,12 +21,13 @@ from ..registry import target_of
 from ..runtime import apply_threads, machine_info
 from ..written import read_report, write_text
 from . import run_folder
-from .callbacks import ResumableCheckpoints
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
 from .compose import Composed
 from .guards import check_trained
+from .resumable_checkpoints import ResumableCheckpoints
 from .trainer import build_trainer, resolve_precision
+from .writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +178,11 @@ def train(composed: Composed | DictConfig) -> dict:
     same settings is reused (its report, ``"reused": true``), an unfinished one resumed from
     its newest whole checkpoint; ``resume=never`` starts the folder over. One command at a
     time writes a run folder: another ``rqa train`` writing it is refused
-    (:class:`~.run_folder.WriterLock`). A run that trains no step or diverges is refused
+    (:class:`~.writer_lock.WriterLock`). A run that trains no step or diverges is refused
     (:mod:`.guards`) and writes no report."""
     cfg = composed.cfg if isinstance(composed, Composed) else composed
     # process 0 writes the folder (under DDP the other processes run this function too)
-    lock = run_folder.WriterLock(run_folder.run_dir(cfg)) if rank_zero_only.rank == 0 \
+    lock = WriterLock(run_folder.run_dir(cfg)) if rank_zero_only.rank == 0 \
         else contextlib.nullcontext()
     with lock:
         return _train(composed)

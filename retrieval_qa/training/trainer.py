@@ -36,7 +36,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..config import load_group
 from ..registry import instantiate
-from .callbacks import ResumableCheckpoints, on_gpu
+from .progress_bar import on_gpu
+from .resumable_checkpoints import ResumableCheckpoints
 
 # keys of conf/trainer that configure this builder (callbacks, compile); every other key is a
 # pl.Trainer argument, passed through as is (``precision: auto`` resolved first)
@@ -138,8 +139,8 @@ def build_trainer(cfg: DictConfig, run_dir: Path | None,
 def fit(trainer: pl.Trainer, module: pl.LightningModule, ckpt_path: str | Path | None = None,
         **data) -> None:
     """``trainer.fit(module, ckpt_path=..., **data)`` with the signal handlers of the
-    Trainer's :class:`~.callbacks.ResumableCheckpoints` from the start (a signal before the
-    first step stops at that step): a signal stops the fit with
+    Trainer's :class:`~.resumable_checkpoints.ResumableCheckpoints` from the start (a signal
+    before the first step stops at that step): a signal stops the fit with
     :class:`~retrieval_qa.errors.RunInterrupted` once ``last.ckpt`` is saved. Without that
     callback, a plain fit."""
     stopper = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)), None)

@@ -26,7 +26,7 @@ from helpers import final_weights, signal_at_step, tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training import callbacks
-from retrieval_qa.training.callbacks import rng_states, set_rng_states
+from retrieval_qa.training.rng_state import rng_states, set_rng_states
 from retrieval_qa.training.run import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ STEPS_PER_EPOCH = 7
 
 KILLER = """
 import os, signal, sys
-from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 kind, _, at = os.environ["KILL"].partition(":")
 at = int(at)
 

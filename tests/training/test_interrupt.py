@@ -17,8 +17,8 @@ import torch
 from helpers import signal_at_step, tiny, tiny_overrides
 
 from retrieval_qa.cli import main
-from retrieval_qa.training.callbacks import ResumableCheckpoints
 from retrieval_qa.training.compose import compose, compose_traced
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 from retrieval_qa.training.run import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ def test_wandb_offline_json_is_the_last_line_of_stdout(setup_dirs, tmp_path):
 
 KILLER = """
 import os, signal, sys
-from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 original = ResumableCheckpoints.on_train_batch_end
 def hook(self, trainer, *args):
     original(self, trainer, *args)

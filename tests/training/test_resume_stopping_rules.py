@@ -38,7 +38,8 @@ from torch.utils.data import TensorDataset
 from retrieval_qa.data.resumable import ResumableShuffleLoader
 from retrieval_qa.training import budgets
 from retrieval_qa.training.budgets import TimeBudget
-from retrieval_qa.training.callbacks import ExactResumeFitLoop, ResumableCheckpoints
+from retrieval_qa.training.exact_resume import ExactResumeFitLoop
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 from retrieval_qa.training.run import train
 from retrieval_qa.training.trainer import build_trainer, fit, trainer_config
 
@@ -134,7 +135,7 @@ def test_a_run_resumed_from_any_of_its_checkpoints_ends_as_the_uninterrupted_run
 
 KILLER = """
 import os, signal, sys
-from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 end = ResumableCheckpoints.on_train_batch_end
 def on_train_batch_end(self, trainer, *args):
     end(self, trainer, *args)

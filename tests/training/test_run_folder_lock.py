@@ -20,7 +20,7 @@ from helpers import tiny, tiny_overrides
 from retrieval_qa.cli import main
 from retrieval_qa.training import run_folder
 from retrieval_qa.training.run import train
-from retrieval_qa.training.run_folder import LOCK, RunFolderInUse, WriterLock
+from retrieval_qa.training.writer_lock import LOCK, RunFolderInUse, WriterLock
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = ("test_after_fit=false", "trainer.max_epochs=1", "threads=1")
@@ -30,7 +30,7 @@ RUN_DIR = Path("dual_gru") / "cpu-seed42"
 PAUSING = """
 import os, sys, time
 from pathlib import Path
-from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 end = ResumableCheckpoints.on_train_batch_end
 def on_train_batch_end(self, trainer, *args):
     end(self, trainer, *args)
@@ -46,7 +46,7 @@ sys.exit(main(["train", *sys.argv[1:]]))
 # holds a folder's lock until its stdin closes
 HOLDER = """
 import sys
-from retrieval_qa.training.run_folder import WriterLock
+from retrieval_qa.training.writer_lock import WriterLock
 with WriterLock(sys.argv[1]):
     print("locked", flush=True)
     sys.stdin.read()

@@ -21,7 +21,7 @@ from retrieval_qa.evaluation import ledger
 from retrieval_qa.evaluation.per_question import RUN_DIR_NAME, beside_run_file, read_per_question
 from retrieval_qa.losses import InBatchSoftmaxLoss
 from retrieval_qa.models.base import NonFiniteLossError
-from retrieval_qa.training.callbacks import ResumableCheckpoints
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 from retrieval_qa.training.run import export_untrained, train
 
 

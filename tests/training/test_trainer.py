@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytorch_lightning as pl
 from helpers import tiny
 
-from retrieval_qa.training.callbacks import ResumableCheckpoints, batches_to_run
+from retrieval_qa.training.progress_bar import batches_to_run
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 from retrieval_qa.training.run import train
 from retrieval_qa.training.trainer import build_trainer, trainer_config
 
