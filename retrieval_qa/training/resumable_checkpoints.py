@@ -16,10 +16,13 @@ import pytorch_lightning as pl
 from pytorch_lightning.loops import _FitLoop
 
 from ..errors import RunInterrupted  # raised here; defined light, for the command line
+from ..written import atomic_path
 from .exact_resume import ExactResumeFitLoop
 from .rng_state import rng_states, set_rng_states
 
 log = logging.getLogger(__name__)
+#: the suffix of a checkpoint's temporary file while it is written (``last.ckpt.tmp``)
+TMP = ".tmp"
 
 
 def validation_follows(trainer: pl.Trainer) -> bool:
@@ -43,7 +46,8 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
     run stops with :class:`RunInterrupted`. Between them, every ``weights_every_minutes``, a
     weights-only ``last-weights.ckpt`` (no optimiser or loop state: cheap at GPU rates; for
     export or inspection of a run that died, not for resuming). Checkpoints are written to a
-    temporary file and renamed, so a kill mid-write leaves the previous one. Never between a
+    temporary file and renamed, so a kill mid-write leaves the previous one, and a failed
+    write (a full disk) leaves no temporary file and names the checkpoint. Never between a
     step and the validation after it (Lightning would resume such a checkpoint past that
     validation): one due there is the one written after the validation, and the stop on a
     signal waits for the end of the next step. A checkpoint callback (Lightning runs those
@@ -138,21 +142,28 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
     def last_path(self) -> Path:
         return self.dirpath / "last.ckpt"
 
+    def _write(self, trainer, name: str, weights_only: bool) -> Path:
+        """``trainer.save_checkpoint`` to ``name`` in :attr:`dirpath` through ``<name>.tmp``,
+        renamed over it (:func:`~retrieval_qa.written.atomic_path`): a kill mid-write leaves
+        the previous checkpoint; any error (a full disk, Ctrl-C) removes the temporary file,
+        and an OSError names the checkpoint (``rqa``: one line with the fix, exit status 2).
+        Every process calls it (the save is collective); process 0 writes the file."""
+        target = self.dirpath / name
+        if not trainer.is_global_zero:
+            trainer.save_checkpoint(target.with_name(name + TMP), weights_only=weights_only)
+            return target
+        with atomic_path(target, "checkpoint", partial=TMP) as tmp:
+            trainer.save_checkpoint(tmp, weights_only=weights_only)
+        return target
+
     def save(self, trainer) -> str:
-        self.dirpath.mkdir(parents=True, exist_ok=True)
-        tmp = self.dirpath / ".last.ckpt.tmp"
-        trainer.save_checkpoint(tmp, weights_only=False)
-        if trainer.is_global_zero:
-            os.replace(tmp, self.last_path)
+        self._write(trainer, self.last_path.name, weights_only=False)
         self._last_saved_step = trainer.global_step
         self._deferred = False
         return str(self.last_path)
 
     def save_weights(self, trainer) -> None:
-        tmp = self.dirpath / ".last-weights.ckpt.tmp"
-        trainer.save_checkpoint(tmp, weights_only=True)
-        if trainer.is_global_zero:
-            os.replace(tmp, self.dirpath / "last-weights.ckpt")
+        self._write(trainer, "last-weights.ckpt", weights_only=True)
 
     def _due(self, trainer) -> tuple[bool, bool]:
         """(resumable checkpoint due, weights-only checkpoint due) at this step: the step
