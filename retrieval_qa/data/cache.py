@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ..written import DAMAGE, Damaged, atomic_dir, check, read_back, read_json
-from .types import MRQA_QID, Candidate, QAPair, RetrievalPool
+from .types import Candidate, QAPair, RetrievalPool, unit_by_id
 
 #: the layout of a cache folder (its files, columns and meta keys); another one is rebuilt
 CACHE_FORMAT = "rqa-pool-cache/2"
@@ -110,7 +110,7 @@ def _load(folder: Path) -> tuple[RetrievalPool, dict]:
     pairs = [QAPair(qq, a, context_of[aid], qid, aid) for qq, a, qid, aid in
              zip(p["question"], p["answer"], p["question_id"], p["answer_id"], strict=True)]
     unit = meta["question_unit"]
-    qids = q["question_id"] if unit == MRQA_QID else []
+    qids = q["question_id"] if unit_by_id(unit) else []
     pool = RetrievalPool(meta["dataset"], meta["pool"], candidates, q["question"], q["gold"],
                          pairs, meta["source"], unit, qids)
     return pool, meta["notes"]

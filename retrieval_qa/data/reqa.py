@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from .splitter import split_sentences
 from .squad import SquadParagraph
-from .types import MRQA_QID, QUESTION_TEXT, QUESTION_UNITS, Candidate, QAPair, RetrievalPool
+from .types import QUESTION_TEXT, QUESTION_UNITS, Candidate, QAPair, RetrievalPool, unit_by_id
 
 BUILDER_VERSION = "reqa-2"
 
@@ -38,16 +38,16 @@ def assemble_pool(dataset: str, pool: str, candidates: list[Candidate], pairs: l
     """Group QA inputs into evaluation units and attach gold candidate indices.
 
     ``question_unit="question_text"`` (ReQA): inputs with the same question string are one
-    unit; ``"mrqa_qid"`` (MultiReQA): inputs with the same question id are one unit, so two
-    units can share a string. ``gold_by="text"`` (ReQA): every candidate whose text equals an
-    answer sentence is gold; ``gold_by="id"`` (MultiReQA): only the answer candidates
-    themselves.
+    unit; ``"mrqa_qid"`` (MultiReQA) and ``"question_id"`` (a collection): inputs with the
+    same question id are one unit, so two units can share a string. ``gold_by="text"`` (ReQA):
+    every candidate whose text equals an answer sentence is gold; ``gold_by="id"`` (MultiReQA,
+    a collection): only the answer candidates themselves.
     """
     if gold_by not in ("text", "id"):
         raise ValueError(f"gold_by must be 'text' or 'id', got {gold_by!r}")
     if question_unit not in QUESTION_UNITS:
         raise ValueError(f"question_unit must be one of {QUESTION_UNITS}, got {question_unit!r}")
-    by_qid = question_unit == MRQA_QID
+    by_qid = unit_by_id(question_unit)
     by_text: dict[str, list[int]] = {}
     by_id: dict[str, int] = {}
     for i, c in enumerate(candidates):
@@ -72,8 +72,9 @@ def assemble_pool(dataset: str, pool: str, candidates: list[Candidate], pairs: l
 def reassemble(pool: RetrievalPool, name: str, candidates: list[Candidate],
                pairs: list[QAPair]) -> RetrievalPool:
     """A sub-pool of ``pool`` (some of its candidates and QA inputs) under the same rules: its
-    question unit and the gold rule that goes with it (text for ReQA, id for MultiReQA)."""
-    gold_by = "id" if pool.question_unit == MRQA_QID else "text"
+    question unit and the gold rule that goes with it (text for ReQA, id for MultiReQA and a
+    collection)."""
+    gold_by = "id" if pool.by_id else "text"
     return assemble_pool(pool.dataset, name, candidates, pairs, gold_by, pool.source,
                          pool.question_unit)
 

@@ -6,7 +6,23 @@ from dataclasses import dataclass, field
 
 QUESTION_TEXT = "question_text"  # ReQA: a question is a distinct question string
 MRQA_QID = "mrqa_qid"            # MultiReQA: a question is an MRQA question id
-QUESTION_UNITS = (QUESTION_TEXT, MRQA_QID)
+QUESTION_ID = "question_id"      # a user's own collection: a question is a query id
+QUESTION_UNITS = (QUESTION_TEXT, MRQA_QID, QUESTION_ID)
+
+
+def unit_by_id(question_unit: str) -> bool:
+    """Whether a question unit is an id (``mrqa_qid``, ``question_id``), whose gold is per
+    candidate, rather than the question text (``question_text``).
+
+    Args:
+        question_unit: one of :data:`QUESTION_UNITS`.
+
+    Example:
+
+        >>> unit_by_id("question_text"), unit_by_id("question_id")
+        (False, True)
+    """
+    return question_unit != QUESTION_TEXT
 
 
 @dataclass(frozen=True)
@@ -68,9 +84,11 @@ class RetrievalPool:
     """A retrieval benchmark in the evaluator's terms.
 
     ``questions`` are the texts of the evaluation units, the metric denominator; what a unit
-    is says ``question_unit``: ``"question_text"`` (ReQA: one per distinct question string)
-    or ``"mrqa_qid"`` (MultiReQA: one per MRQA question id, so two units can share a string;
-    ``question_ids[i]`` is then the qid of ``questions[i]``). ``gold[i]`` lists the indices
+    is says ``question_unit``: ``"question_text"`` (ReQA: one per distinct question string),
+    ``"mrqa_qid"`` (MultiReQA: one per MRQA question id, so two units can share a string;
+    ``question_ids[i]`` is then the qid of ``questions[i]``) or ``"question_id"`` (a user's
+    own collection, :mod:`.collection`: one per query id, as for MultiReQA). With an id unit
+    gold is per candidate (its ids), with the text unit every copy of a gold sentence. ``gold[i]`` lists the indices
     into ``candidates`` that count as correct for unit ``i``; ``pairs`` are the QA inputs
     (one per question and distinct answer sentence), which are also the training pairs when
     the pool is a training file.
@@ -83,8 +101,8 @@ class RetrievalPool:
         gold: ``gold[i]``, the indices into ``candidates`` correct for unit ``i``.
         pairs: the QA inputs; default: none.
         source: the files it was built from.
-        question_unit: ``"question_text"`` or ``"mrqa_qid"``.
-        question_ids: each unit's qid (required with ``"mrqa_qid"``).
+        question_unit: ``"question_text"``, ``"mrqa_qid"`` or ``"question_id"``.
+        question_ids: each unit's id (required with an id unit).
 
     Example:
 
@@ -114,20 +132,29 @@ class RetrievalPool:
         if self.question_unit not in QUESTION_UNITS:
             raise ValueError(f"{self.dataset}/{self.pool}: question_unit "
                              f"{self.question_unit!r} is not one of {QUESTION_UNITS}")
-        if self.question_unit == MRQA_QID and len(self.question_ids) != len(self.questions):
+        if self.by_id and len(self.question_ids) != len(self.questions):
             raise ValueError(f"{self.dataset}/{self.pool}: {len(self.questions)} questions but "
-                             f"{len(self.question_ids)} question ids (unit {MRQA_QID})")
+                             f"{len(self.question_ids)} question ids (unit "
+                             f"{self.question_unit})")
+
+    @property
+    def by_id(self) -> bool:
+        """Whether a unit is an id (``mrqa_qid``, ``question_id``: gold per candidate), not a
+        question string (``question_text``: every copy of a gold sentence is gold)."""
+        return unit_by_id(self.question_unit)
 
     @property
     def question_keys(self) -> list[str]:
-        """What identifies each unit: its qid (``mrqa_qid``) or its text (``question_text``)."""
-        return self.question_ids if self.question_unit == MRQA_QID else self.questions
+        """What identifies each unit: its id (``mrqa_qid``, ``question_id``) or its text
+        (``question_text``)."""
+        return self.question_ids if self.by_id else self.questions
 
     def pair_key(self, pair: QAPair) -> str:
         """The unit a QA input belongs to."""
-        return pair.question_id if self.question_unit == MRQA_QID else pair.question
+        return pair.question_id if self.by_id else pair.question
 
     def answer_key(self, pair: QAPair) -> str:
         """What identifies a QA input's answer: its candidate id where gold is per candidate
-        (MultiReQA), its sentence text where every copy of the text is gold (ReQA)."""
-        return pair.answer_id if self.question_unit == MRQA_QID else pair.answer
+        (MultiReQA, a collection), its sentence text where every copy of the text is gold
+        (ReQA)."""
+        return pair.answer_id if self.by_id else pair.answer

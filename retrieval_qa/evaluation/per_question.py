@@ -11,7 +11,8 @@ then one line per question, in pool order::
     {"id": "17", "gold_rank": 3.5, "rr": 0.285714, "r@1": 0, "r@5": 1, "r@10": 1,
      "doc_rank": 1.0, "doc_rr": 1.0, "qword": "what", "answer_words": 23}
 
-``id``: the MRQA qid when the pool's unit is the qid, else the question's row in the pool
+``id``: the question id when the pool's unit is one (MultiReQA's MRQA qid, a collection's
+query id), else the question's row in the pool
 (the pool fingerprint, a hash of the questions and their gold lists, says which pool; the
 digest of the question texts is what a run file carries too, so `rqa compare` can check that
 any two files hold the same questions before it pairs them).
@@ -78,7 +79,7 @@ def question_texts_digest(texts) -> str:
 
 
 def question_ids(pool) -> list[str]:
-    return list(pool.question_ids) if pool.question_unit == "mrqa_qid" and pool.question_ids \
+    return list(pool.question_ids) if pool.question_unit != "question_text" and pool.question_ids \
         else [str(i) for i in range(len(pool.questions))]
 
 

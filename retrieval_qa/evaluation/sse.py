@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..data.types import MRQA_QID, RetrievalPool
+from ..data.types import QUESTION_TEXT, RetrievalPool
 
 AVERAGES = ("pair", "answer", "sum")
 PAPER_MIN_QUESTIONS = 9  # Table 3: answers with more than 8 questions
@@ -122,7 +122,7 @@ def question_sse(embeddings: torch.Tensor, answer_keys: Sequence,
 def pool_answer_keys(pool: RetrievalPool) -> list[frozenset]:
     """Per question of ``pool``, the keys of its gold answers: the sentence texts of its gold
     candidates (ReQA, where every copy of the text is gold), or their ids (MultiReQA)."""
-    by_id = pool.question_unit == MRQA_QID
+    by_id = pool.question_unit != QUESTION_TEXT
     return [frozenset(pool.candidates[c].id if by_id else pool.candidates[c].text for c in gold)
             for gold in pool.gold]
 
