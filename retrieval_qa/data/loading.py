@@ -12,6 +12,7 @@ from ..errors import DataFileNotFoundError
 from ..written import Damaged, rebuilding
 from . import multireqa, reqa, splitter
 from .cache import cache_root, load_cached_pool, save_pool
+from .collection import collection_folder, load_collection
 from .io import file_sha256
 from .mrqa import read_mrqa
 from .sources import default_pool, resolve_data_dir, source_files
@@ -147,13 +148,17 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
     """Build (or read from cache) the pool; returns (pool, notes on the build). Without a
     local file, ``multireqa_squad``'s train pool is rebuilt from its boundaries over the
     SQuAD train file, and ``reqa_squad`` is asked of the Hugging Face hub (not in offline mode); other datasets
-    are an error naming the missing file.
+    are an error naming the missing file. A user's own collection (``collection:PATH``) is
+    read from its folder (:mod:`.collection`; not cached, ``data_dir`` not used).
 
     Args:
         dataset: one of :data:`~retrieval_qa.data.DATASETS` (``reqa_squad``,
-            ``multireqa_<name>``).
-        pool: ``dev``/``train`` (ReQA) or ``test``/``train`` (MultiReQA); None: the
-            dataset's evaluation pool (:func:`~retrieval_qa.data.default_pool`).
+            ``multireqa_<name>``), or ``collection:PATH`` (a PATH to a folder holding
+            ``corpus.jsonl`` too).
+        pool: ``dev``/``train`` (ReQA) or ``test``/``train`` (MultiReQA) or a collection's
+            split; None: the dataset's evaluation pool
+            (:func:`~retrieval_qa.data.default_pool`; a collection's ``test``, else its only
+            split).
         data_dir: the data folder (``--data-dir``); None: $RQA_DATA_DIR, then
             ``configured_dir``, then ``../shared/data`` beside the repository.
         configured_dir: the config's ``data_dir``; None: none.
@@ -172,6 +177,8 @@ def load_pool(dataset: str, pool: str | None = None, data_dir: str | Path | None
         >>> pool, notes = load_pool("reqa_squad")  # SQuAD dev  # doctest: +SKIP
         >>> len(pool.questions), len(pool.candidates)  # doctest: +SKIP
     """
+    if collection_folder(dataset) is not None:
+        return load_collection(dataset, pool, strict)
     pool = pool or default_pool(dataset)
     dirs = resolve_data_dir(data_dir, configured_dir)
     try:

@@ -112,4 +112,5 @@ def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
                          f"Get {spec.mrqa_name}.jsonl.gz ({mrqa_split}) from {MRQA_URL}.")
         return SourceFiles("multireqa", (bounds, mrqa))
     raise ValueError(f"unknown dataset {dataset!r}; {did_you_mean(dataset, DATASETS)}known: "
-                     f"{', '.join(DATASETS)}")
+                     f"{', '.join(DATASETS)}; or a collection of your own: collection:PATH "
+                     "(docs/data.md)")
