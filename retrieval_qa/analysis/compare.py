@@ -4,8 +4,15 @@ questions of one pool.
 Each input is a setting: ``[NAME=]PATH`` where PATH is a per-question record
 (``*.jsonl.gz``, :mod:`retrieval_qa.evaluation.per_question`), a run file (``*.jsonl`` of
 ``rqa evaluate --run-file``), a run folder (its ``per_question.jsonl.gz``) or a sweep folder
-(``rqa sweep``: one setting per swept setting, its seeds' records). The same NAME given
-several times is one setting with several seeds.
+(``rqa sweep``: one setting per swept setting, its seeds' records) or a TREC run (with
+``--trec-qrels``; :mod:`retrieval_qa.evaluation.trec`). The same NAME given several times is
+one setting with several seeds.
+
+TREC runs are compared with TREC runs only, under their protocol
+(:data:`~retrieval_qa.evaluation.trec.PROTOCOL`: ranks over the listed top k in trec_eval's
+order, a question with no relevant candidate listed scoring 0), cut to the smallest depth of
+the runs compared; the result names the protocol and that depth. Mixed with this suite's own
+files (exact ranks among every candidate) they would compare two rules, so that is refused.
 
 For each pair (each setting against the first, or with ``--pairs all`` every pair) and each
 metric (MRR, R@k, doc-level MRR): the mean difference (B - A, points), its paired bootstrap
@@ -81,11 +88,19 @@ def eval_ks() -> tuple[int, ...]:
     return tuple(load_yaml("eval/default.yaml")["ks"])
 
 
-def load_input(path: str | Path) -> list[Setting]:
-    """The setting(s) one PATH holds (see the module's docstring)."""
+def load_input(path: str | Path, trec_qrels: str | Path | None = None) -> list[Setting]:
+    """The setting(s) one PATH holds (see the module's docstring); a TREC run is read with
+    ``trec_qrels``."""
+    from ..evaluation.trec import is_trec_run, trec_record
+
     p = Path(path)
     if not p.exists():
         raise InputFileError("compare", str(path), "does not exist", "check the path")
+    if p.is_file() and not p.name.endswith(".gz") and is_trec_run(p):
+        if trec_qrels is None:
+            raise UsageError(f"{path} is a TREC run: comparing it needs its judgements (fix: "
+                             "add --trec-qrels FILE)")
+        return [Setting(p.name, [trec_record(p, trec_qrels, eval_ks())])]
     if p.is_file():
         record = read_per_question(p) if p.name.endswith(".gz") else from_run_file(p, eval_ks())
         return [Setting(p.name, [record])]
@@ -98,14 +113,15 @@ def load_input(path: str | Path) -> list[Setting]:
                          "(result.json and its per_question.jsonl.gz) or a sweep folder")
 
 
-def load_settings(specs: list[str]) -> list[Setting]:
-    """``[NAME=]PATH`` specs in order; a NAME repeated adds seeds to its setting."""
+def load_settings(specs: list[str], trec_qrels: str | Path | None = None) -> list[Setting]:
+    """``[NAME=]PATH`` specs in order; a NAME repeated adds seeds to its setting; TREC runs
+    read with ``trec_qrels`` (:func:`trec_depth` checks and cuts them)."""
     settings: dict[str, Setting] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or Path(spec).exists():  # a path that holds "=" is a path
             name, path = "", spec
-        found = load_input(path)
+        found = load_input(path, trec_qrels)
         for s in found:
             key = name.strip() or s.name
             if name.strip() and len(found) > 1:  # a sweep folder given a NAME
@@ -115,12 +131,35 @@ def load_settings(specs: list[str]) -> list[Setting]:
         raise UsageError(f"compare needs at least two settings, got {len(settings)} "
                          f"({', '.join(settings) or 'none'}) (fix: give two or more PATHs, "
                          "or NAME=PATH with different NAMEs)")
+    if trec_depth(list(settings.values())) is None and trec_qrels is not None:
+        raise UsageError(f"--trec-qrels {trec_qrels}: no input is a TREC run (fix: drop it; "
+                         "rqa's own files hold their gold ranks)")
     return list(settings.values())
 
 
+def trec_depth(settings: list[Setting]) -> int | None:
+    """The depth TREC runs are compared at: the smallest of theirs, each record's ranks
+    beyond it set to ``inf`` (none listed) and its ks cut to it; None when no input is a
+    TREC run. TREC runs and this suite's own files together are refused."""
+    records = [r for s in settings for r in s.records]
+    trec = [r.header.get("format") == "trec run" for r in records]
+    if not any(trec):
+        return None
+    if not all(trec):
+        names = [r.path for r, t in zip(records, trec, strict=True) if not t]
+        raise UsageError(f"{names[0]} and TREC runs do not compare: a TREC run ranks over its "
+                         "listed top k in trec_eval's tie order, rqa's own files hold the exact "
+                         "ranks among every candidate (fix: compare TREC runs with TREC runs "
+                         "(rqa evaluate --trec-run writes one), or rqa's files with rqa's)")
+    depth = min(r.header["depth"] for r in records)
+    for r in records:
+        r.ranks = np.where(r.ranks > depth, np.inf, r.ranks)
+        r.header["ks"] = [k for k in r.header["ks"] if k <= depth]
+    return depth
+
 # header keys that name a record's questions: the pool fingerprint (questions and gold lists;
 # records only) and the digest of the question texts (records and run files)
-QUESTION_DIGESTS = ("pool_fingerprint", "question_texts_sha1")
+QUESTION_DIGESTS = ("pool_fingerprint", "question_texts_sha1", "qrels_sha1")
 
 
 def _check_paired(settings: list[Setting]) -> None:
@@ -208,7 +247,10 @@ def compare_settings(settings: list[Setting], *, metrics: list[str] | None = Non
         for row, adj in zip(rows, sig.holm([r["metrics"][m]["p"] for r in rows]), strict=True):
             row["metrics"][m]["p_holm"] = float(adj)
             row["metrics"][m]["significant"] = bool(adj < ALPHA)
-    return {"analysis": "compare", "pairs": pairs, "metrics": names,
+    trec = settings[0].records[0].header
+    protocol = ({"protocol": trec["protocol"], "trec_depth": trec["depth"]}
+                if trec.get("format") == "trec run" else {})
+    return {"analysis": "compare", "pairs": pairs, "metrics": names, **protocol,
             "questions": len(settings[0].records[0].ids),
             "settings": [{"name": s.name, "seeds": len(s.records),
                           "files": [r.path for r in s.records]} for s in settings],
@@ -242,7 +284,10 @@ def markdown(result: dict) -> str:
              "test over the per-seed metrics (n_a, n_b seeds; the permutation test's smallest "
              "possible p is given, e.g. 0.1 with 3 seeds against 3)."
              + (f" With seeds, {SEED_AVERAGING}." if result.get("question_scores") ==
-                SEED_AVERAGING else ""), "",
+                SEED_AVERAGING else "")
+             + (f" TREC runs, at depth {result['trec_depth']}: mrr is MRR@"
+                f"{result['trec_depth']} over the listed candidates (trec_eval's order), not "
+                "the protocol's exact MRR." if "trec_depth" in result else ""), "",
              "| A | B | metric | A | B | diff | 95 % CI | p | p_holm | W/T/L | seed test |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["comparisons"]:
@@ -261,7 +306,8 @@ def markdown(result: dict) -> str:
 
 def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: str = "first",
                 output: str | None = None, samples: int = sig.BOOTSTRAP_SAMPLES,
-                permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED) -> dict:
+                permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED,
+                trec_qrels: str | None = None) -> dict:
     import sys
     import time
 
@@ -270,7 +316,7 @@ def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: st
         if value < 1:
             raise UsageError(f"{option} {value}: expected a whole number >= 1 (fix: e.g. "
                              f"{option} {sig.BOOTSTRAP_SAMPLES if option == '--samples' else sig.PERMUTATIONS})")
-    result = compare_settings(load_settings(specs), metrics=metrics, pairs=pairs,
+    result = compare_settings(load_settings(specs, trec_qrels), metrics=metrics, pairs=pairs,
                               samples=samples, permutations=permutations, seed=seed)
     text = markdown(result)
     sys.stderr.write(text)

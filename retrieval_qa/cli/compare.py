@@ -11,7 +11,8 @@ examples:
       results/compare/bm25_context.questions.jsonl.gz
   rqa compare Dual=runs/dual_gru/cpu-seed1 Dual=runs/dual_gru/cpu-seed2 \\
       ENDX=runs/endx_gru/cpu-seed1 ENDX=runs/endx_gru/cpu-seed2   # seeds averaged
-  rqa compare runs/sweeps/endx_confounds --pairs all"""
+  rqa compare runs/sweeps/endx_confounds --pairs all
+  rqa compare runs/bm25.trec runs/dense.trec --trec-qrels runs/reqa-dev.qrels   # TREC runs"""
 
 
 def add_parser(sub) -> None:
@@ -25,8 +26,13 @@ def add_parser(sub) -> None:
                                  "seed-level test (retrieval_qa/analysis/compare.py).")
     co.add_argument("inputs", nargs="+", metavar="[NAME=]PATH",
                     help="per-question records (*.questions.jsonl.gz, per_question.jsonl.gz), "
-                         "run files (*.jsonl), run folders or sweep folders; the first is the "
+                         "run files (*.jsonl), run folders, sweep folders, or TREC runs (with "
+                         "--trec-qrels; compared with TREC runs only); the first is the "
                          "baseline; a NAME repeated = seeds of one setting")
+    co.add_argument("--trec-qrels", default=None, metavar="FILE",
+                    help="the judgements of the TREC runs given (TREC qrels or a collection's "
+                         "qrels/SPLIT.tsv): their MRR@k / R@k over the top k they list, cut "
+                         "to the smallest depth among them (retrieval_qa/evaluation/trec.py)")
     co.add_argument("--pairs", choices=["first", "all"], default="first",
                     help="first: each setting vs the first; all: every pair")
     co.add_argument("--metrics", default=None, metavar="M,M,...",
@@ -43,6 +49,10 @@ def add_parser(sub) -> None:
 
 def run(args) -> dict:
     from ..analysis.compare import run_compare
+    from .files import input_file
 
+    if args.trec_qrels:
+        input_file("--trec-qrels", args.trec_qrels)
     return run_compare(args.inputs, metrics=args.metrics, pairs=args.pairs, output=args.output,
-                       samples=args.samples, permutations=args.permutations, seed=args.seed)
+                       samples=args.samples, permutations=args.permutations, seed=args.seed,
+                       trec_qrels=args.trec_qrels)

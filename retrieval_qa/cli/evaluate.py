@@ -4,6 +4,8 @@ here, frozen embeddings in :mod:`.evaluate_embeddings`, a retrieval pipeline in
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +21,9 @@ examples:
   rqa evaluate --checkpoint runs/dual_gru/cpu-seed42/model --dataset reqa_squad --pool dev
   rqa evaluate --model static:glove50 --idf --dataset squad_paragraphs
   rqa evaluate --pipeline hybrid_convex --dataset reqa_squad --pool dev   # conf/pipeline/
-  rqa evaluate --pipeline hybrid_rrf --from-run-files runs/pipeline/hybrid_convex"""
+  rqa evaluate --pipeline hybrid_rrf --from-run-files runs/pipeline/hybrid_convex
+  rqa evaluate --model bm25 --trec-run runs/bm25-dev.trec --trec-qrels runs/reqa-dev.qrels
+  rqa evaluate --model bm25 --dataset collection:collections/scifact --pool test   # your own"""
 
 
 def add_parser(sub) -> None:
@@ -43,6 +47,16 @@ def add_parser(sub) -> None:
     ev.add_argument("--run-file", default=None, metavar="FILE",
                     help="write one JSON line per question here (its gold rank and top "
                          "candidates; rqa metrics recomputes the metrics from it)")
+    ev.add_argument("--trec-run", default=None, metavar="FILE",
+                    help="also write the run in TREC format (qid Q0 docid rank score tag): "
+                         "each question's top top_k (conf/eval/default.yaml) ranked 1..k by "
+                         "descending score, tied scores by descending docid as trec_eval "
+                         "orders them; qid: the question id, else the row in the pool; "
+                         "without --run-file no JSONL run file is kept")
+    ev.add_argument("--trec-qrels", default=None, metavar="FILE",
+                    help="also write the judgements in TREC format (qid 0 docid 1), one line "
+                         "per gold candidate; rqa metrics / rqa compare read a TREC run with "
+                         "them")
     ev.add_argument("--min-questions-per-answer", type=nonnegative_int, default=0, metavar="K",
                     help="evaluate on the one-to-many subset (answers with >= K questions; "
                          "default 0: the whole pool)")
@@ -91,17 +105,63 @@ def check_options(args) -> None:
                              "give the path of the .jsonl file to write")
 
 
+def check_trec(args) -> None:
+    """``--trec-run`` / ``--trec-qrels``: paths that a write would not destroy, apart from
+    each other and from ``--run-file``, on an evaluation that writes a run file."""
+    from ..data.paragraphs import DATASET as PARAGRAPHS
+    from ..written import write_target
+
+    given = [(o, v) for o, v in (("--trec-run", args.trec_run),
+                                 ("--trec-qrels", args.trec_qrels)) if v]
+    if given and args.dataset == PARAGRAPHS:
+        raise ConflictingOptionsError(f"{given[0][0]}: the paragraph task ({PARAGRAPHS}) "
+                                      "writes no run file (fix: drop it)")
+    paths = [(o, v) for o, v in (("--run-file", args.run_file), *given) if v]
+    for option, value in given:
+        write_target(value, option)
+    resolved = [Path(v).resolve() for _, v in paths]
+    if len(set(resolved)) < len(resolved):
+        raise ConflictingOptionsError(f"{', '.join(f'{o} {v}' for o, v in paths)}: the same "
+                                      "file twice (fix: give each its own path)")
+
+
 def run(args) -> dict:
     """``rqa evaluate``; an evaluation of a test pool is appended to the ledger of test-pool
-    looks (:mod:`retrieval_qa.evaluation.ledger`)."""
-    result = _evaluate(args)
-    if isinstance(result, dict) and "metrics" in result and "dataset" in result:
-        log_look(args, result)
+    looks (:mod:`retrieval_qa.evaluation.ledger`). With ``--trec-run`` / ``--trec-qrels``
+    the run file (a temporary one without ``--run-file``) is written in TREC format too."""
+    trec = bool(args.trec_run or args.trec_qrels)
+    with contextlib.ExitStack() as stack:
+        temporary = False
+        if trec:
+            check_trec(args)
+            if not args.run_file and not args.pipeline:
+                folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="rqa-trec-"))
+                args.run_file, temporary = str(Path(folder) / "run.jsonl"), True
+        result = _evaluate(args)
+        if not isinstance(result, dict) or "metrics" not in result:
+            return result
+        if "dataset" in result:
+            log_look(args, result, keep_record=not temporary)
+        if trec:
+            result["trec"] = _write_trec(args, result)
+        if temporary:
+            result["run_file"], result["per_question"] = None, None
     return result
 
 
-def log_look(args, result: dict) -> dict | None:
-    """The ledger line of one ``rqa evaluate`` (None when its pool is not a test pool)."""
+def _write_trec(args, result: dict) -> dict:
+    """The TREC files of the evaluation's run file (a pipeline's: its last stage's)."""
+    from ..evaluation.trec import write_trec
+
+    stages = result.get("stages")
+    run_file = stages[-1].get("run_file") if stages else result.get("run_file")
+    name = result.get("pipeline") or args.model or Path(str(args.checkpoint)).name
+    return write_trec(run_file, args.trec_run, args.trec_qrels, tag=f"rqa-{name}")
+
+
+def log_look(args, result: dict, keep_record: bool = True) -> dict | None:
+    """The ledger line of one ``rqa evaluate`` (None when its pool is not a test pool).
+    ``keep_record``: False when the record is a temporary file (only its ranks are kept)."""
     from ..evaluation import ledger
 
     record, ranks = _record_of(result), None
@@ -109,6 +169,8 @@ def log_look(args, result: dict) -> dict | None:
         from ..evaluation.per_question import read_per_question
 
         ranks = read_per_question(record).ranks
+    if not keep_record:
+        record = None
     if getattr(args, "pipeline", None):
         kind, name, settings = "pipeline", result.get("pipeline", args.pipeline), \
             result.get("settings")
