@@ -43,7 +43,11 @@ def _read(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
 
 
 def save_pool(pool: RetrievalPool, notes: dict, folder: Path) -> None:
-    """Write atomically: a crash mid-write never leaves a half cache behind."""
+    """Write atomically: a crash mid-write never leaves a half cache behind. A plain file
+    where the cache folder goes is a damaged entry of the suite's own cache (reported when
+    it was read): it is removed, so the folder can take its place."""
+    if folder.is_file() and not folder.is_symlink():
+        folder.unlink()
     with atomic_dir(folder) as tmp:
         _save(pool, notes, tmp)
 
