@@ -7,10 +7,21 @@ training batches (2) and epochs (1), the validation sample, and the width of fro
 towers (768 -> 48: the paper's widths cost minutes on a CPU); every other model setting is
 the profile's own. Data the tests cannot have is made by the suite's test helpers: GloVe as tiny
 random vectors, MultiReQA files from synthetic SQuAD, a mined-pairs folder from the miner
-with stand-in scorer and retriever, a tiny exported dense retriever."""
+with stand-in scorer and retriever, a tiny exported dense retriever.
+
+Compile: a gpu profile's ``trainer.compile: reduce-overhead`` makes torch.compile (inductor)
+compile on the CPU, 20-35 s a run. It stays on for one gpu profile per family of compiled
+token encoders (class and checkpoint, :func:`_compile_family`: the first experiment of each,
+today `ade`, MiniLM towers; no from-scratch tower compiles under a gpu profile); the other gpu
+profiles run with ``trainer.compile=null``, everything else theirs. Compile is covered
+elsewhere too: tests/training/test_interrupt.py (a compiler that fails falls back to eager,
+same weights; an unknown mode refused), tests/training/test_compile.py (the fp32 attention
+guard), and on a GPU the device checklist's smoke items, which run every gpu profile with its
+own compile (experiments/device_check.py, checked by tests/test_device_check.py)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 
@@ -149,6 +160,35 @@ def _narrower(cfg) -> list[str]:
     return narrow
 
 
+def _compile_family(cfg) -> tuple | None:
+    """What a run's ``trainer.compile`` compiles: its token encoders (towers and cross
+    encoder) as sorted (class, checkpoint) pairs, "from scratch" for a random one, or the
+    method's class when it has neither; None when it compiles nothing."""
+    if not cfg.trainer.get("compile"):
+        return None
+    encoders = set()
+    for block in ("towers", "cross"):
+        node = cfg.model.get(block)
+        if node is not None and node.get("encoder") is not None:
+            target = node.encoder._target_
+            encoders.add((target.rsplit(".", 1)[-1],
+                          node.encoder.get("pretrained") if target.endswith(
+                              ".PretrainedTokenEncoder") else "from scratch"))
+    return tuple(sorted(encoders)) or (cfg.model._target_,)
+
+
+@functools.cache
+def _compiled_case() -> dict[tuple, str]:
+    """Each family of :func:`_compile_family` -> the experiment whose gpu profile keeps its
+    compile here (the first of :data:`EXPERIMENTS` in that family)."""
+    first: dict[tuple, str] = {}
+    for experiment in EXPERIMENTS:
+        family = _compile_family(compose([f"experiment={experiment}", "profile=gpu"]))
+        if family is not None and experiment not in SAME_GPU_PROFILE:
+            first.setdefault(family, experiment)
+    return first
+
+
 def _named_checkpoints(cfg) -> set[str]:
     model = cfg.model
     names = {model.get("pretrained")}
@@ -181,11 +221,16 @@ def test_profile_trains_two_steps_and_evaluates(experiment, profile, offline_tin
     overrides = _overrides(experiment, profile, offline_tiny, tmp_path / "runs")
     cfg = compose(overrides)
     overrides += _narrower(cfg)
+    family = _compile_family(cfg)
+    compiled = family is not None and _compiled_case()[family] == experiment
+    if family is not None and not compiled:  # see the module docstring
+        overrides.append("trainer.compile=null")
     out = io.StringIO()
     assert main(["train", *overrides], stdout=out) == 0
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     assert report["experiment"] == experiment and report["profile"] == profile
     assert report["global_steps"] == 2
+    assert report["trainer"]["compile"] == (cfg.trainer.compile if compiled else None)
     assert report["test"], "no test metrics"
     text = json.dumps(report)
     assert "standing in" not in text              # the named architecture, not a fallback
