@@ -44,3 +44,22 @@ def rehearsal_env(monkeypatch, world: dict, tmp: Path) -> None:
     monkeypatch.setenv("RQA_THREADS", "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp / "mpl"))
+
+
+def sleeping_rqa(*args: str) -> dict:
+    """tests/table2_fake_runner.py's stand-in for `rqa`, each call first logging its start
+    ($RQA_FAKE_TIMES) and sleeping: a training by its experiment, a BM25 evaluation by
+    ``bm25`` (seconds in the JSON of $RQA_FAKE_SLEEP); other evaluations at once."""
+    import json
+    import os
+    import time
+
+    from table2_fake_runner import fake_rqa
+
+    sleeps = json.loads(os.environ["RQA_FAKE_SLEEP"])
+    key = next((w.removeprefix("experiment=") for w in args if w.startswith("experiment=")),
+               "bm25" if "bm25" in args else None)
+    with open(os.environ["RQA_FAKE_TIMES"], "a") as f:
+        f.write(json.dumps([time.monotonic(), args[0], key]) + "\n")
+    time.sleep(sleeps.get(key, 0) if args[0] == "train" or key == "bm25" else 0)
+    return fake_rqa(*args)
