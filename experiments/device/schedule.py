@@ -42,7 +42,7 @@ def list_schedule(rows: list[tuple[str, float]], jobs: int) -> dict:
     Example:
 
         >>> list_schedule([("a", 3), ("b", 1), ("c", 1)], 2)["makespan"]
-        3
+        3.0
     """
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: at least one worker")
