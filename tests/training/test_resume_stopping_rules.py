@@ -2,7 +2,7 @@
 (mid-epoch on the step count, at an epoch's end, after a validation inside an epoch, at an
 epoch's last step that no validation follows) and run again ends with the global step count,
 epochs, validation scores, best checkpoint and weights of the uninterrupted run, under
-``max_steps``, ``max_epochs`` and both (:class:`~retrieval_qa.training.callbacks.
+``max_steps``, ``max_epochs`` and both (:class:`~retrieval_qa.training.exact_resume.
 ExactResumeFitLoop`); the same with Lightning's ``max_time`` and the
 :class:`~retrieval_qa.training.budgets.TimeBudget` of the classifiers' trainings.
 
