@@ -135,7 +135,7 @@ reproduce-distill: $(STAMP)
 	$(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reranker_listwise.yaml$(if $(NOT_42), \
 		seed=$(SEED) output=runs/reranker/listwise-seed$(SEED))
-	$(BIN)/python experiments/distill_teacher.py experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
+	$(RQA) prepare experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
 	$(RQA) train experiment=distill profile=cpu $(DISTILL_SEED_ARGS)
 	$(RQA) evaluate --checkpoint runs/ft/dual_bert/cpu-seed$(SEED)/model --dataset reqa_squad \
 		--pool dev --run-file runs/evals/ft-seed$(SEED).reqa_squad_dev.jsonl
@@ -155,7 +155,7 @@ reproduce-distill-hour: $(STAMP)
 	$(TIMED) reranker $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reranker_listwise.yaml questions=4000 \
 		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED))
-	$(TIMED) teacher $(BIN)/python experiments/distill_teacher.py experiment=distill_hour \
+	$(TIMED) teacher $(RQA) prepare experiment=distill_hour \
 		profile=cpu $(HOUR_ARGS)
 	$(TIMED) distillation $(RQA) train experiment=distill_hour profile=cpu $(HOUR_ARGS)
 

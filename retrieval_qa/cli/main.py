@@ -25,13 +25,13 @@ from ..errors import (
     UsageError,
     machine_fault,
 )
-from . import (analyze, compare, data, encode, evaluate, export, ledger, metrics, mine, results,
-               sweep, train)
+from . import (analyze, compare, data, encode, evaluate, export, ledger, metrics, mine, prepare,
+               results, sweep, train)
 from .parsing import ArgumentParser, HelpFormatter
 
 #: the commands in the order ``rqa --help`` lists them
-COMMANDS = (data, evaluate, train, sweep, export, encode, metrics, mine, compare, analyze, ledger,
-            results)
+COMMANDS = (data, evaluate, prepare, train, sweep, export, encode, metrics, mine, compare, analyze,
+            ledger, results)
 
 DESCRIPTION = """\
 rqa: train, evaluate and analyse sentence-retrieval models on ReQA and MultiReQA.

@@ -9,6 +9,6 @@
 * :mod:`.datamodule`: training batches of each question's gold pair, its list and the
   teacher's scores, for :class:`~retrieval_qa.models.distill.DistillDualEncoderModule`.
 
-Run ``python experiments/distill_teacher.py experiment=distill profile=cpu``, then
+Run ``rqa prepare experiment=distill profile=cpu``, then
 ``rqa train experiment=distill profile=cpu``.
 """

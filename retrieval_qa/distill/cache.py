@@ -36,7 +36,7 @@ FORMAT = 1
 SETTINGS, LISTS, SUMMARY = "settings.json", "lists.json.gz", "teacher.json"
 SHARDS, FIRST_STAGE = "shards", "first_stage"
 #: the command that writes the folder
-COMMAND = "python experiments/distill_teacher.py experiment=distill profile=... [key=value ...]"
+COMMAND = "rqa prepare experiment=distill profile=... [key=value ...]"
 
 
 def teacher_folder(teacher: dict) -> Path:

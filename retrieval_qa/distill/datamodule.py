@@ -4,7 +4,7 @@ list and the teacher's scores of it.
 :class:`DistillDataModule` is the :class:`~retrieval_qa.data.datamodule.ReQADataModule`
 (the same split, validation pool, test pool, sampler and loaders) whose training pairs are
 the distillation questions with their gold sentences, read from the teacher-score folder
-``teacher.output`` (:mod:`.cache`; written by ``experiments/distill_teacher.py``). The folder
+``teacher.output`` (:mod:`.cache`; written by ``rqa prepare``). The folder
 must hold the scores of exactly the ``teacher`` block's settings (its key is computed from
 them and compared): a folder of other settings, an unfinished or a damaged one is refused
 before anything trains, naming the command that writes it.
@@ -87,6 +87,27 @@ class DistillDataModule(ReQADataModule):
         >>> cfg = compose(["experiment=distill", "profile=cpu"])  # doctest: +SKIP
         >>> data = instantiate(cfg.data, "data", tokenizer=tokenizer)  # doctest: +SKIP
     """
+
+    @classmethod
+    def prepare(cls, cfg, *, rebuild: bool = False, progress: bool = True) -> dict:
+        """The step before training (``rqa prepare``): the teacher's scores of the lists
+        into ``data.teacher.output``, resumable (:func:`~.teacher.score_teacher`).
+
+        Args:
+            cfg: the composed config (as ``rqa train`` composes it).
+            rebuild: score the folder again from scratch.
+            progress: show progress bars.
+        """
+        from ..errors import UsageError
+        from ..registry import config_values
+        from .teacher import score_teacher
+
+        if "teacher" not in cfg.data:
+            raise UsageError(f"experiment={cfg.experiment} has no data.teacher block (fix: "
+                             "experiment=distill, or an experiment that extends it)")
+        data = config_values(cfg.data)
+        return score_teacher(data.pop("teacher"), data, config_values(cfg.eval),
+                             rebuild=rebuild, progress=progress)
 
     def __init__(self, tokenizer, *, teacher: dict, **kwargs) -> None:
         super().__init__(tokenizer, **kwargs)

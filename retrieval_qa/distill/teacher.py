@@ -1,5 +1,5 @@
 """The teacher's scores of every distillation list, computed once into a resumable folder
-(:mod:`.cache`): ``python experiments/distill_teacher.py experiment=distill profile=cpu``.
+(:mod:`.cache`): ``rqa prepare experiment=distill profile=cpu``.
 
 Steps, each skipped when the folder already holds it (under the same key):
 

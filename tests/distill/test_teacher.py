@@ -137,7 +137,7 @@ def test_a_damaged_shard_is_refused_for_training_and_rebuilt_by_the_command(worl
         path.write_bytes(gzip.compress(json.dumps(shard).encode()))
     else:
         path.write_bytes(raw[:len(raw) // 2] if how == "truncated" else bytes(range(256)))
-    with pytest.raises(InputFileError, match=r"00002\.json\.gz: damaged.*distill_teacher"):
+    with pytest.raises(InputFileError, match=r"00002\.json\.gz: damaged.*rqa prepare"):
         read_scores(folder, cache_key(teacher, data))
     counting = Counting(world["reranker"])
     with caplog.at_level(logging.WARNING):

@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from distill_helpers import teacher_overrides
-from helpers import load_experiment
 
 from retrieval_qa.cli import main
 from retrieval_qa.errors import InputFileError, SettingsMismatchError
@@ -35,13 +34,8 @@ def _overrides(world, out, *extra) -> list[str]:
 
 
 def _score(overrides) -> dict:
-    script = load_experiment("distill_teacher")
-    out = io.StringIO()
-    import contextlib
-
-    with contextlib.redirect_stdout(out):
-        assert script.main([*overrides, "--quiet"]) == 0
-    return json.loads(out.getvalue().strip().splitlines()[-1])
+    """The teacher's scores through `rqa prepare` (the distillation's first step)."""
+    return _rqa("prepare", *overrides, "--quiet")
 
 
 def _rqa(*argv) -> dict:
@@ -144,7 +138,7 @@ def test_rqa_train_distill_exports_evaluates_and_serves_as_a_pipeline_stage(worl
 def test_training_on_scores_of_other_settings_or_unfinished_is_refused(world, tmp_path):
     overrides = _overrides(world, tmp_path)
     cfg = compose(overrides)
-    with pytest.raises(InputFileError, match="no teacher scores.*distill_teacher"):
+    with pytest.raises(InputFileError, match="no teacher scores.*rqa prepare"):
         method_class(cfg).build(cfg)
     _score(overrides)
     other = compose([*overrides, "data.teacher.list_size=3"])

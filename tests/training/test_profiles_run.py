@@ -107,7 +107,6 @@ def _teacher_scores(world, overrides: list[str]) -> list[str]:
     and pipeline over the tiny ReQA data, made once; tests/distill_helpers.py), written by
     the suite's command; returns the overrides that point at them."""
     from distill_helpers import make_teacher_world
-    from helpers import load_experiment
     from transformers import BertTokenizerFast
 
     if "distill" not in world:
@@ -117,7 +116,7 @@ def _teacher_scores(world, overrides: list[str]) -> list[str]:
     out = next(o for o in overrides if o.startswith("output_dir=")).split("=", 1)[1]
     overrides = [*overrides, f"data.teacher.pipeline={world['distill']['pipeline']}",
                  f"data.teacher.output={out}/teacher"]
-    assert load_experiment("distill_teacher").main([*overrides, "--quiet"]) == 0
+    assert main(["prepare", *overrides, "--quiet"], stdout=io.StringIO()) == 0
     return overrides
 
 
