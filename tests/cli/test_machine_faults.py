@@ -282,4 +282,4 @@ def test_a_non_finite_loss_is_one_line_exit_2(capsys, setup_dirs, tmp_path, monk
     assert code == 2 and obj is None and "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last.startswith("rqa: error: non-finite training loss at global step 0")
-    assert "try a lower learning rate" in last
+    assert "(fix: a lower learning rate" in last
