@@ -66,6 +66,10 @@ def add_parser(sub) -> None:
     ev.add_argument("--cuda-graphs", action="store_true",
                     help="--checkpoint on a GPU: replay each batch shape as a CUDA graph "
                          "(opt-in; not yet measured on a GPU; no effect on a CPU)")
+    ev.add_argument("--index", default=None, choices=["exact", "faiss-ivf", "faiss-hnsw"],
+                    help="--checkpoint: exact search (the protocol's ranks), or an approximate "
+                         "FAISS index whose lists are ranked, a gold not returned counted as "
+                         "not found (docs/scale.md); default: index in conf/search.yaml")
     evaluate_pipeline.add_arguments(ev)
     ev.add_argument("--family", default=None, metavar="NAME",
                     help="on a test pool, the headline this evaluation competes for, as the "
@@ -91,6 +95,9 @@ def check_options(args) -> None:
     if args.work_dir and not args.checkpoint:
         raise ConflictingOptionsError("--work-dir keeps the encoding shards of --checkpoint "
                                       "(fix: give --checkpoint, or drop --work-dir)")
+    if args.index and not args.checkpoint:
+        raise ConflictingOptionsError(f"--index {args.index} searches the embeddings of "
+                                      "--checkpoint (fix: give --checkpoint, or drop --index)")
     if args.cuda_graphs and not args.checkpoint:
         raise ConflictingOptionsError("--cuda-graphs encodes the model of --checkpoint "
                                       "(fix: give --checkpoint, or drop --cuda-graphs)")
@@ -251,8 +258,12 @@ def _evaluate(args) -> dict:
 
 def _checkpoint(args, model, pool, notes, eval_cfg, start: float) -> dict:
     """An exported model (``--checkpoint``) on the pool."""
+    from ..config import load_yaml
     from ..evaluation.dense import evaluate_model
 
+    search = load_yaml("search.yaml")  # large pools: column chunks, or --index
+    if args.index:
+        search.index = args.index
     if args.work_dir:
         model.work_dir = Path(args.work_dir)
     if args.cuda_graphs:
@@ -262,7 +273,7 @@ def _checkpoint(args, model, pool, notes, eval_cfg, start: float) -> dict:
     result = evaluate_model(model, pool, batch_size=sizes.get(device, sizes.cpu),
                             top_k=eval_cfg.top_k, memory_mb=eval_cfg.memory_mb,
                             ks=tuple(eval_cfg.ks), doc_level=eval_cfg.doc_level,
-                            run_file=args.run_file, progress=not args.quiet)
+                            run_file=args.run_file, progress=not args.quiet, search=search)
     return {**result.summary(), **_sse(args, pool, result.extra["question_embeddings"]),
             "dataset": pool.dataset, "pool": pool.pool,
             "model": args.checkpoint, "settings": model.meta,

@@ -4,6 +4,7 @@ an optional run file, at sentence and document level."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,11 +15,12 @@ from tqdm.auto import tqdm
 from ..data.pool_index import doc_index
 from ..data.types import QUESTION_TEXT, RetrievalPool
 from . import sparse as sparse_rules
+from .large_pool import columns_per_chunk, rank_block_in_chunks, stable_top_k
 from .metrics import metrics_from_ranks
 from .per_question import beside_run_file, write_per_question
 from .ranking import gold_ranks
 from .runfile import CANDIDATES_KEY, COUNT_KEY, RunFileWriter
-from .search import Scorer, rows_per_block
+from .search import Scorer, fitting_rows, rows_per_block
 
 # sparse path: the block's listed entries (index, score and the temporaries of the rank
 # rules, about 40 bytes each) for a share of candidates; 4 bytes per question x candidate
@@ -60,6 +62,7 @@ class EvaluationResult:
                 "question_unit": self.question_unit,
                 "questions": self.questions, "candidates": self.candidates,
                 "seconds": round(self.seconds, 3), "run_file": self.run_file,
+                **({"search": self.extra["search"]} if "search" in self.extra else {}),
                 **({"per_question": self.per_question} if self.per_question else {})}
 
 
@@ -87,7 +90,8 @@ def _non_finite_error(pool: RetrievalPool, q: int, c: int | None, value: float) 
 def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor | None = None,
                    *, memory_mb: float, top_k: int = 0, sparse: bool | None = None,
                    on_block=None, non_finite=None, progress: bool = False,
-                   desc: str = "evaluate") -> tuple[torch.Tensor, torch.Tensor | None]:
+                   desc: str = "evaluate", min_block_rows: int = 1
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The ranking core every evaluation runs through (``rqa evaluate``, validation and the
     post-training test): exact search in blocks of question rows sized to ``memory_mb``, the
     ReQA rank rules, and doc-level ranks when ``doc_of`` ([C] long, each candidate's document)
@@ -99,7 +103,11 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
     ``top_k`` best per row (``top_k=0``: empty list).
     ``non_finite(q, c, value)`` builds the error for a non-finite score (``c`` None: the sparse
     path's base score). ``sparse`` (default: when the scorer has ``score_sparse``) ranks from
-    :class:`~.sparse.SparseScores` blocks with the same rules and numbers.
+    :class:`~.sparse.SparseScores` blocks with the same rules and numbers. When fewer than
+    ``min_block_rows`` rows of every candidate fit ``memory_mb`` and the scorer has
+    ``score_columns``, blocks of ``min_block_rows`` rows are scored in column chunks
+    (:mod:`.large_pool`), with the same ranks and top-k. The top-k of a row is in descending
+    score, ties by ascending candidate index.
 
     Args:
         scorer: a :class:`~.search.Scorer` (``score(rows) -> [len(rows), C]``).
@@ -112,6 +120,8 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
         non_finite: builds the error for a non-finite score; None: a plain ValueError.
         progress: show a progress bar.
         desc: the progress bar's label.
+        min_block_rows: below this many rows per block, column chunks (1: only when one row
+            of scores exceeds ``memory_mb``; ``min_block_rows`` of conf/search.yaml).
 
     Example:
 
@@ -138,6 +148,11 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
         doc_of_np = doc_of.numpy()
         doc_sizes = np.bincount(doc_of_np, minlength=n_docs)
     step = rows_per_block(n_c, memory_mb, SPARSE_BYTES_PER_CELL if sparse else 16)
+    chunked = not sparse and hasattr(scorer, "score_columns") and n_q > 0 \
+        and fitting_rows(n_c, memory_mb) < min(min_block_rows, n_q)
+    if chunked:  # a pool too large for enough rows of every candidate: column chunks too
+        step = min(max(1, min_block_rows), n_q)
+        width = columns_per_chunk(step, memory_mb, 16, step * n_docs * 5 if doc_level else 0)
     ranks = torch.empty(n_q, dtype=torch.float64)
     doc_ranks = torch.empty(n_q, dtype=torch.float64) if doc_level else None
     k = min(top_k, n_c)
@@ -160,6 +175,15 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
                         block, best, row_of, doc_of_np, doc_sizes, doc_gold[lo:rows.stop]))
                 if k:
                     top = sparse_rules.top_k(block, k)
+            elif chunked:
+                r, d, top = rank_block_in_chunks(
+                    scorer, rows, gold[lo:rows.stop], width, k=k,
+                    doc_of=doc_of if doc_level else None,
+                    doc_gold=doc_gold[lo:rows.stop] if doc_level else None,
+                    n_docs=n_docs if doc_level else 0, non_finite=non_finite)
+                ranks[lo:rows.stop] = r
+                if doc_level:
+                    doc_ranks[lo:rows.stop] = d
             else:
                 scores = scorer.score(rows).float()
                 bad = ~torch.isfinite(scores)
@@ -176,9 +200,8 @@ def rank_questions(scorer: Scorer, gold: list[list[int]], doc_of: torch.Tensor |
                     doc_ranks[lo:rows.stop] = gold_ranks(
                         doc_scores, gold_mask(doc_gold, rows, n_docs).to(scores.device)).cpu()
                 if k:
-                    t = scores.topk(k, dim=1)
-                    top = list(zip(t.indices.cpu().numpy(), t.values.cpu().numpy(),
-                                   strict=True))
+                    values, indices = stable_top_k(scores, k)
+                    top = list(zip(indices.cpu().numpy(), values.cpu().numpy(), strict=True))
             if on_block is not None:
                 on_block(rows, ranks[lo:rows.stop],
                          doc_ranks[lo:rows.stop] if doc_level else None, top)
@@ -203,11 +226,22 @@ def evaluator_settings(evaluation) -> dict:
     return {k: given[k] for k in EVAL_KEYS}
 
 
+def search_settings(search: Mapping | None = None) -> dict:
+    """The search settings (``search``, or conf/search.yaml, their one source), checked."""
+    from ..config import load_yaml
+    from ..registry import config_values
+    from .approximate import check_search_settings
+
+    return check_search_settings(config_values(
+        search if search is not None else load_yaml("search.yaml")))
+
+
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: float, ks,
              doc_level: bool, run_file: str | Path | None = None,
              progress: bool = True, desc: str = "evaluate",
              sparse: bool | None = None,
-             per_question: str | Path | None = None) -> EvaluationResult:
+             per_question: str | Path | None = None,
+             search: Mapping | None = None) -> EvaluationResult:
     """Rank every candidate for every question of ``pool`` with ``scorer``
     (:func:`rank_questions`), compute the metrics and optionally write a run file.
 
@@ -233,6 +267,10 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: floa
         sparse: see :func:`rank_questions`.
         per_question: where to write the per-question record; None: beside ``run_file``
             (or nowhere without one).
+        search: the search settings (conf/search.yaml, their one source; None: that file):
+            ``min_block_rows`` (column chunks for large pools, :mod:`.large_pool`) and
+            ``index`` (``exact``, or an approximate FAISS index: :mod:`.approximate`, whose
+            docstring says what the metrics mean then).
 
     Example:
 
@@ -261,12 +299,20 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: floa
     if empty:
         raise ValueError(f"{len(empty)} questions have no gold candidate, e.g. {empty[0]}")
     doc_of = doc_index(pool)[0] if doc_level else None
+    search = search_settings(search)
+    if search["index"] != "exact":
+        from .approximate import approximate_scorer
+
+        list_size = max(int(search["list_size"]), top_k)
+        scorer = approximate_scorer(scorer, search, list_size)
+        search["list_size"] = list_size
     written = str(run_file) if run_file is not None else None
     cand_ids = [c.id for c in pool.candidates]
     with RunFileWriter(run_file) as out:
         ranks, doc_ranks = rank_questions(
             scorer, pool.gold, doc_of, memory_mb=memory_mb, top_k=top_k if out else 0,
             sparse=sparse, progress=progress, desc=desc,
+            min_block_rows=search["min_block_rows"],
             non_finite=lambda q, c, v: _non_finite_error(pool, q, c, v),
             on_block=(lambda rows, r, d, top: out.write(
                 _records(pool, cand_ids, rows, r, d, top))) if out else None)
@@ -277,8 +323,12 @@ def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: floa
         per_question = beside_run_file(run_file)
     if per_question is not None:
         write_per_question(per_question, pool, ranks, doc_ranks, ks)
+    approximate = {"search": {k: search[k] for k in ("index", "list_size")} | {
+        "not_returned": "a gold candidate the index did not return ranks n + (C - n + 1) / 2 "
+                        "(retrieval_qa/evaluation/approximate.py)"}} \
+        if search["index"] != "exact" else {}
     return EvaluationResult(metrics, ranks, doc_ranks, n_q, n_c, time.perf_counter() - start,
-                            written, question_unit=pool.question_unit,
+                            written, extra=approximate, question_unit=pool.question_unit,
                             per_question=None if per_question is None else str(per_question))
 
 

@@ -77,6 +77,20 @@ class DenseScorer:
         with full_float32_matmul():
             return self.questions[rows.start:rows.stop] @ self.candidates.T
 
+    def score_columns(self, rows: range, columns: range | torch.Tensor) -> torch.Tensor:
+        """Scores ``[len(rows), len(columns)]`` (float32) of questions ``rows`` against the
+        candidates ``columns`` (a range, or a [n] long tensor of indices): the blocks a pool
+        too large for one row of scores is ranked in (:mod:`.large_pool`).
+
+        Args:
+            rows: a range of question rows.
+            columns: a range of candidates, or their indices.
+        """
+        cands = self.candidates[columns.start:columns.stop] if isinstance(columns, range) \
+            else self.candidates[columns.to(self.candidates.device)]
+        with full_float32_matmul():
+            return self.questions[rows.start:rows.stop] @ cands.T
+
 
 #: held while a scorer's product runs: one thread's switch of the process-wide matmul
 #: precision and its restore never interleave with another scorer's product
@@ -118,5 +132,11 @@ def full_float32_matmul() -> Iterator[None]:
 
 def rows_per_block(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:
     """How many question rows fit the budget: a float32 score, a float32 copy and a few bool
-    masks per cell (``bytes_per_cell``) for every candidate."""
-    return max(1, int(memory_mb * 2**20) // (max(num_candidates, 1) * bytes_per_cell))
+    masks per cell (``bytes_per_cell``) for every candidate; at least 1 (past that, the
+    candidates go in column chunks: :mod:`.large_pool`)."""
+    return max(1, fitting_rows(num_candidates, memory_mb, bytes_per_cell))
+
+
+def fitting_rows(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:
+    """How many question rows of every candidate fit ``memory_mb`` (0: not even one)."""
+    return int(memory_mb * 2**20) // (max(num_candidates, 1) * bytes_per_cell)

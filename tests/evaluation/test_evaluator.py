@@ -5,6 +5,7 @@ from helpers import eval_conf
 
 from retrieval_qa.data.types import Candidate, RetrievalPool
 from retrieval_qa.evaluation import DenseScorer, evaluate, metrics_from_run_file, read_run_file
+from retrieval_qa.evaluation.evaluator import search_settings
 from retrieval_qa.evaluation.search import rows_per_block
 
 
@@ -94,7 +95,9 @@ def test_run_file_is_written_block_by_block(tmp_path):
             seen.append(len(partial.read_text().splitlines()) if partial.exists() else None)
             return super().score(rows)
 
-    evaluate(pool, Watching(q, c), run_file=run, progress=False, **eval_conf(memory_mb=0.001))
+    one_row = {**search_settings(), "min_block_rows": 1}  # blocks of one row, not chunks
+    evaluate(pool, Watching(q, c), run_file=run, progress=False, search=one_row,
+             **eval_conf(memory_mb=0.001))
     assert seen[:3] == [0, 1, 2] and len(read_run_file(run)) == 37
 
 
