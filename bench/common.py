@@ -57,8 +57,21 @@ def command(module: str, argv: list[str] | None) -> str:
 
 
 def write_json(out: dict, path: str | Path) -> None:
+    """``out`` as ``path``, with the ``device`` it ran on added when it names none
+    (:func:`ran_on`)."""
+    out.setdefault("device", ran_on())
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(out, indent=2) + "\n")
+
+
+def ran_on() -> dict:
+    """The device this process computed on: the GPU's name when it used CUDA
+    (``torch.cuda.get_device_name``), else ``cpu`` and the CPU's model."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return {"type": "cuda", "name": torch.cuda.get_device_name()}
+    from retrieval_qa.runtime import machine_info
+
+    return {"type": "cpu", "name": machine_info(1)["cpu"]}
 
 
 def write_result(out: dict, path: str | Path, wall: float) -> None:
@@ -92,12 +105,12 @@ def print_utilisation(out: dict, device: torch.device) -> None:
         return
     util = out["gpu_utilization"]
     for name, figures in util.items():
-        if name == "missing_because":
+        if name in ("missing_because", "measures"):
             continue
         text = ("not measured" if figures is None else
                 f"mean {figures['mean_percent']:.0f} %, median {figures['median_percent']:.0f} %"
                 f" ({figures['samples']} samples)")
-        print(f"GPU utilisation during the timed steps, {name}: {text}")
+        print(f"GPU busy (NVML utilization.gpu) during the timed steps, {name}: {text}")
     if "missing_because" in util:
         print(f"  (missing because: {util['missing_because']})")
 

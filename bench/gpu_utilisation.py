@@ -1,6 +1,7 @@
 """GPU utilisation per timed region for the side-by-side benches: NVML's ``utilization.gpu``
 (the percentage of time in which at least one kernel ran on the GPU; ``sm`` in ``nvidia-smi
-dmon``) sampled in a background thread about every 100 ms, each reading credited to the side
+dmon``, though it is not how full the SMs are: a GPU running one small kernel at a time reads
+100 %; the benches report achieved TFLOP/s and MFU beside it, bench/measures.py) sampled in a background thread about every 100 ms, each reading credited to the side
 whose timed region is open; mean and median per side. From ``torch.cuda.utilization``
 (pynvml, in-process), else one ``nvidia-smi --query-gpu=utilization.gpu`` per reading; on the
 CPU, or with neither, every side's figure is None and ``reason`` says why.
@@ -110,7 +111,7 @@ class Utilisation:
         self._label = None
 
     @contextlib.contextmanager
-    def region(self, label: str):
+    def region(self, label: str | None):
         self.begin(label)
         try:
             yield
@@ -128,8 +129,11 @@ class Utilisation:
                 "source": self.source}
 
     def report(self, labels) -> dict:
-        """Every side's :meth:`summary` and, when a figure is missing, why."""
+        """Every side's :meth:`summary`, what it measures and, when a figure is missing, why."""
+        from bench.measures import GPU_BUSY
+
         out = {label: self.summary(label) for label in labels}
+        out["measures"] = GPU_BUSY
         if any(v is None for v in out.values()):
             out["missing_because"] = self.reason or "no sample fell inside the timed region " \
                                                     "(shorter than one sampling interval)"

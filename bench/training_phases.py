@@ -30,6 +30,7 @@ from bench.gpu_utilisation import Utilisation
 from bench.training_sides import (
     LR,
     PHASES,
+    TOKEN_KEYS,
     WEIGHT_DECAY,
     Ours,
     Side,
@@ -72,7 +73,7 @@ def run_phases(args, device: torch.device, precision: str) -> dict:
 
     times: dict[str, list[dict[str, float]]] = {ours.name: [], st.name: []}
     losses: dict[str, list[float]] = {ours.name: [], st.name: []}
-    tokens = {side.name: dict.fromkeys(("real", "padded", "encoded"), 0) for side in (ours, st)}
+    tokens = {side.name: dict.fromkeys(TOKEN_KEYS, 0) for side in (ours, st)}
     with Utilisation(gpu_id(device)) as util:
         for k in range(args.warmup + args.steps):
             order = (ours, st) if k % 2 == 0 else (st, ours)

@@ -34,6 +34,7 @@ LOSS = {"similarity": "cosine", "scale": SCALE, "symmetric": False,
         "gather_across_processes": False, "penalty_coef": 0.0}
 OPTIMIZER = {"name": "adamw", "lr": LR, "weight_decay": WEIGHT_DECAY, "schedule": "constant"}
 PHASES = ("tokenize", "forward", "backward", "optimizer")
+TOKEN_KEYS = ("real", "real_sq", "padded", "encoded")
 
 
 def batches(pairs, batch_size: int, count: int, max_q: int, max_a: int,
@@ -84,13 +85,15 @@ def encoded_tokens(mask: torch.Tensor, chunk_rows: int | None) -> int:
 
 
 def batch_tokens(ours: Ours, pairs, idx, chunk_rows: int | None) -> dict[str, int]:
-    """Real, padded and encoded (with ``chunk_rows``) tokens of a batch, both sides summed
-    (ours' collation, on the CPU: the same ids as ST's, checked by :func:`agreement`)."""
+    """Real, padded and encoded (with ``chunk_rows``) tokens of a batch, both sides summed,
+    and ``real_sq``, each text's real length squared, summed (attention's FLOPs; ours'
+    collation, on the CPU: the same ids as ST's, checked by :func:`agreement`)."""
     b = ours.collate([(i, pairs[i]) for i in idx])
-    out = dict.fromkeys(("real", "padded", "encoded"), 0)
+    out = dict.fromkeys(TOKEN_KEYS, 0)
     for part in ("question", "answer"):
         mask = b[part]["attention_mask"]
         out["real"] += int(mask.sum())
+        out["real_sq"] += int((mask.sum(1) ** 2).sum())
         out["padded"] += mask.numel()
         out["encoded"] += encoded_tokens(mask, chunk_rows)
     return out
@@ -99,7 +102,7 @@ def batch_tokens(ours: Ours, pairs, idx, chunk_rows: int | None) -> dict[str, in
 def plan_tokens(ours: Ours, pairs, plan, chunk_rows: int | None,
                 totals: dict[str, int] | None = None) -> dict[str, int]:
     """:func:`batch_tokens` summed over the batches of ``plan`` (added to ``totals``)."""
-    totals = dict.fromkeys(("real", "padded", "encoded"), 0) if totals is None else totals
+    totals = dict.fromkeys(TOKEN_KEYS, 0) if totals is None else totals
     for idx in plan:
         for key, value in batch_tokens(ours, pairs, idx, chunk_rows).items():
             totals[key] += value
@@ -214,6 +217,7 @@ class SentenceTransformers(Side):
         self.precision, self.scaler = precision, grad_scaler(self.device, precision)
         self.model = SentenceTransformer(path, device=str(self.device))
         self.model.max_seq_length = max_a  # the default; each column passes its own below
+        self.tokenized: dict | None = None  # the matched set-up's batches, tokenised before
         self.max_q, self.max_a = max_q, max_a
         self.criterion = MultipleNegativesRankingLoss(self.model, scale=SCALE,
                                                       similarity_fct=cos_sim)
@@ -223,9 +227,35 @@ class SentenceTransformers(Side):
                                            weight_decay=WEIGHT_DECAY, fused=fused or None)
 
     def inputs(self, pairs, idx):
+        cached = self.tokenized.get(tuple(idx)) if self.tokenized else None
+        if cached is not None:
+            return cached
         q = self.model.preprocess([pairs[i].question for i in idx], max_length=self.max_q)
         a = self.model.preprocess([pairs[i].answer for i in idx], max_length=self.max_a)
         return [q, a]
+
+    def pretokenize(self, pairs, plan, multiple: int | None) -> None:
+        """The ``matched`` set-up: every batch of ``plan`` tokenised before the clock (as
+        ours is: ``data.pretokenize``), padded to a multiple of ``multiple`` tokens (as
+        ours: ``data.pad_to_multiple_of``; the shapes repeat) and, on CUDA, in page-locked
+        memory (as our loader's ``pin_memory``)."""
+        self.tokenized = {}
+        for idx in plan:
+            features = [pad_to_multiple(f, multiple) for f in self.inputs(pairs, idx)]
+            if self.device.type == "cuda":
+                features = [{k: v.pin_memory() if torch.is_tensor(v) else v
+                             for k, v in f.items()} for f in features]
+            self.tokenized[tuple(idx)] = features
+
+    def compile(self, setting) -> str:
+        """torch.compile the transformer in place, as ``trainer.compile`` does ours
+        (retrieval_qa.training.compile); returns the mode."""
+        from retrieval_qa.training.compile import BACKEND, compile_mode
+
+        mode = compile_mode(setting)
+        self.model[0].auto_model.compile(mode=None if mode == "default" else mode,
+                                         backend=BACKEND, dynamic=None)
+        return mode
 
     def loss(self, features, step: int = 0) -> torch.Tensor:
         return self.criterion(features, None)
@@ -238,6 +268,17 @@ class SentenceTransformers(Side):
 
     def mode(self, train: bool) -> None:
         self.model.train(train)
+
+
+def pad_to_multiple(features: dict, multiple: int | None) -> dict:
+    """A tokenised batch's tensors padded on the right to a multiple of ``multiple`` tokens
+    (ids and types with 0, the attention mask with 0: the same model output)."""
+    ids = features["input_ids"]
+    if not multiple or ids.shape[1] % multiple == 0:
+        return dict(features)
+    extra = multiple - ids.shape[1] % multiple
+    return {k: torch.nn.functional.pad(v, (0, extra)) if torch.is_tensor(v) and v.dim() == 2
+            else v for k, v in features.items()}
 
 
 def unpadded(ids: torch.Tensor) -> list[list[int]]:

@@ -38,10 +38,11 @@ REHEARSAL_TRAIN = ["trainer.max_steps=2", "trainer.max_epochs=1", "data.batch_si
 #: the rehearsal's bench options (module -> option -> value; None: drop the flag)
 REHEARSAL_BENCH = {
     "bench.bench_encoding": {"--device": "cpu", "--precision": "32", "--n": "48",
-                             "--n-questions": "24", "--rounds": "1", "--batch-size": "16",
-                             "--threads": "1"},
+                             "--n-questions": "24", "--rounds": "1", "--warmup-rounds": "1",
+                             "--batch-size": "16", "--threads": "1"},
     "bench.bench_training": {"--device": "cpu", "--precision": "32", "--batch-size": "4",
-                             "--warmup": "1", "--steps": "2", "--threads": "1"},
+                             "--warmup": "1", "--steps": "2", "--rounds": "2",
+                             "--threads": "1"},
 }
 REHEARSAL_TABLE2 = ["ROWS=BM25,Dual-GRUs", "JOBS=2"]
 #: the rehearsal runs a queue through its first pass only (the later sections repeat the

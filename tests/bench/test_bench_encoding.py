@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import bench_encoding as bench
 
 
@@ -20,8 +22,14 @@ def test_encoding_bench(tiny_setup, tmp_path):
         r = out[side]
         assert r["texts"] == n and r["max_abs_diff"] < 1e-5 and r["min_cosine"] > 0.9999
         assert r["ours_texts_per_s"] > 0 and r["sentence_transformers_texts_per_s"] > 0
-        assert len(r["seconds_per_round"]["ours"]) == 2
-    assert out["all"]["ratio_ours_over_st"] > 0
+        assert len(r["seconds_per_round"]["ours"]) == 3      # 1 warm-up round + 2
+        assert len(r["ratio_per_round"]) == 3
+    a = out["all"]
+    assert [r["warm_up"] for r in a["rounds"]] == [True, False, False]
+    warm = sorted(r["ratio_ours_over_st"] for r in a["rounds"][1:])
+    assert a["ratio_ours_over_st"] == pytest.approx(sum(warm) / 2)  # the median of two
+    assert "median of the 2 warm round(s)" in a["figure"]
+    assert out["settings"]["warmup_rounds"] == 1
     util = out["gpu_utilization"]
     assert util["ours"] is None and util["sentence_transformers"] is None
     assert "cpu" in util["missing_because"]
@@ -39,6 +47,7 @@ def test_encoding_bench_bf16_autocast(tiny_setup, tmp_path, monkeypatch):
                       str(tiny_setup), "--n", "16", "--n-questions", "8", "--rounds", "1",
                       "--batch-size", "8", "--out", str(tmp_path / "be.json")])
     assert out["device"]["precision"] == "bf16-mixed"
-    # every call of both sides under bf16 autocast: 2 sides x 2 text kinds, warm-up and round
+    # every call of both sides under bf16 autocast: 2 sides x 2 text kinds, the warm-up
+    # round and the round
     assert used == [("cpu", "bf16-mixed")] * 8
     assert out["answers"]["max_abs_diff"] < 0.05  # the same function in bf16

@@ -64,3 +64,15 @@ def test_a_bench_runs_as_a_module_from_the_root():
 def test_no_bench_edits_the_import_path():
     offenders = [p.name for p in BENCH.glob("*.py") if "sys.path" in p.read_text()]
     assert offenders == []
+
+
+def test_every_result_file_names_its_device(tmp_path):
+    """write_json adds the device a result ran on when it names none (the CPU's model here,
+    no CUDA used), and keeps one it names."""
+    import json
+
+    common.write_json({"x": 1}, tmp_path / "a.json")
+    device = json.loads((tmp_path / "a.json").read_text())["device"]
+    assert device["type"] in ("cpu", "cuda") and device["name"]
+    common.write_json({"device": {"type": "cuda", "name": "X"}}, tmp_path / "b.json")
+    assert json.loads((tmp_path / "b.json").read_text())["device"]["name"] == "X"
