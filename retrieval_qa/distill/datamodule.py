@@ -133,10 +133,11 @@ class DistillDataModule(ReQADataModule):
             teacher["output"], self.teacher_key)
 
     def _setup_train(self) -> None:
-        if self._split_pairs is not None:
+        if self.training_pairs.split_pairs is not None:
             return
         super()._setup_train()  # the split, the validation pool (the split's pairs unused)
-        val = set(self._val_pool.questions)
+        val_pool = self.training_pairs.val_pool
+        val = set(val_pool.questions)
         leaked = [r["question"] for r in self.lists if r["question"] in val]
         if leaked:  # the folder's key fixes the training side: only a changed data file
             raise ValueError(f"{len(leaked)} distillation questions are validation questions "
@@ -145,7 +146,7 @@ class DistillDataModule(ReQADataModule):
                              "with --rebuild")
         pairs = [QAPair(r["question"], r["gold"][1], r["gold"][1], f"distill:{i}", r["gold"][0])
                  for i, r in enumerate(self.lists)]
-        self._split_pairs = self._train_pairs = pairs
+        self.training_pairs.set_split(pairs, val_pool)  # no extra sources: these pairs
         self._info["train"].update(pairs=len(pairs), capped=False,
                                    source=f"teacher scores {self.teacher_settings['output']}")
         summary = self.teacher_summary
@@ -158,7 +159,7 @@ class DistillDataModule(ReQADataModule):
 
     def train_dataloader(self):
         loader = super().train_dataloader()
-        negatives = self._memo(self.lists, lambda: TokenizedTexts.build(
+        negatives = self.tokens.memo(self.lists, lambda: TokenizedTexts.build(
             self.tokenizer, [t for r in self.lists for _, t in r["negatives"]],
             self.max_answer_length))
         loader.collate_fn = ListCollator(loader.collate_fn, self.lists, self.teacher_scores,
