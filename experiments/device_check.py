@@ -66,6 +66,7 @@ from experiments.device.checklist import (  # noqa: E402,F401
     WORK_ROOT,
     Item,
     parse_checklist,
+    plan_turns,
 )
 from experiments.device.commands import (  # noqa: E402,F401
     REHEARSAL_TRAIN,
@@ -130,6 +131,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="run in a new session in the background (log: WORK_ROOT/"
                          f"{LOG_FILE}) and return at once")
     ap.add_argument("--status", action="store_true", help="print progress and exit")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the turns the items left would take, by their estimates")
     ap.add_argument("--bundle", type=Path, default=None, help="write the results as a .tar.gz")
     ap.add_argument("--return-carry", type=Path, default=None, metavar="DIR",
                     help="copy carry files not yet handed back into DIR (a poll's $OUT)")
@@ -140,6 +143,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="extract a bundle's results into the output root, and the carry "
                          "files beside it into --carry-in")
     return ap.parse_args(argv)
+
+
+def plan_text(items: list[Item], output_root: Path) -> str:
+    """The turns of :func:`plan_turns` for the items without a final record, in words."""
+    done = {i.id for i in items if (output_root / f"{i.id}.json").is_file()}
+    turns, never = plan_turns(items, done)
+    lines = [f"{len(items) - len(done)} items left, {len(turns)} turns of "
+             f"{TURN_SECONDS / 60:g} minutes by their estimates:"]
+    for n, turn in enumerate(turns, 1):
+        lines.append(f"turn {n} ({sum(i.minutes for i in turn):g} min): "
+                     + ", ".join(f"{i.id} ({i.minutes:g})" for i in turn))
+    if never:
+        lines.append("no turn can take: " + ", ".join(i.id for i in never))
+    return "\n".join(lines)
 
 
 def _select(items: list[Item], only: str | None) -> list[Item]:
@@ -178,6 +195,9 @@ def main(argv=None) -> int:
     items = _select(parse_checklist(args.checklist), args.only)
     if args.status:
         print(status_text(items, args.output_root, args.work_root))
+        return 0
+    if args.plan:
+        print(plan_text(items, args.output_root))
         return 0
     if args.bundle:
         print(bundle(args.bundle, args.output_root, args.work_root))

@@ -19,7 +19,7 @@ import pytest
 from device_helpers import make_world, rehearsal_env
 
 from experiments import device_check as D
-from experiments import run_queue
+from experiments.device import schedule
 from retrieval_qa.cli import build_parser
 from retrieval_qa.config import conf_names
 from retrieval_qa.training.compose import compose
@@ -45,14 +45,13 @@ def _ctx(tmp_path, device="cuda") -> D.Context:
 
 def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
     items = D.parse_checklist()
-    ids = [i.id for i in items]
     smoke = [i for i in items if i.kind == "smoke"]
     assert [i.id for i in smoke] == [f"smoke-{e}" for e in conf_names("experiment")
-                                     if e not in D.SAME_GPU_PROFILE]
+                                     if e not in D.SAME_GPU_PROFILE] + ["smoke-distill_hour"]
     order = [i.kind for i in items]
-    first = {k: order.index(k) for k in ("smoke", "bench", "evaluate", "table2", "queue")}
-    assert first["smoke"] < first["bench"] < first["table2"] < first["queue"]
-    assert ids[-2:] == ["gpu-all-first-pass", "gpu-all-rest"]
+    assert order.index("smoke") < order.index("bench") < order.index("train") \
+        < order.index("computed")
+    assert "queue" not in order                     # a queue cut at a turn's end starts over
     assert all(i.minutes > 0 for i in items)
     ctx = _ctx(tmp_path)
     for item in items:
@@ -66,20 +65,47 @@ def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
                     if item.kind == "smoke":   # the profile's own precision and compile
                         assert not any(w.startswith(("trainer.precision", "trainer.compile"))
                                        for w in argv), item.id
+                    else:                      # the full pools, never the smoke's caps
+                        assert not any(k in w for w in argv for k in ("max_test", "max_val",
+                                                                      "max_steps")), item.id
             elif argv[0] == "python" and argv[1] == "-m" and argv[2].startswith("bench."):
                 bench = importlib.import_module(argv[2])
                 bench.parse_args(argv[3:])           # every option exists
                 assert "--device" in argv and "cuda" in argv
             elif argv[0] == "make":
-                assert argv[1] == "reproduce-table2" and "JOBS=4" in argv
-        if item.kind == "queue":
-            root, runs = D.queue_runs(item, ctx)
-            assert root == ctx.work_root / "gpu_all" and runs
-    _, first_pass = D.queue_runs(items[-2], ctx)
-    _, everything = D.queue_runs(items[-1], ctx)
-    queue = Path(D.ROOT / "experiments/queues/gpu_all.txt")
-    assert everything == run_queue.parse_queue(queue) and first_pass == everything[:len(first_pass)]
-    assert {r.section for r in first_pass} == {"first pass: one seed per paper"}
+                assert argv[1] == "reproduce-table2" and "JOBS=4" not in argv
+                assert len([w for w in argv if w.startswith("ROWS=")]) == 1
+                assert "," not in next(w for w in argv if w.startswith("ROWS="))  # one row
+            elif argv[0] == "carry":
+                assert item.kind == "train" and argv[1].startswith(str(ctx.work_root))
+    rows = {next(w for w in D.words_of(i.command)[0] if w.startswith("ROWS="))[5:]
+            for i in items if i.kind == "table2"}
+    assert rows == set(schedule.table_rows())       # every row of Table 2, one item each
+    computed = next(i for i in items if i.kind == "computed")
+    assert {ident for _, ident in computed.needs()} == {i.id for i in items
+                                                         if i.kind == "table2"}
+
+
+def test_every_item_fits_one_turn_in_the_issues_order():
+    """Each estimate fits what a turn leaves the checklist; the items left make whole turns;
+    the next turns take the four papers first, in the issue's order, then Table 2's rows."""
+    items = D.parse_checklist()
+    assert all(i.minutes * 60 <= D.TURN_SECONDS for i in items), \
+        [i.id for i in items if i.minutes * 60 > D.TURN_SECONDS]
+    done = {p.stem for p in D.OUTPUT_ROOT.glob("*.json") if not p.stem.endswith(".partial")}
+    turns, never = D.plan_turns(items, done)
+    assert not never and all(sum(i.minutes for i in t) * 60 <= D.TURN_SECONDS for t in turns)
+    assert turns[0][0].id == "smoke-distill_hour"
+    ids = [i.id for i in items if i.id not in done]
+    papers = ["paper-fcrr", "paper-sde", "paper-ade", "table2-Dual-VAEs", "mining-chain",
+              "paper-mining_dual_augmented", "paper-mining_dual_unweighted",
+              "table2-ENDX-GRUs", "table2-Cross-VAEs", "paper-mining_dual"]
+    assert [i for i in ids if i in papers] == papers
+    first_row = min(ids.index(i) for i in ids if i.startswith("table2-") and i not in papers)
+    assert ids.index("paper-mining_dual") < first_row
+    for item in items:                              # an awaited item comes first
+        for _, ident in item.needs():
+            assert [i.id for i in items].index(ident) < [i.id for i in items].index(item.id)
 
 
 def test_smoke_caps_and_mining_prerequisites(tmp_path):
@@ -155,12 +181,39 @@ def test_the_whole_checklist_rehearsed(world, tmp_path, monkeypatch, capsys):
     for item in D.parse_checklist():
         record = json.loads((tmp_path / "out" / f"{item.id}.json").read_text())
         assert record["status"] == "passed", (item.id, record.get("error"))
-    table = json.loads((tmp_path / "out/table2-jobs4.json").read_text())
-    assert {"BM25-dev", "Dual-GRUs-dev"} <= set(table["rows"])
-    first = json.loads((tmp_path / "out/gpu-all-first-pass.json").read_text())
-    assert len(first["runs"]) == 12 and all("result" in r for r in first["runs"].values())
+    rows = json.loads((tmp_path / "out/table2-Dual-GRUs.json").read_text())
+    assert set(rows["rows"]) == {"Dual-GRUs-dev"} and rows["rows"]["Dual-GRUs-dev"]["seconds"] > 0
+    computed = json.loads((tmp_path / "out/table2-jobs4-computed.json").read_text())
+    assert computed["complete"] and computed["jobs_seconds"] > 0
     evaluate = json.loads((tmp_path / "out/devpool-eval.json").read_text())
     assert evaluate["dev_pool_seconds"] > 0
+
+
+def test_rehearsal_of_the_paper_items_and_the_matched_bench(world, tmp_path, monkeypatch,
+                                                            capsys):
+    """The mining chain in one item, its mined pairs carried to the dual encoder that reads
+    them (the same turn: restored from this machine's carry set); each run's seed, reductions
+    and test pool recorded; the matched training bench through the Trainer loop."""
+    rehearsal_env(monkeypatch, world, tmp_path)
+    out = _main("--device", "cpu", "--output-root", str(tmp_path / "out"), "--work-root",
+                str(tmp_path / "work"), "--only",
+                "mining-chain,paper-mining_dual_augmented,train-matched", capsys=capsys)
+    assert "finished now: mining-chain, paper-mining_dual_augmented, train-matched" in out, out
+    chain = json.loads((tmp_path / "out/mining-chain.json").read_text())
+    _check_record(chain, "mining-chain", "train")
+    [classifier] = chain["runs"]
+    assert classifier["experiment"] == "mining_classifier" and classifier["seed"] == 1
+    assert "REDUCED" in classifier["description"] and classifier["test_pool"]["dataset"]
+    assert chain["mine"]["mined_pairs"] >= 0 and chain["carried"]["kind"] == "folder"
+    dual = json.loads((tmp_path / "out/paper-mining_dual_augmented.json").read_text())
+    _check_record(dual, "paper-mining_dual_augmented", "train")
+    assert dual["seed"] == 1 and "mrr" in dual and dual["test_pool"]["questions"] > 0
+    assert str(tmp_path / "work/carried/mining-chain") in dual["command"] or \
+        "carried/mining-chain" in dual["command"]
+    bench = json.loads((tmp_path / "out/train-matched.json").read_text())
+    _check_record(bench, "train-matched", "bench")
+    assert bench["setup"] == "matched" and len(bench["ratio_per_round"]) == 2
+    assert bench["flops"]["ours"]["achieved_tflops"] > 0 and bench["gpu_busy_mean"] is None
 
 
 # ---- deadline, resume, failure: items of a checklist of plain commands -----------------------

@@ -103,3 +103,27 @@ def parse_checklist(path: Path = CHECKLIST, experiments: list[str] | None = None
         if unknown:
             raise ValueError(f"{path}: item {item.id} waits for {unknown}, which no line is")
     return items
+
+
+def plan_turns(items: list[Item], done: set[str], turn_seconds: float = TURN_SECONDS
+               ) -> tuple[list[list[Item]], list[Item]]:
+    """The turns the runner would make of the items not ``done``, by their estimates: each
+    turn takes the items in order that fit what is left of it and whose awaited items ran in
+    an earlier turn or earlier in this one (one after another: the smoke items' four at a time
+    is not counted). Returns (the turns, the items no turn can take)."""
+    pending = [i for i in items if i.id not in done]
+    finished = set(done)
+    turns: list[list[Item]] = []
+    while pending:
+        room, turn = turn_seconds, []
+        for item in list(pending):
+            if all(ident in finished for _, ident in item.needs()) \
+                    and item.minutes * 60 <= room:
+                room -= item.minutes * 60
+                turn.append(item)
+                finished.add(item.id)
+                pending.remove(item)
+        if not turn:
+            break
+        turns.append(turn)
+    return turns, pending

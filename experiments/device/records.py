@@ -95,7 +95,7 @@ def figures(item: Item, output, work: Path) -> dict:
             last = runs[-1]
             out.update({k: last[k] for k in (*METRICS, "seed", "description", "test_pool",
                                              "full_pool") if k in last})
-        mined = [o for o in steps if isinstance(o, dict) and "pairs" in o and "mined" in str(o)]
+        mined = [o for o in steps if isinstance(o, dict) and "mined_pairs" in o]
         if mined:
             out["mine"] = mined[-1]
         return out

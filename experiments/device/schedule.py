@@ -9,7 +9,7 @@ It is a computation, not a measurement: it assumes each row runs at the speed it
 while N rows share one GPU and the machine's cores. The whole table at ``JOBS=N`` stays
 unmeasured (it does not fit one turn); this is the figure to state beside the rows' times.
 
-    python experiments/device/schedule.py --records results/gpu/checklist --jobs 4 [--out F]
+    python experiments/device/schedule.py --jobs 4 --records RECORD_OR_FOLDER ... [--out F]
 """
 
 from __future__ import annotations
@@ -63,12 +63,18 @@ def table_rows(table: str = TABLE) -> list[str]:
     return [r["name"] for r in load_yaml(table)["rows"] if r["kind"] in COMPUTED_KINDS]
 
 
-def row_seconds(records: Path) -> tuple[dict[str, float], dict[str, str]]:
+def record_files(records: Path | list[Path]) -> list[Path]:
+    """The JSON files of ``records``: files as given, folders' ``*.json``."""
+    paths = [records] if isinstance(records, Path) else list(records)
+    return [f for p in paths for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
+
+
+def row_seconds(records: Path | list[Path]) -> tuple[dict[str, float], dict[str, str]]:
     """Each row's measured seconds (its pools' summed) from the passed ``table2`` records in
-    ``records``, and the record each came from."""
+    ``records`` (files, or folders of them), and the record each came from."""
     seconds: dict[str, dict[str, float]] = {}
     source: dict[str, str] = {}
-    for path in sorted(records.glob("*.json")):
+    for path in record_files(records):
         data = json.loads(path.read_text())
         if data.get("kind") != "table2" or data.get("status") != "passed":
             continue
@@ -80,7 +86,7 @@ def row_seconds(records: Path) -> tuple[dict[str, float], dict[str, str]]:
     return {k: sum(v.values()) for k, v in seconds.items()}, source
 
 
-def compute(records: Path, jobs: int, table: str = TABLE) -> dict:
+def compute(records: Path | list[Path], jobs: int, table: str = TABLE) -> dict:
     """The JOBS=``jobs`` time of the table from ``records`` (see the module docstring)."""
     order = table_rows(table)
     seconds, source = row_seconds(records)
@@ -104,8 +110,9 @@ def compute(records: Path, jobs: int, table: str = TABLE) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--records", type=Path, required=True,
-                    help="the folder of the checklist's records (its table2-* items)")
+    ap.add_argument("--records", type=Path, nargs="+", required=True,
+                    help="the checklist's records of the rows (its table2-* items), or a "
+                         "folder of records")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--table", default=TABLE, help="under conf/ (default %(default)s)")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
