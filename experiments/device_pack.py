@@ -23,6 +23,9 @@ changed):
 * ``wheels/``: cp312 manylinux wheels of the packages the GPU image lacks (``WHEELS``, at
   the versions installed here), from ``pip download`` (cached; ``--no-download`` skips it).
 * ``start.sh``, ``poll.sh``, ``env.sh``: the device-side scripts (experiments/device/).
+* ``carry/`` (not written here): the carry sets that earlier turns left for the next
+  (``make device-collect`` gathers them; experiments/device/carry.py); they travel with the
+  pack and count against the limit.
 
 Then it adds up what will travel and fails (exit 2) above the limit, saying the size. Each
 file counts as whole 4 KiB blocks (``BLOCK``): on 2026-11-27 a tree of 63.5 MiB of bytes
@@ -68,6 +71,7 @@ WEIGHTS = "model.safetensors"
 SCRIPTS = ROOT / "experiments" / "device"
 XZ_PRESET = 9
 FILES_TAR = "files.tar.xz"
+CARRY = "carry"   # .device/carry/ID/: the carry sets `make device-collect` gathered
 
 
 def sha256(path: Path) -> str:
@@ -238,7 +242,8 @@ def slim(on: bool, root: Path = ROOT) -> None:
 
 def travelling_bytes(pack: Path, root: Path = ROOT) -> dict:
     """Bytes of what travels, each file rounded up to whole ``BLOCK``s: the tracked files
-    present in the working tree, the untracked files git does not ignore, and the pack."""
+    present in the working tree, the untracked files git does not ignore, the pack, and the
+    carry sets in it (``.device/carry``: what earlier turns left for this one)."""
     def listed(*args: str) -> list[Path]:
         out = subprocess.run(["git", "ls-files", "-z", *args], cwd=root, capture_output=True,
                              check=True).stdout.decode()
@@ -250,8 +255,11 @@ def travelling_bytes(pack: Path, root: Path = ROOT) -> dict:
 
     inside = [p for p in listed("--others", "--exclude-standard")
               if pack.resolve() not in p.resolve().parents]
+    files = list(pack.rglob("*")) if pack.is_dir() else []
+    carried = pack / CARRY
     return {"tracked": size(listed()), "untracked": size(inside),
-            "pack": size(p for p in pack.rglob("*")) if pack.is_dir() else 0}
+            "pack": size(p for p in files if carried not in p.parents),
+            "carry": size(p for p in files if carried in p.parents)}
 
 
 def check_size(pack: Path, limit: int = LIMIT, root: Path = ROOT) -> dict:
@@ -262,7 +270,15 @@ def check_size(pack: Path, limit: int = LIMIT, root: Path = ROOT) -> dict:
     report = {**{f"{k}_mib": v for k, v in mib.items()}, "total_mib": round(total / 2**20, 2),
               "limit_mib": round(limit / 2**20, 2)}
     print(f"travels: {report['total_mib']} MiB of {report['limit_mib']} (tracked "
-          f"{mib['tracked']}, untracked {mib['untracked']}, {pack.name}/ {mib['pack']})")
+          f"{mib['tracked']}, untracked {mib['untracked']}, {pack.name}/ {mib['pack']}, "
+          f"carry sets {mib['carry']})")
+    if total > limit and sizes["carry"]:
+        sets = sorted((pack / CARRY).iterdir()) if (pack / CARRY).is_dir() else []
+        print("the carry sets in " + str(pack / CARRY) + ": " + ", ".join(
+            f"{d.name} {sum(f.stat().st_size for f in d.iterdir()) / 2**20:.1f} MiB"
+            for d in sets if d.is_dir()) + " (a set that cannot travel beside the pack "
+            "stays here: move it out for this turn, or cut what its stage carries)",
+            file=sys.stderr)
     if total > limit:
         print(f"too large by {(total - limit) / 2**20:.2f} MiB: `make device-slim` leaves "
               f"{', '.join(SLIM_OUT)} out of the working tree for the turn (`make "

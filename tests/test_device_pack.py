@@ -93,7 +93,7 @@ def test_size_check_adds_up_what_travels(tmp_path, capsys):
     report = P.check_size(pack)
     assert report["pack_mib"] == 1.0 and report["tracked_mib"] > 1
     assert report["total_mib"] == pytest.approx(sum(report[f"{k}_mib"] for k in (
-        "tracked", "untracked", "pack")), abs=0.02)
+        "tracked", "untracked", "pack", "carry")), abs=0.02)
     assert "travels:" in capsys.readouterr().out
     with pytest.raises(SystemExit) as stop:
         P.check_size(pack, limit=2**20)
@@ -124,6 +124,10 @@ def test_size_counts_whole_blocks(tmp_path):
     (pack / "one").write_bytes(b"x")
     (pack / "two").write_bytes(b"x" * (P.BLOCK + 1))
     assert P.travelling_bytes(pack)["pack"] == 3 * P.BLOCK
+    (pack / "carry" / "x").mkdir(parents=True)     # carry sets: counted, apart
+    (pack / "carry" / "x" / "carry-x.part01").write_bytes(b"x" * 10)
+    sizes = P.travelling_bytes(pack)
+    assert sizes["pack"] == 3 * P.BLOCK and sizes["carry"] == P.BLOCK
 
 
 def test_slim_leaves_records_and_notebooks_out_then_puts_them_back(tmp_path, capsys):

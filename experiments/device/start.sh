@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start a GPU turn, in the checkout's root, with .device/ (made by `make device-pack`) carried:
 # set this bare machine up (wheels, MiniLM cast back to fp32, data; once per machine) and start
-# the device checklist in the background until DEADLINE seconds from now; returns at once.
+# the device checklist in the background until DEADLINE seconds from now; returns at once. The
+# carry sets earlier turns left (.device/carry/ID/) are restored by the items that wait for
+# them ({carried:ID}), each checked part by part.
 # Usage: bash .device/start.sh DEADLINE
 set -euo pipefail
 DEADLINE=${1:?usage: bash .device/start.sh DEADLINE_SECONDS}
