@@ -38,7 +38,18 @@ def _checked(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -
 def list_kl(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
             student_temperature: float, teacher_temperature: float) -> torch.Tensor:
     """Mean ``KL(softmax(teacher / T_t) || softmax(student / T_s))`` over the rows of
-    ``mask`` with at least two entries (see the module docstring); [B, L] inputs."""
+    ``mask`` with at least two entries (see the module docstring).
+
+    Args:
+        student: the student's scores ``[B, L]`` of each question's list (column 0 gold).
+        teacher: the teacher's scores ``[B, L]``, same layout; no gradient.
+        mask: bool ``[B, L]``, the entries that exist (column 0 must exist in every row).
+        student_temperature: ``T_s`` (> 0), divides ``student``.
+        teacher_temperature: ``T_t`` (> 0), divides ``teacher``.
+
+    Returns:
+        The scalar mean KL (0, still in the graph, when no row has two entries).
+    """
     _checked(student, teacher, mask)
     with float32_region(student, teacher) as (student, teacher):
         low = torch.finfo(torch.float32).min
@@ -55,7 +66,18 @@ def list_kl(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
 def margin_mse(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
                student_temperature: float, teacher_temperature: float) -> torch.Tensor:
     """Mean over the existing negatives of ``((s_0 - s_j) - (t_0 - t_j))^2`` with
-    ``s = student / T_s``, ``t = teacher / T_t`` (see the module docstring); [B, L] inputs."""
+    ``s = student / T_s``, ``t = teacher / T_t`` (see the module docstring).
+
+    Args:
+        student: the student's scores ``[B, L]`` of each question's list (column 0 gold).
+        teacher: the teacher's scores ``[B, L]``, same layout; no gradient.
+        mask: bool ``[B, L]``, the entries that exist (column 0 must exist in every row).
+        student_temperature: ``T_s`` (> 0), divides ``student``.
+        teacher_temperature: ``T_t`` (> 0), divides ``teacher``.
+
+    Returns:
+        The scalar mean squared margin error (0, still in the graph, without negatives).
+    """
     _checked(student, teacher, mask)
     with float32_region(student, teacher) as (student, teacher):
         s = student / student_temperature

@@ -100,7 +100,14 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
 
 def kernel_logits(x: torch.Tensor, y: torch.Tensor, *, kernel: str, sigma: float
                   ) -> torch.Tensor:
-    """Unnormalised log-neighbour scores ``s(x_i, y_j)``, ``[B_x, B_y]`` (see module docstring)."""
+    """Unnormalised log-neighbour scores ``s(x_i, y_j)``, ``[B_x, B_y]`` (see module docstring).
+
+    Args:
+        x: the anchors, ``[B_x, D]``.
+        y: the neighbours, ``[B_y, D]``.
+        kernel: ``"inner_product"``, ``"gaussian"`` or ``"gaussian_literal"``.
+        sigma: the Gaussian width (> 0); unused by ``"inner_product"``.
+    """
     if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"x and y must be [B, D] with equal D, got {tuple(x.shape)}, {tuple(y.shape)}")
     x, y = _upcast(x), _upcast(y)
@@ -140,6 +147,13 @@ def log_neighbour_probabilities(
 
     With ``exclude_self`` (``x`` and ``y`` the same set, same order) the diagonal is ``-inf``
     (``p(y_i | x_i) = 0``) and each row is normalised over the other ``B - 1`` points.
+
+    Args:
+        x: the anchors, ``[B_x, D]``.
+        y: the neighbours, ``[B_y, D]``.
+        kernel: see :func:`kernel_logits`.
+        sigma: the Gaussian width; unused by ``"inner_product"``.
+        exclude_self: give each anchor's own point probability 0 (needs ``B_x == B_y >= 2``).
     """
     logits = kernel_logits(x, y, kernel=kernel, sigma=sigma)
     if exclude_self:
@@ -155,7 +169,24 @@ def neighbour_probabilities(
     sigma: float,
     exclude_self: bool,
 ) -> torch.Tensor:
-    """``P[i, j] = p(y_j | x_i)`` (eq. 6 with the kernel of eq. 9 or 10); rows sum to 1."""
+    """``P[i, j] = p(y_j | x_i)`` (eq. 6 with the kernel of eq. 9 or 10); rows sum to 1.
+
+    Args:
+        x: the anchors, ``[B_x, D]``.
+        y: the neighbours, ``[B_y, D]``.
+        kernel: see :func:`kernel_logits`.
+        sigma: the Gaussian width; unused by ``"inner_product"``.
+        exclude_self: see :func:`log_neighbour_probabilities`.
+
+    Example:
+
+        >>> import torch
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> p = neighbour_probabilities(x, x, kernel="inner_product", sigma=1.0,
+        ...                             exclude_self=True)
+        >>> p.tolist()
+        [[0.0, 1.0], [1.0, 0.0]]
+    """
     return log_neighbour_probabilities(x, y, kernel=kernel, sigma=sigma,
                                        exclude_self=exclude_self).exp()
 
@@ -165,8 +196,11 @@ def kl_divergence_rows(
 ) -> torch.Tensor:
     """Per-row ``KL(P || Q) = sum_j P log(P / Q)`` from log-probabilities, ``[B]``.
 
-    ``ignore`` (bool, same shape) marks entries with ``P = Q = 0`` (excluded pairs); they
-    contribute exactly 0 and produce no NaN in forward or backward.
+    Args:
+        log_p: ``log P``, ``[B, N]`` (the target distribution, one row per anchor).
+        log_q: ``log Q``, ``[B, N]``.
+        ignore: bool ``[B, N]`` marking entries with ``P = Q = 0`` (excluded pairs); they
+            contribute exactly 0 and produce no NaN in forward or backward. None: none.
     """
     if ignore is not None:
         log_p = log_p.masked_fill(ignore, 0.0)

@@ -20,7 +20,12 @@ from .precision import float32_region
 
 
 def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    """Per-example ``KL(N(mean, diag(exp(logvar))) || N(0, I))``: ``[B, Z] -> [B]``."""
+    """Per-example ``KL(N(mean, diag(exp(logvar))) || N(0, I))``: ``[B, Z] -> [B]``.
+
+    Args:
+        mean: the posterior's means ``mu``, ``[B, Z]``.
+        logvar: the posterior's ``log sigma^2``, ``[B, Z]``.
+    """
     if mean.shape != logvar.shape:
         raise ValueError(f"mean {tuple(mean.shape)} and logvar {tuple(logvar.shape)} differ")
     return 0.5 * (mean.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=-1)

@@ -46,7 +46,12 @@ WEIGHTINGS = ("balanced", "mean")
 
 
 def cosine_matrix(zq: torch.Tensor, za: torch.Tensor) -> torch.Tensor:
-    """``C[i, j] = cos(zq_i, za_j)``, ``[B, B']``."""
+    """``C[i, j] = cos(zq_i, za_j)``, ``[B, B']``.
+
+    Args:
+        zq: question latents ``[B, D]``.
+        za: answer latents ``[B', D]``.
+    """
     if zq.dim() != 2 or za.dim() != 2 or zq.shape[1] != za.shape[1]:
         raise ValueError(f"zq and za must be [B, D] with equal D, got {tuple(zq.shape)}, "
                          f"{tuple(za.shape)}")
@@ -55,7 +60,12 @@ def cosine_matrix(zq: torch.Tensor, za: torch.Tensor) -> torch.Tensor:
 
 def balanced_mean(values: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
     """``1/2 (mean over positive entries + mean over the others)``; only the positive mean
-    when there are no others."""
+    when there are no others.
+
+    Args:
+        values: per-pair values (the BCE matrix ``[B, B']``).
+        positive: bool mask of ``values``'s shape, True at the matched pairs.
+    """
     pos = values[positive].mean()
     negative = ~positive
     if not negative.any():

@@ -17,7 +17,20 @@ import torch
 
 @contextmanager
 def float32_region(*tensors: torch.Tensor):
-    """Autocast off on the tensors' device; yields the tensors as float32 (others as is)."""
+    """Autocast off on the tensors' device; yields the tensors as float32 (others as is).
+
+    Args:
+        tensors: the inputs; low-precision floating tensors are upcast to float32, float64
+            and non-floating tensors pass as they are. The first one's device decides the
+            autocast region's device type (``"cpu"`` without tensors).
+
+    Example:
+
+        >>> import torch
+        >>> with float32_region(torch.ones(2, dtype=torch.bfloat16)) as (x,):
+        ...     x.dtype
+        torch.float32
+    """
     device_type = tensors[0].device.type if tensors else "cpu"
     with torch.autocast(device_type=device_type, enabled=False):
         yield tuple(t.float() if t.is_floating_point() and t.dtype != torch.float64 else t

@@ -15,7 +15,12 @@ from torch import nn
 
 
 def conditional_margin(margin: float, d: torch.Tensor) -> torch.Tensor:
-    """eq. 1: ``m`` where ``d > m``, else 0."""
+    """eq. 1: ``m`` where ``d > m``, else 0.
+
+    Args:
+        margin: ``m``, in the units of ``d``.
+        d: the pairs' distances, any shape (``[B]`` in the loss).
+    """
     return torch.where(d > margin, torch.full_like(d, margin), torch.zeros_like(d))
 
 

@@ -32,7 +32,14 @@ REDUCTIONS = ("sequence", "token")
 
 
 def token_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[B, T]`` per-token negative log-likelihoods, 0 where ``mask`` is 0."""
+    """``[B, T]`` per-token negative log-likelihoods, 0 where ``mask`` is 0.
+
+    Args:
+        logits: ``[B, T, V]`` (one distribution per position) or ``[B, V]`` (one for every
+            position of a text).
+        targets: ``[B, T]`` target token ids (negative ids are allowed where ``mask`` is 0).
+        mask: ``[B, T]``, 1 at the positions that count, 0 elsewhere.
+    """
     if targets.shape != mask.shape:
         raise ValueError(f"targets {tuple(targets.shape)} and mask {tuple(mask.shape)} differ")
     safe = targets.clamp(min=0)

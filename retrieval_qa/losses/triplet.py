@@ -17,7 +17,14 @@ from torch import nn
 def pairwise_distances(a: torch.Tensor, b: torch.Tensor, *, squared: bool,
                        eps: float = 1e-12) -> torch.Tensor:
     """``[A, D] x [B, D] -> [A, B]`` Euclidean distances, with a gradient that stays finite
-    at zero distance (the square root is taken of ``max(d^2, eps)``)."""
+    at zero distance (the square root is taken of ``max(d^2, eps)``).
+
+    Args:
+        a: ``[A, D]`` embeddings (rows of the result).
+        b: ``[B, D]`` embeddings (columns of the result).
+        squared: return the squared distances (no square root).
+        eps: the floor of ``d^2`` under the square root.
+    """
     d2 = (a.pow(2).sum(1, keepdim=True) - 2 * a @ b.T + b.pow(2).sum(1)).clamp_min(0.0)
     return d2 if squared else d2.clamp_min(eps).sqrt()
 
@@ -73,7 +80,18 @@ def batch_hard_indices(anchors: torch.Tensor, candidates: torch.Tensor,
                        anchor_labels: torch.Tensor, candidate_labels: torch.Tensor, *,
                        squared: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The (hardest positive, hardest negative) candidate index of every anchor (-1 where
-    there is none): what the loss picks, for inspection and tests."""
+    there is none): what the loss picks, for inspection and tests.
+
+    Args:
+        anchors: ``[B, D]`` anchor embeddings (the questions).
+        candidates: ``[N, D]`` candidate embeddings (the paragraphs).
+        anchor_labels: ``[B]`` integer label of each anchor.
+        candidate_labels: ``[N]`` integer label of each candidate; equal labels are positives.
+        squared: use squared Euclidean distances.
+
+    Returns:
+        Two ``[B]`` long tensors: the hardest positive's and the hardest negative's index.
+    """
     with torch.no_grad():
         d = pairwise_distances(anchors, candidates, squared=squared)
         same = anchor_labels[:, None] == candidate_labels[None, :]
