@@ -38,7 +38,12 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 
 def as_bool_mask(mask: torch.Tensor | None, states: torch.Tensor) -> torch.Tensor:
-    """Return ``mask`` (``[B, L]``, 1/True = real token) as a bool tensor; all-True if None."""
+    """Return ``mask`` (``[B, L]``, 1/True = real token) as a bool tensor; all-True if None.
+
+    Args:
+        mask: ``[B, L]`` attention mask (bool or 0/1), or None.
+        states: the token states ``[B, L, H]`` it masks (their shape and device).
+    """
     if mask is None:
         return torch.ones(states.shape[:2], dtype=torch.bool, device=states.device)
     if mask.shape != states.shape[:2]:

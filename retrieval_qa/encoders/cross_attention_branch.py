@@ -188,11 +188,14 @@ def build_cross_attention_branch(
     :mod:`retrieval_qa.encoders.builders`; conf/model/endx.yaml: the towers'), and
     ``cross_attention``, the branch's keyword arguments (num_heads, ffn_dim: null for
     4 * hidden_size, dropout, activation: relu | gelu, share: one block, both ways); a missing
-    or unknown key is an error naming it.
-
-    ``token_encoder``: use this already built Encoder_cross instead of building one from
-    ``encoder`` (e.g. to load a checkpoint once). The pooler is built over its
+    or unknown key is an error naming it. The pooler is built over the token encoder's
     ``hidden_size`` and shared by the question and answer sides.
+
+    Args:
+        cfg: the ``model.cross`` block (conf/model/endx.yaml), sections
+            :data:`CROSS_BRANCH_SECTIONS`.
+        token_encoder: an already built Encoder_cross to use instead of building one from
+            ``encoder`` (e.g. to load a checkpoint once); None: build it.
     """
     from retrieval_qa.encoders.builders import build_pooler, build_token_encoder
 

@@ -29,12 +29,29 @@ class PairEncoding(NamedTuple):
 
 
 def check_sharing(sharing: str) -> str:
+    """Return ``sharing`` unchanged; raise ``ValueError`` unless it is a key of
+    :data:`SHARING_MODES`.
+
+    Args:
+        sharing: the towers' sharing mode (``model.sharing``, e.g. conf/model/dual_encoder.yaml).
+    """
     if sharing not in SHARING_MODES:
         raise ValueError(f"sharing={sharing!r}; expected one of {list(SHARING_MODES)}")
     return sharing
 
 
 def count_trainable(module: nn.Module) -> int:
+    """The number of elements of ``module``'s parameters with ``requires_grad``.
+
+    Args:
+        module: any module (a shared parameter counts once).
+
+    Example:
+
+        >>> from torch import nn
+        >>> count_trainable(nn.Linear(3, 2))
+        8
+    """
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 

@@ -22,7 +22,21 @@ from torch import nn
 
 
 class ResidualBlock(nn.Module):
-    """``forward(x[B, D]) = x + sf * branch(x)``, l2-normalised when ``normalize``."""
+    """``forward(x[B, D]) = x + sf * branch(x)``, l2-normalised when ``normalize``.
+
+    Args:
+        branch: the residual branch, ``[B, D] -> [B, D]``.
+        sf: the residual scale factor.
+        normalize: l2-normalise the output.
+
+    Example:
+
+        >>> import torch
+        >>> from torch import nn
+        >>> block = ResidualBlock(nn.Identity(), sf=1.0)  # l2norm(2x) = l2norm(x)
+        >>> block(torch.tensor([[3.0, 4.0]]))
+        tensor([[0.6000, 0.8000]])
+    """
 
     def __init__(self, branch: nn.Module, *, sf: float, normalize: bool = True) -> None:
         super().__init__()
@@ -36,7 +50,13 @@ class ResidualBlock(nn.Module):
 
 
 class FCBranch(nn.Sequential):
-    """Two fully connected layers: ``Linear(D, hidden) - ReLU - Dropout - Linear(hidden, D)``."""
+    """Two fully connected layers: ``Linear(D, hidden) - ReLU - Dropout - Linear(hidden, D)``.
+
+    Args:
+        dim: ``D``, the embeddings' width.
+        hidden: the hidden width; None (or 0): ``dim``.
+        dropout: the dropout probability after the ReLU.
+    """
 
     def __init__(self, dim: int, *, hidden: int | None, dropout: float) -> None:
         hidden = hidden or dim
@@ -46,7 +66,15 @@ class FCBranch(nn.Sequential):
 
 class ConvBranch(nn.Module):
     """``Conv1d(1, filters, window, stride)`` over the vector's D positions, max over
-    positions, ReLU, dropout, ``Linear(filters, D)``."""
+    positions, ReLU, dropout, ``Linear(filters, D)``.
+
+    Args:
+        dim: ``D``, the embeddings' width (at least ``window``).
+        filters: the convolution's output channels.
+        window: the convolution's kernel size, in vector positions.
+        stride: the convolution's stride.
+        dropout: the dropout probability on the pooled filters.
+    """
 
     def __init__(self, dim: int, *, filters: int, window: int, stride: int,
                  dropout: float) -> None:
@@ -82,7 +110,14 @@ class ConvBranch(nn.Module):
 
 class FCRR(ResidualBlock):
     """FCRR for ``dim``-dimensional embeddings: ``l2norm(x + sf * FC(x))``, the branch two
-    fully connected layers of ``fc_hidden`` units (None: ``dim``) with ``dropout``."""
+    fully connected layers (:class:`FCBranch`).
+
+    Args:
+        dim: ``D``, the embeddings' width.
+        sf: the residual scale factor (conf/model/residual.yaml ``sf``).
+        dropout: the branch's dropout probability.
+        fc_hidden: the branch's hidden width; None: ``dim``.
+    """
 
     def __init__(self, dim: int, *, sf: float, dropout: float, fc_hidden: int | None) -> None:
         super().__init__(FCBranch(dim, hidden=fc_hidden, dropout=dropout), sf=sf)
@@ -90,8 +125,16 @@ class FCRR(ResidualBlock):
 
 class ConvRR(ResidualBlock):
     """ConvRR for ``dim``-dimensional embeddings: ``l2norm(x + sf * Conv(x))``, the branch a
-    convolution of ``conv_filters`` filters of width ``conv_window`` and ``conv_stride``
-    (:class:`ConvBranch`) with ``dropout``."""
+    convolution (:class:`ConvBranch`).
+
+    Args:
+        dim: ``D``, the embeddings' width (at least ``conv_window``).
+        sf: the residual scale factor (conf/model/residual.yaml ``sf``).
+        dropout: the branch's dropout probability.
+        conv_filters: the convolution's filters.
+        conv_window: the convolution's width, in vector positions.
+        conv_stride: the convolution's stride.
+    """
 
     def __init__(self, dim: int, *, sf: float, dropout: float, conv_filters: int,
                  conv_window: int, conv_stride: int) -> None:
@@ -100,7 +143,17 @@ class ConvRR(ResidualBlock):
 
 
 class FCRRConvRR(nn.Sequential):
-    """An :class:`FCRR` block, then a :class:`ConvRR` block ("FCRR + ConvRR")."""
+    """An :class:`FCRR` block, then a :class:`ConvRR` block ("FCRR + ConvRR").
+
+    Args:
+        dim: ``D``, the embeddings' width.
+        sf: the residual scale factor of both blocks.
+        dropout: the dropout probability of both branches.
+        fc_hidden: the FCRR branch's hidden width; None: ``dim``.
+        conv_filters: the ConvRR convolution's filters.
+        conv_window: the ConvRR convolution's width.
+        conv_stride: the ConvRR convolution's stride.
+    """
 
     def __init__(self, dim: int, *, sf: float, dropout: float, fc_hidden: int | None,
                  conv_filters: int, conv_window: int, conv_stride: int) -> None:

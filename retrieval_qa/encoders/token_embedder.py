@@ -98,7 +98,18 @@ class TokenEmbedder(nn.Module):
 
 
 def pretrained_word_embeddings(checkpoint, fallback: str | None = None):
-    """``(weight[V, E], pad_token_id, label)`` read from a pretrained checkpoint."""
+    """``(weight[V, E], pad_token_id, label)`` read from a pretrained checkpoint.
+
+    Args:
+        checkpoint: a :class:`~retrieval_qa.pretrained.ResolvedCheckpoint`, or a name or
+            path that :func:`~retrieval_qa.pretrained.resolve_pretrained` resolves.
+        fallback: passed to :func:`~retrieval_qa.pretrained.resolve_pretrained` (``"minilm"``
+            or None); unused for a resolved checkpoint.
+
+    Returns:
+        The input-embedding table (a detached copy), the model's ``pad_token_id`` (None if it
+        has none) and the checkpoint's label.
+    """
     from ..pretrained import ResolvedCheckpoint, load_model, resolve_pretrained
 
     resolved = (

@@ -14,7 +14,17 @@ POSITION_KINDS = ("learned", "sinusoidal")
 
 
 def sinusoidal_positions(max_positions: int, dim: int) -> torch.Tensor:
-    """The ``[max_positions, dim]`` sine/cosine table of Vaswani et al. (2017)."""
+    """The ``[max_positions, dim]`` sine/cosine table of Vaswani et al. (2017).
+
+    Args:
+        max_positions: the table's rows (positions 0 .. max_positions - 1).
+        dim: the width; even columns hold sines, odd columns cosines.
+
+    Example:
+
+        >>> sinusoidal_positions(2, 4)[0]
+        tensor([0., 1., 0., 1.])
+    """
     position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)
     div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
     table = torch.zeros(max_positions, dim)

@@ -79,7 +79,18 @@ class Latent(NamedTuple):
 def reparameterize(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """``z = mean + exp(logvar / 2) * eps`` with ``eps ~ N(0, I)``: a sample of
     ``N(mean, diag(exp(logvar)))`` differentiable in mean and logvar. ``logvar = -inf``
-    (standard deviation 0) gives exactly the mean."""
+    (standard deviation 0) gives exactly the mean.
+
+    Args:
+        mean: the posterior's means, ``[B, Z]``.
+        logvar: the posterior's log-variances ``log sigma^2``, ``[B, Z]``.
+
+    Example:
+
+        >>> import torch
+        >>> reparameterize(torch.ones(1, 2), torch.full((1, 2), float("-inf")))
+        tensor([[1., 1.]])
+    """
     std = torch.exp(0.5 * logvar)
     return mean + std * torch.randn_like(std)
 
@@ -90,6 +101,10 @@ class GaussianHead(nn.Module):
     predicted, the usual unconstrained parameterisation of the standard deviation).
 
     As a tower's ``projection`` its ``forward`` is the mean, the retrieval embedding.
+
+    Args:
+        in_dim: ``D``, the pooled vectors' width (the pooler's ``output_dim``).
+        latent_dim: ``Z``, the latent size (>= 1; ``latent_dim`` of the towers block).
     """
 
     def __init__(self, in_dim: int, latent_dim: int) -> None:
@@ -113,6 +128,13 @@ class VAETower(Tower):
     ``forward(input_ids, attention_mask, token_type_ids=None) -> mean[B, Z]`` (the embedding);
     ``posterior(...) -> (mean, logvar)``; ``latent(...) -> Latent(z, mean, logvar, penalty)``
     with ``z`` sampled in training mode and the mean in eval mode, and the pooler's penalty.
+
+    Args:
+        token_encoder: the token encoder, ``(input_ids, attention_mask, token_type_ids)`` to
+            token states.
+        pooler: the pooler over the token states.
+        head: the :class:`GaussianHead` over the pooled vectors (the tower's projection;
+            outputs are not normalised).
     """
 
     def __init__(self, token_encoder: TokenEncoder, pooler: Pooler, head: GaussianHead) -> None:
@@ -150,6 +172,14 @@ class VAEDualTowers(DualTowers):
     ``encode_answer`` give the means. ``config`` holds the
     plain dict that :func:`build_vae_towers` rebuilds these towers from (None when the object
     was assembled by hand).
+
+    Args:
+        question_tower: the question side's :class:`VAETower`.
+        answer_tower: the answer side's :class:`VAETower`; None (or the question tower) with
+            ``sde``.
+        sharing: one of :data:`~.dual_towers.SHARING_MODES`.
+        config: the checked towers block (:func:`vae_config`) kept as :attr:`config`; None:
+            none.
     """
 
     question_tower: VAETower
@@ -178,7 +208,11 @@ class VAEDualTowers(DualTowers):
 
 
 def vae_config(cfg: Any) -> dict[str, Any]:
-    """A VAE towers block, checked (keys in the module docstring), as a plain dict."""
+    """A VAE towers block, checked (keys in the module docstring), as a plain dict.
+
+    Args:
+        cfg: the towers block (dict or OmegaConf; ``model.towers`` of conf/model/vae.yaml).
+    """
     given = plain(cfg)
     unknown = sorted(set(given) - set(VAE_TOWER_KEYS))
     if unknown:
@@ -203,6 +237,10 @@ def build_vae_towers(cfg: Any) -> VAEDualTowers:
     sharing mode loads pretrained word embeddings once and copies them, and draws random
     parts per tower); each side then gets its own :class:`GaussianHead` (one for ``sde``, one
     shared head for ``ade_spl``).
+
+    Args:
+        cfg: the towers block (dict or OmegaConf; ``model.towers`` of conf/model/vae.yaml),
+            checked by :func:`vae_config`.
     """
     full = vae_config(cfg)
     sharing = full["sharing"]
@@ -227,7 +265,11 @@ def build_vae_towers(cfg: Any) -> VAEDualTowers:
 def towers_from_config(cfg: Any) -> DualTowers:
     """Rebuild exported towers from their config: :func:`build_vae_towers` when
     ``cfg["type"] == "vae"``, else :func:`~.builders.build_dual_towers`. (For the loader of
-    the inference model: ``towers_from_config(meta["towers"])``.)"""
+    the inference model: ``towers_from_config(meta["towers"])``.)
+
+    Args:
+        cfg: a towers block (dict or OmegaConf), a VAE one or a dual encoder's.
+    """
     given = plain(cfg)
     if given.get("type") == VAE_TOWERS_TYPE:
         return build_vae_towers(given)

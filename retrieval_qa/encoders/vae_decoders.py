@@ -77,7 +77,12 @@ __all__ = [
 
 def word_embedding(token_encoder: TokenEncoder) -> nn.Embedding:
     """The ``nn.Embedding`` of a token encoder's word pieces (a :class:`TokenEmbedder`'s
-    table, or a Hugging Face model's input embeddings)."""
+    table, or a Hugging Face model's input embeddings).
+
+    Args:
+        token_encoder: the tower's token encoder (its ``token_embedder``, or its Hugging Face
+            ``model``); ``TypeError`` when it has no word-embedding table.
+    """
     embedder = token_encoder.token_embedder
     if isinstance(embedder, TokenEmbedder):
         return embedder.embedding
@@ -94,13 +99,33 @@ def word_embedding(token_encoder: TokenEncoder) -> nn.Embedding:
 
 def shift_targets(input_ids: torch.Tensor, attention_mask: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(targets[B, L-1], mask[B, L-1])``: every token after the first, real tokens only."""
+    """``(targets[B, L-1], mask[B, L-1])``: every token after the first, real tokens only.
+
+    Args:
+        input_ids: ``[B, L]`` token ids of the texts.
+        attention_mask: ``[B, L]``, 1 at real tokens.
+
+    Example:
+
+        >>> import torch
+        >>> targets, mask = shift_targets(torch.tensor([[101, 7, 102, 0]]),
+        ...                               torch.tensor([[1, 1, 1, 0]]))
+        >>> targets.tolist(), mask.tolist()
+        ([[7, 102, 0]], [[True, True, False]])
+    """
     return input_ids[:, 1:], attention_mask[:, 1:].to(torch.bool)
 
 
 class OutputLayer(nn.Module):
     """``h[..., H] -> logits[..., V']`` over the output vocabulary (see the module docstring):
     tied to ``embedding`` or a separate matrix, all ``V`` ids or a restricted subset ``V'``.
+
+    Args:
+        in_dim: ``H``, the width of the decoder's hidden states.
+        embedding: the token table ``[V, E]``; its ``V`` is the vocabulary size, and with
+            ``tie`` its weight is the output matrix.
+        tie: score with ``embedding``'s table (through a ``Linear(H, E)``); False: a separate
+            ``[V, H]`` matrix.
     """
 
     def __init__(self, in_dim: int, embedding: nn.Embedding, *, tie: bool) -> None:
@@ -235,7 +260,11 @@ class MLPDecoder(TextDecoder):
 
 
 def decoder_config(cfg: Any) -> dict[str, Any]:
-    """The ``decoder`` block as a plain dict, its ``output_vocab`` checked."""
+    """The ``decoder`` block as a plain dict, its ``output_vocab`` checked.
+
+    Args:
+        cfg: ``model.decoder`` (dict or OmegaConf; conf/model/vae.yaml).
+    """
     full = plain(cfg)
     require_keys(full, ("output_vocab",), "model.decoder")
     if full["output_vocab"] not in OUTPUT_VOCABS:
@@ -246,7 +275,14 @@ def decoder_config(cfg: Any) -> dict[str, Any]:
 
 def build_decoder(cfg: Any, latent_dim: int, embedding: nn.Embedding) -> TextDecoder:
     """The decoder that the ``decoder`` block names (its ``_target_``, or ``type: gru |
-    mlp``), over latents of ``latent_dim`` and the token table ``embedding``."""
+    mlp``), over latents of ``latent_dim`` and the token table ``embedding``.
+
+    Args:
+        cfg: ``model.decoder`` (dict or OmegaConf; conf/model/vae.yaml); its keys other than
+            the class's name and ``output_vocab`` are the class's arguments.
+        latent_dim: ``Z``, the latents' size.
+        embedding: the token table of the tower that reads the same side's texts.
+    """
     return instantiate(decoder_config(cfg), "model.decoder", "decoder", latent_dim=latent_dim,
                        embedding=embedding)
 
@@ -256,7 +292,18 @@ def training_vocabulary(tokenizer, texts: Sequence[str], max_length: int,
                         ) -> torch.Tensor:
     """The sorted ids of every target token of ``texts`` tokenised as in training (same
     truncation, contexts as second segments when given): the output vocabulary that keeps
-    the reconstruction objective exact on these texts."""
+    the reconstruction objective exact on these texts.
+
+    Args:
+        tokenizer: the tower's Hugging Face tokenizer.
+        texts: the training texts of one side.
+        max_length: the truncation length, in tokens (as in training).
+        contexts: second segments, one per text; None: none.
+        chunk: texts tokenised at a time.
+
+    Returns:
+        A ``[V']`` long tensor of the sorted ids.
+    """
     from ..data.collate import encode_texts
 
     seen: set[int] = set()
