@@ -60,7 +60,11 @@ def resolve_map_location(map_location: str | None = DEFAULT_MAP_LOCATION) -> str
 
 
 def file_record(path: str | Path) -> dict:
-    """``{"bytes": size, "sha256": hex digest}`` of one file."""
+    """``{"bytes": size, "sha256": hex digest}`` of one file.
+
+    Args:
+        path: the file (read in blocks of 1 MiB).
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -115,7 +119,11 @@ def check_recorded_files(folder: str | Path, recorded: object, record_file: str 
 
 def tokenizer_ids(tokenizer) -> int:
     """How many token ids ``tokenizer`` gives (its largest id + 1: the rows a token table
-    needs; as :func:`~retrieval_qa.models.method.set_vocab_size` counts them)."""
+    needs; as :func:`~retrieval_qa.models.method.set_vocab_size` counts them).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (its ``get_vocab()``, added tokens included).
+    """
     return max(tokenizer.get_vocab().values()) + 1
 
 
@@ -160,7 +168,11 @@ def token_table_rows(module) -> int | None:
     """The rows of the token table(s) a tower (or the two towers) of the suite reads: the
     smallest among the towers' (a pretrained model's input embeddings, or a
     :class:`~retrieval_qa.encoders.TokenEmbedder`'s table); None when none is found (towers
-    of another kind)."""
+    of another kind).
+
+    Args:
+        module: a tower, or dual towers (with ``question_tower`` / ``answer_tower``).
+    """
     import torch
 
     towers = [getattr(module, side) for side in ("question_tower", "answer_tower")
@@ -258,7 +270,14 @@ def st_module_files(folder: str | Path, config_file: str) -> tuple[dict, Path]:
 
 def convert_again(folder: str | Path) -> str:
     """The fix for a damaged sentence-transformers folder: convert the rqa export it came
-    from again (named by ``rqa_export.json`` in the folder or the one above it)."""
+    from again (named by ``rqa_export.json`` in the folder or the one above it).
+
+    Args:
+        folder: the sentence-transformers folder, or one of its module folders.
+
+    Returns:
+        The fix as a sentence (``EXPORT`` in place of the source when none is recorded).
+    """
     import json
 
     folder = Path(folder)
@@ -274,7 +293,13 @@ def convert_again(folder: str | Path) -> str:
 
 def load_weights(path: str | Path, map_location):
     """``torch.load`` of an export's weights file; :class:`~retrieval_qa.written.Damaged`
-    naming it when it is empty, truncated or not a saved state."""
+    naming it when it is empty, truncated or not a saved state.
+
+    Args:
+        path: the weights file (``torch.save``).
+        map_location: ``torch.load``'s ``map_location`` (a device, e.g. from
+            :func:`resolve_map_location`).
+    """
     import torch
 
     return read_back(path, lambda p: torch.load(p, map_location=map_location),

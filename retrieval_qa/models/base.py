@@ -30,7 +30,14 @@ class RetrievalModule(pl.LightningModule):
     Evaluation batches come from the data module's loaders: dataloader 0 = candidates
     (answer side, with each candidate's ``doc``), 1 = questions (with their ``gold``
     candidate indices), each with an ``index`` into the pool, so shards from every process
-    are reassembled and the labels need no access to the data module."""
+    are reassembled and the labels need no access to the data module.
+
+    Args:
+        optimizer: the ``model.optimizer`` block (:func:`~.optim.build_optimizer`'s keys).
+        similarity: ``"dot"`` or ``"cosine"``, what retrieval ranks by (the loss's).
+        evaluation: the ``eval`` group's settings (conf/eval/default.yaml), checked by
+            :func:`~..evaluation.evaluator.evaluator_settings`.
+    """
 
     towers: torch.nn.Module
     #: dotted path of the function that rebuilds the towers from ``towers_config()``

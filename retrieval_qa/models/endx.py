@@ -21,6 +21,19 @@ _OLD_BRANCH_PREFIX = "cross_encoder."
 
 
 def gam_schedule(cfg: dict) -> GamWeightSchedule:
+    """The :class:`GamWeightSchedule` of the ``model.gam`` block.
+
+    Args:
+        cfg: ``model.gam`` (conf/model/endx.yaml): its ``ramp_epochs`` and its ``final``
+            weights under the config names of the relations (``qq``, ``aa``, ``aq``, ``qa``:
+            :data:`~retrieval_qa.losses.relations.RELATION_NAMES`); its other keys are ignored.
+
+    Example:
+
+        >>> gam_schedule({"ramp_epochs": 5, "final": {"qq": 1e4, "aa": 1e4, "aq": 0.5,
+        ...                                           "qa": 0.5}})(2.5)["a|q"]
+        0.25
+    """
     return GamWeightSchedule.from_config({
         "ramp_epochs": cfg["ramp_epochs"],
         "final": {RELATION_NAMES[k]: v for k, v in cfg["final"].items()}})

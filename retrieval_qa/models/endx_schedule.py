@@ -39,6 +39,11 @@ _WEIGHT_KEYS = ("dual", "cross", "ga")
 class EndxLossWeights:
     """Weights of eq. 13 (``model.weights``; the paper's: 0.25, 0.25, 0.5).
 
+    Attributes:
+        dual: ``alpha_dual``, the weight of the dual encoder's loss (eq. 1).
+        cross: ``alpha_cross``, the weight of the cross branch's loss (eq. 5).
+        ga: ``alpha_ga``, the weight of GAM's loss (eq. 12).
+
     Example::
 
         weights = EndxLossWeights(dual=0.25, cross=0.25, ga=0.5)
@@ -69,6 +74,16 @@ class LinearRamp:
 
     ``ramp_epochs == 0`` means no ramp: the value is ``end`` from epoch 0. Negative epochs
     clamp to ``start``.
+
+    Attributes:
+        start: the value at epoch 0.
+        end: the value from ``ramp_epochs`` on.
+        ramp_epochs: the ramp's length in epochs (finite, >= 0).
+
+    Example:
+
+        >>> LinearRamp(start=0.0, end=0.5, ramp_epochs=5)(2.5)
+        0.25
     """
 
     start: float
@@ -99,6 +114,10 @@ class GamWeightSchedule:
         schedule = GamWeightSchedule.from_config(
             {"ramp_epochs": 5, "final": {"q|q": 1e4, "a|a": 1e4, "a|q": 0.5, "q|a": 0.5}})
         schedule(2.5)  # {"q|q": 5000.0, "a|a": 5000.0, "a|q": 0.25, "q|a": 0.25}
+
+    Attributes:
+        ramps: one :class:`LinearRamp` per relation, exactly the keys ``q|q``, ``a|a``,
+            ``a|q`` and ``q|a``.
     """
 
     ramps: Mapping[str, LinearRamp]

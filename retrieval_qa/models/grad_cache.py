@@ -37,7 +37,21 @@ class _RngState:
 def split_batch(batch: Mapping[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
     """A token batch cut into mini-batches of at most ``size`` rows, each cut to its own
     longest sequence (the trailing padding columns of the whole batch dropped: a mini-batch
-    of short texts is not encoded at the batch's width)."""
+    of short texts is not encoded at the batch's width).
+
+    Args:
+        batch: a token batch, ``{"input_ids": [B, L], "attention_mask": [B, L], ...}``; its
+            2-d tensors are cut in width, the others only in rows.
+        size: the most rows of one mini-batch (>= 1).
+
+    Example:
+
+        >>> import torch
+        >>> batch = {"input_ids": torch.tensor([[5, 6, 0], [7, 0, 0], [8, 9, 4]]),
+        ...          "attention_mask": torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]])}
+        >>> [tuple(part["input_ids"].shape) for part in split_batch(batch, 2)]
+        [(2, 2), (1, 3)]
+    """
     rows = batch["input_ids"].shape[0]
     out = []
     for lo in range(0, rows, size):
@@ -57,7 +71,22 @@ def grad_cache_step(encode_question: Encode, encode_answer: Encode,
                     penalty_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Accumulate into the parameters' ``.grad`` the gradient of
     ``loss_fn(Q, A) + penalty_coef * (P_q + P_a)`` (``P``: the batch-mean pooler penalty of
-    each side) and return ``(retrieval loss, penalty)``, both detached."""
+    each side) and return ``(retrieval loss, penalty)``, both detached.
+
+    Args:
+        encode_question: the question tower's encoding, ``encode(**token_batch) ->
+            (embeddings [n, D], pooler penalty)``.
+        encode_answer: the answer tower's, the same way.
+        q_batch: the questions' token batch (``input_ids``, ``attention_mask``, ...).
+        a_batch: the answers' token batch, row ``i`` matching question ``i``.
+        loss_fn: the retrieval loss of the whole batch's embeddings, ``(Q [B, D], A [B, D])
+            -> scalar``.
+        mini_batch_size: the most rows encoded at a time (>= 1;
+            ``gradient_cache.mini_batch_size``).
+        backward: runs the backward pass of a surrogate scalar
+            (``LightningModule.manual_backward``).
+        penalty_coef: the weight of the pooler penalty (0: its gradient is not taken).
+    """
     if mini_batch_size < 1:
         raise ValueError(f"gradient_cache.mini_batch_size must be >= 1, got {mini_batch_size}")
     sides = [(encode_question, split_batch(q_batch, mini_batch_size)),

@@ -36,7 +36,18 @@ WIDTH_MULTIPLE = 16
 
 def padded_width(w: int, multiple: int, max_width: int) -> int:
     """``w`` rounded up to a multiple of ``multiple``, but no wider than ``max_width`` (nor
-    narrower than ``w``)."""
+    narrower than ``w``).
+
+    Args:
+        w: the batch's width, in tokens.
+        multiple: the width step, in tokens.
+        max_width: the widest padded width, in tokens.
+
+    Example:
+
+        >>> padded_width(17, 16, 64), padded_width(60, 16, 64), padded_width(70, 16, 64)
+        (32, 64, 70)
+    """
     return max(w, min(-(-w // multiple) * multiple, max_width))
 
 
@@ -44,10 +55,17 @@ class GraphedEncoder:
     """``encoder(batch) -> [n, D]`` for ``batch`` = ``{"input_ids", "attention_mask"[,
     "token_type_ids"]}``, each ``LongTensor[n, w]`` on the host, ``n <= rows``.
 
-    fn: the tower's encoding function of the same keyword arguments (called under the
-    caller's autocast and inference mode; the caller must open autocast with
-    ``cache_enabled=False`` when graphs are used: a graph may not keep a cached weight copy
-    that the cache frees later). pad_id: the tokenizer's padding id.
+    Args:
+        fn: the tower's encoding function of the same keyword arguments (called under the
+            caller's autocast and inference mode; the caller must open autocast with
+            ``cache_enabled=False`` when graphs are used: a graph may not keep a cached
+            weight copy that the cache frees later).
+        device: where the padded batches run (graphs only on CUDA).
+        rows: the rows every batch is padded to (>= 1).
+        max_width: the widest padded width, in tokens (>= 1).
+        pad_id: the tokenizer's padding id (fills ``input_ids``; other keys are filled with 0).
+        width_multiple: widths are padded up to a multiple of this many tokens.
+        use_graphs: capture and replay CUDA graphs (on CUDA only); False: always eager.
     """
 
     def __init__(self, fn: Callable[..., torch.Tensor], device: torch.device, rows: int,

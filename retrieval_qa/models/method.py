@@ -31,6 +31,14 @@ from ..errors import UnknownKeyError
 
 @dataclass
 class Built:
+    """What a method's ``build(cfg)`` returns.
+
+    Attributes:
+        module: the LightningModule to train.
+        data: its data module.
+        notes: extra fields for the run's report (e.g. ``pretrained``, the checkpoint used).
+    """
+
     module: pl.LightningModule
     data: pl.LightningDataModule
     notes: dict = field(default_factory=dict)
@@ -76,7 +84,17 @@ REQUIRED_ENCODER_KEYS = ("pretrained", "fallback")
 def encoder_settings(cfg: DictConfig, encoder: DictConfig | None,
                      where: str = "model.towers.encoder") -> DictConfig:
     """``encoder`` (the composed config's :class:`EncoderSettings`), checked for the keys a
-    method reads: a missing one is an error naming it and the config file to add it to."""
+    method reads: a missing one is an error naming it and the config file to add it to.
+
+    Args:
+        cfg: the composed config (its ``experiment`` names the file in the error's fix).
+        encoder: the encoder section (e.g. ``OmegaConf.select(cfg.model, "towers.encoder")``);
+            None (or not a DictConfig): an error.
+        where: the section's dotted path, for the messages.
+
+    Returns:
+        ``encoder`` itself.
+    """
     fix = (f"conf/experiment/{cfg.experiment}.yaml (or the conf/model/ file it composes)"
            if cfg.get("experiment") else "the model config")
     if not isinstance(encoder, DictConfig):
@@ -93,7 +111,14 @@ def encoder_settings(cfg: DictConfig, encoder: DictConfig | None,
 def set_vocab_size(encoder: DictConfig, tokenizer, where: str = "model.towers.encoder") -> None:
     """A random token table (``embedding_dim`` set) gets a row for every id of ``tokenizer``
     (ids 0 to its largest): ``vocab_size`` is set to that in the composed config when null, and
-    must equal it when given."""
+    must equal it when given.
+
+    Args:
+        encoder: the encoder section (:class:`EncoderSettings`), changed in place; nothing is
+            done when its ``embedding_dim`` is null.
+        tokenizer: the data module's tokenizer.
+        where: the section's dotted path, for the message.
+    """
     if encoder.get("embedding_dim") is None:
         return
     size, given = max(tokenizer.get_vocab().values()) + 1, encoder.get("vocab_size")

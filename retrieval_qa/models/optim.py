@@ -21,7 +21,13 @@ FUSED_CPU_TORCH = (2, 4)  # the first torch with fused Adam / AdamW kernels for 
 
 def build_optimizer(params, cfg) -> torch.optim.Optimizer:
     """The optimiser that ``cfg`` (``model.optimizer``) names, over the parameters that
-    require gradients."""
+    require gradients.
+
+    Args:
+        params: the parameters (those without ``requires_grad`` are left out).
+        cfg: the ``model.optimizer`` block (its ``_target_`` and the optimiser's arguments;
+            see the module docstring).
+    """
     params = [p for p in params if p.requires_grad]
     try:
         return instantiate(cfg, "model.optimizer", "optimizer", params=params)
@@ -34,6 +40,23 @@ def build_optimizer(params, cfg) -> torch.optim.Optimizer:
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> LambdaLR:
+    """The learning-rate schedule of ``cfg`` (see the module docstring), a factor of the
+    optimiser's learning rate per step.
+
+    Args:
+        optimizer: the optimiser it schedules.
+        cfg: the ``model.optimizer`` block: ``schedule`` (``constant`` | ``linear``) and the
+            optional ``warmup_steps`` or ``warmup_ratio`` (of ``total_steps``; the steps win).
+        total_steps: the optimiser steps of the run (at least 1 is used).
+
+    Example:
+
+        >>> import torch
+        >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        >>> sched = build_schedule(opt, {"schedule": "linear", "warmup_steps": 2}, 4)
+        >>> [sched.lr_lambdas[0](step) for step in range(4)]
+        [0.5, 1.0, 1.0, 0.5]
+    """
     schedule = cfg["schedule"]
     if schedule not in SCHEDULES:
         raise ValueError(f"model.optimizer.schedule={schedule!r}; expected one of {SCHEDULES}")
@@ -53,7 +76,13 @@ def build_schedule(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> L
 def lightning_optimizers(params, cfg, total_steps: int) -> dict:
     """What a LightningModule's ``configure_optimizers`` returns: the optimiser of ``cfg`` and
     its schedule over ``total_steps`` (e.g. ``trainer.estimated_stepping_batches``), stepped
-    every optimiser step."""
+    every optimiser step.
+
+    Args:
+        params: the parameters (:func:`build_optimizer`).
+        cfg: the ``model.optimizer`` block.
+        total_steps: the optimiser steps of the run (:func:`build_schedule`).
+    """
     optimizer = build_optimizer(params, cfg)
     return {"optimizer": optimizer,
             "lr_scheduler": {"scheduler": build_schedule(optimizer, cfg, total_steps),

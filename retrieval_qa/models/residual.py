@@ -45,7 +45,12 @@ ANCHORS = ("auto", "question", "paragraph", "both")
 def composed_settings(hparams: dict) -> dict:
     """The module's keyword arguments with ``refiner`` and ``loss`` as the blocks of their
     ``_target_``: what composition gives, and what the settings that configs and exports
-    wrote before (``refiner: fcrr`` beside ``sf``, ``dropout``, ...; ``loss.name``) become."""
+    wrote before (``refiner: fcrr`` beside ``sf``, ``dropout``, ...; ``loss.name``) become.
+
+    Args:
+        hparams: the module's settings as saved (the ``model`` block, or an export's
+            ``model.json`` ``hparams``).
+    """
     cfg = OmegaConf.create({"model": dict(hparams)})
     resolve_blocks(cfg)
     return OmegaConf.to_container(cfg.model)
@@ -233,7 +238,12 @@ class RefinerArtifact:
     """The exported refiners: ``refine_questions`` / ``refine_paragraphs`` map base vectors
     of ``meta["base_embedding"]`` (what ``rqa evaluate --embedding`` computes) to refined,
     l2-normalised ones. Text encoding is not part of it: the IDF weights of the base
-    embedding belong to the evaluated pool."""
+    embedding belong to the evaluated pool.
+
+    Args:
+        module: the trained refiners (put in eval mode).
+        meta: the export's model.json (``_target_``, ``hparams``, ``base_embedding``).
+    """
 
     def __init__(self, module: ResidualRefinementModule, meta: dict) -> None:
         self.module = module.eval()

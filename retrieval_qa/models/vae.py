@@ -80,7 +80,12 @@ KL_KEYS = ("epochs", "rate_factor", "max_beta", "start")
 
 
 def loss_config(cfg: Any) -> dict[str, Any]:
-    """The ``loss`` block as a plain dict, checked: a missing or unknown key is an error."""
+    """The ``loss`` block as a plain dict, checked: a missing or unknown key is an error.
+
+    Args:
+        cfg: ``model.loss`` (dict or OmegaConf; conf/model/vae.yaml): the keys
+            :data:`LOSS_KEYS`, its ``kl`` block the keys :data:`KL_KEYS`.
+    """
     full = plain(cfg)
     require_keys(full, LOSS_KEYS, "model.loss")
     unknown = sorted(set(full) - set(LOSS_KEYS))

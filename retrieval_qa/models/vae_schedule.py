@@ -23,13 +23,18 @@ class KLAnnealing:
     """``beta(epoch) = min(max_beta, start + rate * max(epoch, 0))`` with ``rate =
     rate_factor / epochs``; paper: ``rate_factor = 2``, ``max_beta = 1``, ``start = 0``.
 
-    epochs: the run's total epochs E (fractional allowed, > 0). The others: the keys of
-    ``model.loss.kl`` (conf/model/vae.yaml).
+    Attributes:
+        epochs: the run's total epochs E (fractional allowed, > 0).
+        rate_factor: beta's rise over the E epochs (> 0; ``model.loss.kl``,
+            conf/model/vae.yaml, as are the next two).
+        max_beta: beta's ceiling.
+        start: beta at epoch 0 (``0 <= start <= max_beta``).
 
-    Example::
+    Example:
 
-        beta = KLAnnealing(100, rate_factor=2.0, max_beta=1.0, start=0.0)
-        beta(10.0)  # 0.2
+        >>> beta = KLAnnealing(100, rate_factor=2.0, max_beta=1.0, start=0.0)
+        >>> beta(10.0), beta(80.0)
+        (0.2, 1.0)
     """
 
     epochs: float
