@@ -60,7 +60,8 @@ def apply_threads(value: int | str | None = None) -> int:
 
 
 def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
-    """What a benchmark, study or training ran on, for its JSON: the CPU model (from
+    """What a benchmark, study or training ran on, for its JSON: the device (the GPU's name
+    when torch sees one, else ``cpu: <model>``), the CPU model (from
     /proc/cpuinfo, "unknown" elsewhere) and the instruction set torch's kernels use on it (AVX2,
     AVX512: another one sums in another order, so the same training on two machines agrees only
     within floating-point error), cores, torch threads, the torch and Python versions, each of
@@ -77,7 +78,9 @@ def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
                         if line.startswith("model name")), cpu)
     except OSError:
         pass
-    info = {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu: {cpu}"
+    info = {"device": device, "cpu": cpu,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "cores": os.cpu_count(), "torch_threads": threads, "torch": torch.__version__}
     info.update({name: importlib.import_module(name).__version__ for name in packages})
     return {**info, "python": platform.python_version(), "platform": platform.platform(),

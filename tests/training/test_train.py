@@ -31,6 +31,7 @@ def test_train_reports_exports_and_evaluates(setup_dirs, tmp_path, capsys, monke
     assert report["experiment"] == "dual_gru" and report["profile"] == "cpu"
     assert report["pretrained"] and report["seconds"] > 0 and report["epochs"] == 2
     assert report["machine"]["torch_threads"] == report["threads"]
+    assert report["machine"]["device"].startswith("cpu: ")  # every run file names its device
     assert report["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert set(report["test"]["metrics"]) >= {"mrr", "r@1", "r@5", "r@10", "p@1", "mrr@100"}
     assert report["test"]["questions"] == 4 and report["test"]["pool"] == "dev"
