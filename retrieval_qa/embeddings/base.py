@@ -22,6 +22,16 @@ CONTEXTUAL_MODELS = ("minilm",)
 
 
 def parse_model(model: str) -> tuple[str, str]:
+    """``(kind, name)`` of an embedding model's name; ``ValueError`` for any other form.
+
+    Args:
+        model: ``static:<name>`` or ``contextual:minilm``.
+
+    Example:
+
+        >>> parse_model("static:glove50")
+        ('static', 'glove50')
+    """
     kind, _, name = model.partition(":")
     if not name or kind not in ("static", "contextual") or \
             (kind == "contextual" and name not in CONTEXTUAL_MODELS):
@@ -32,6 +42,20 @@ def parse_model(model: str) -> tuple[str, str]:
 
 def embed_texts(questions: list[str], paragraphs: list[str], vectors: StaticVectors,
                 idf: bool, idf_corpus: str = "paragraphs") -> tuple[dict, dict]:
+    """Questions and paragraphs mean-pooled over their word tokens (:func:`.pooling.mean_pool`,
+    l2-normalised): ``({"questions": [Q, D], "paragraphs": [P, D]}, notes)``.
+
+    Args:
+        questions: the question texts.
+        paragraphs: the paragraph (or candidate) texts.
+        vectors: the static word vectors.
+        idf: weight tokens by IDF.
+        idf_corpus: what the IDF is computed on: ``"paragraphs"`` or
+            ``"paragraphs+questions"`` (:data:`~.idf.IDF_CORPORA`).
+
+    Returns:
+        The tensors and the notes (each side's token counts and ``compute_seconds``).
+    """
     if idf_corpus not in IDF_CORPORA:
         raise ValueError(f"idf_corpus={idf_corpus!r}; expected one of {list(IDF_CORPORA)}")
     start = time.perf_counter()
@@ -51,7 +75,19 @@ def contextual_task_layers(task: ParagraphTask, name: str = "minilm",
                            cache_dir: str | Path | None = None, use_cache: bool = True,
                            window: int = 254, progress: bool = False) -> tuple[dict, dict]:
     """Per-layer pooled means (plain and IDF-weighted, IDF on the paragraphs' word pieces) of
-    questions and paragraphs: ``{q_plain, q_idf, p_plain, p_idf}`` each [N, layers, D]."""
+    questions and paragraphs: ``{q_plain, q_idf, p_plain, p_idf}`` each [N, layers, D].
+
+    Args:
+        task: the paragraph task.
+        name: the contextual model (``minilm``: the packaged all-MiniLM-L6-v2).
+        cache_dir: the cache's root; None: the default (:mod:`.cache`).
+        use_cache: read and write the cache.
+        window: the most word pieces encoded in one window (:func:`.contextual.encode_layers`).
+        progress: print the encoding's progress.
+
+    Returns:
+        The tensors and the meta (:func:`.cache.cached`).
+    """
     from ..pretrained import load_model, load_tokenizer, resolve_pretrained
     from .contextual import encode_layers
 
@@ -85,7 +121,21 @@ def task_embeddings(task: ParagraphTask, model: str = "static:glove50", idf: boo
                     cache_dir: str | Path | None = None, use_cache: bool = True,
                     layer_weights: list[float] | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """(questions [Q, D], paragraphs [P, D], meta) for ``task``, l2-normalised."""
+    """(questions [Q, D], paragraphs [P, D], meta) for ``task``, l2-normalised.
+
+    Args:
+        task: the paragraph task.
+        model: ``static:<name>`` or ``contextual:minilm`` (:func:`parse_model`).
+        idf: IDF-weighted pooling.
+        idf_corpus: ``"paragraphs"`` or ``"paragraphs+questions"`` (contextual models: the
+            paragraphs only).
+        vectors: static vectors already loaded; None: :func:`.static.load_static`. Unused by
+            contextual models.
+        cache_dir: the cache's root; None: the default (:mod:`.cache`).
+        use_cache: read and write the cache.
+        layer_weights: a contextual model's layer weights (:func:`.contextual.combine_layers`);
+            None: the token-embedding layer alone. Unused by static models.
+    """
     kind, name = parse_model(model)
     if kind == "contextual":
         from .contextual import combine_layers, one_layer

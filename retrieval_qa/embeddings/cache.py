@@ -28,7 +28,11 @@ _SHA_MEMO: dict[tuple[str, int, int], str] = {}
 
 
 def source_sha256(path: str | Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime) within a process."""
+    """sha256 of a file, remembered per (path, size, mtime) within a process.
+
+    Args:
+        path: the file.
+    """
     st = os.stat(path)
     key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if key not in _SHA_MEMO:
@@ -45,6 +49,13 @@ def code_sha256() -> list[str]:
 
 
 def cache_key(settings: dict, sources: dict[str, str]) -> str:
+    """The cache folder's name: 24 hex digits of the sha256 of ``settings``, ``sources``,
+    :data:`EMBEDDING_VERSION` and :func:`code_sha256`.
+
+    Args:
+        settings: what was computed (JSON-serialisable).
+        sources: the source files' names -> sha256.
+    """
     h = hashlib.sha256()
     h.update(json.dumps({"settings": settings, "sources": sources,
                          "version": EMBEDDING_VERSION, "code": code_sha256()},
@@ -58,7 +69,16 @@ def cached(settings: dict, sources: dict[str, str],
            ) -> tuple[dict[str, torch.Tensor], dict]:
     """The tensors for ``settings``/``sources`` (name -> sha256): read from the cache, or
     computed by ``compute() -> (tensors, notes)`` and written atomically. The returned meta
-    says ``cache: hit|miss|off`` and where the folder is."""
+    says ``cache: hit|miss|off`` and where the folder is.
+
+    Args:
+        settings: what is computed (JSON-serialisable; part of the key).
+        sources: the source files' names -> sha256 (part of the key).
+        compute: computes ``(tensors, notes)`` on a miss.
+        cache_dir: the cache's root; None: :func:`~retrieval_qa.data.cache.cache_root`'s
+            default.
+        use_cache: read and write the cache; False: always compute, write nothing.
+    """
     folder = cache_root(cache_dir) / "embeddings" / cache_key(settings, sources)
     if use_cache and os.path.lexists(folder):
         try:

@@ -36,7 +36,17 @@ def encode_layers(texts: Sequence[str], tokenizer, model, idf: IDF | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor | None, dict]:
     """(plain [N, L+1, D], idf-weighted [N, L+1, D] or None, notes): per-layer pooled means,
     not normalised (combine them with :func:`combine_layers`). Runs on ``model``'s device;
-    the sums are kept on the CPU in float64."""
+    the sums are kept on the CPU in float64.
+
+    Args:
+        texts: the texts.
+        tokenizer: the model's Hugging Face tokenizer (its ``cls``, ``sep`` and ``pad`` ids).
+        model: the Hugging Face encoder (``output_hidden_states``; ``L`` hidden layers).
+        idf: IDF over word pieces for the weighted means; None: no weighted means.
+        window: the most word pieces of one window (plus [CLS] and [SEP]).
+        batch_size: windows per forward pass.
+        progress: print the progress every 50 batches.
+    """
     start = time.perf_counter()
     device = next(model.parameters()).device
     ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
@@ -83,7 +93,19 @@ def encode_layers(texts: Sequence[str], tokenizer, model, idf: IDF | None = None
 
 
 def combine_layers(pooled: torch.Tensor, weights: Sequence[float]) -> torch.Tensor:
-    """``l2norm(sum_j w_j pooled[:, j])`` for pooled [N, L, D]."""
+    """``l2norm(sum_j w_j pooled[:, j])`` for pooled [N, L, D].
+
+    Args:
+        pooled: per-layer pooled means ``[N, L, D]`` (:func:`encode_layers`).
+        weights: one weight per layer (``L``; layer 0 the token-embedding layer).
+
+    Example:
+
+        >>> import torch
+        >>> pooled = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
+        >>> combine_layers(pooled, one_layer(2, 1))
+        tensor([[0., 1.]])
+    """
     w = torch.as_tensor(list(weights), dtype=pooled.dtype)
     if w.numel() != pooled.shape[1]:
         raise ValueError(f"{w.numel()} layer weights for {pooled.shape[1]} layers "
@@ -92,4 +114,10 @@ def combine_layers(pooled: torch.Tensor, weights: Sequence[float]) -> torch.Tens
 
 
 def one_layer(layers: int, j: int) -> list[float]:
+    """The layer weights that pick layer ``j`` alone: 1 at ``j``, 0 elsewhere.
+
+    Args:
+        layers: the number of layers (the token-embedding layer included).
+        j: the layer picked (0: the token-embedding layer).
+    """
     return [1.0 if i == j else 0.0 for i in range(layers)]

@@ -17,6 +17,22 @@ def evaluate_paragraph_task(model: str, idf: bool, pool: str, data_dir=None,
                             idf_corpus: str = "paragraphs", pr_curve: str | None = None,
                             use_cache: bool = True,
                             layer_weights: list[float] | None = None) -> dict:
+    """Frozen base embeddings on the paragraph task (``rqa evaluate --dataset
+    squad_paragraphs``): recall@k and AP of every question against the pool's paragraphs.
+
+    Args:
+        model: one of :data:`EMBEDDING_MODELS`.
+        idf: IDF-weighted pooling.
+        pool: ``"dev"`` or ``"train"`` (the SQuAD file).
+        data_dir: the data folder; None: $RQA_DATA_DIR, then ``../shared/data``.
+        idf_corpus: ``"paragraphs"`` or ``"paragraphs+questions"``.
+        pr_curve: write the precision-recall curve there (a PNG); None: none.
+        use_cache: read and write the embedding cache.
+        layer_weights: a contextual model's layer weights; None: its token-embedding layer.
+
+    Returns:
+        The report: ``metrics``, the settings, ``embedding`` (the cache's meta) and timings.
+    """
     from ..data.paragraphs import load_paragraph_task
     from ..evaluation.paragraph_retrieval import (
         evaluate_paragraphs,
@@ -50,7 +66,26 @@ def evaluate_reqa(model: str, *, idf: bool, dataset: str, pool_name: str | None,
                   evaluation) -> dict:
     """Sentence retrieval: questions and candidate sentences pooled the same way, frozen
     embeddings ``model`` (``static:*``; ``idf``: IDF-weighted, over the candidates) on the
-    pool ``pool_name`` of ``dataset``, through the refiner exported in ``refiner`` when given; ``evaluation``: conf/eval/default.yaml."""
+    pool ``pool_name`` of ``dataset``, through the refiner exported in ``refiner`` when given.
+
+    Args:
+        model: ``static:<name>``.
+        idf: IDF-weighted pooling, IDF over the candidate sentences.
+        dataset: the dataset (:func:`~retrieval_qa.data.load_pool`).
+        pool_name: its pool; None: the dataset's evaluation pool.
+        data_dir: the data folder (``--data-dir``); None: the default lookup.
+        strict: a malformed record is an error; False: it is skipped and counted in the
+            report's ``skipped_records``.
+        use_cache: read and write the pool and embedding caches.
+        refiner: the folder of an exported refiner (:func:`refine`); None or empty: none.
+        run_file: where to write the run file; None: none.
+        progress: show a progress bar.
+        evaluation: the ``eval`` group's settings (conf/eval/default.yaml: ``top_k``,
+            ``memory_mb``, ``ks``, ``doc_level``).
+
+    Returns:
+        The evaluation's summary with the settings, the embedding's cache notes and timings.
+    """
     from ..data import load_pool
     from ..evaluation import evaluate
     from ..evaluation.search import DenseScorer
@@ -92,7 +127,16 @@ def evaluate_reqa(model: str, *, idf: bool, dataset: str, pool_name: str | None,
 
 def refine(folder, model: str, idf: bool, questions, candidates):
     """``questions`` and ``candidates`` through the refiner exported in ``folder``, which must
-    refine this base embedding; returns them with a description of the refiner."""
+    refine this base embedding; returns them with a description of the refiner.
+
+    Args:
+        folder: the refiner's export folder
+            (:class:`~retrieval_qa.models.residual.RefinerArtifact`).
+        model: the base embedding's name; must be the one the refiner was trained on.
+        idf: whether the base embedding is IDF-weighted; must match the refiner's.
+        questions: the questions' base vectors ``[Q, D]``.
+        candidates: the candidates' base vectors ``[C, D]``.
+    """
     from ..models.artifact import refusing_damage
     from ..models.residual import RefinerArtifact
 

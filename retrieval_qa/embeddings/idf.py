@@ -15,11 +15,33 @@ IDF_CORPORA = ("paragraphs", "paragraphs+questions")  # what the IDF is computed
 
 
 def word_tokens(text: str) -> list[str]:
-    """Lower-cased words and single punctuation marks (GloVe 6B is uncased)."""
+    """Lower-cased words and single punctuation marks (GloVe 6B is uncased).
+
+    Args:
+        text: the text.
+
+    Example:
+
+        >>> word_tokens("Who wrote Hamlet?")
+        ['who', 'wrote', 'hamlet', '?']
+    """
     return _TOKEN.findall(text.lower())
 
 
 class IDF:
+    """``idf[term]``: the IDF of a term over ``documents`` (see the module docstring).
+
+    Args:
+        documents: the corpus being indexed, each document a sequence of tokens (at least
+            one document).
+
+    Example:
+
+        >>> idf = IDF([["a", "b"], ["a"]])
+        >>> idf["a"], round(idf["b"], 3), round(idf["unseen"], 3)
+        (0.0, 0.693, 0.693)
+    """
+
     def __init__(self, documents: Iterable[Sequence[str]]) -> None:
         df: Counter[str] = Counter()
         n = 0

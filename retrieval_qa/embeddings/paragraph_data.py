@@ -17,7 +17,20 @@ from .base import task_embeddings
 def vector_split(pool: str, data_dir: str | Path | None, embedding: str, idf: bool,
                  idf_corpus: str, layer_weights: list[float] | None = None
                  ) -> tuple[VectorSplit, dict]:
-    """One pool of the paragraph task as base vectors (computed once, then cached)."""
+    """One pool of the paragraph task as base vectors (computed once, then cached).
+
+    Args:
+        pool: ``"train"`` or ``"dev"``.
+        data_dir: the data folder; None: $RQA_DATA_DIR, then ``../shared/data``.
+        embedding: the base embedding (``static:<name>`` or ``contextual:minilm``).
+        idf: IDF-weighted pooling.
+        idf_corpus: ``"paragraphs"`` or ``"paragraphs+questions"``.
+        layer_weights: a contextual embedding's layer weights; None: its token-embedding
+            layer.
+
+    Returns:
+        The split (questions, paragraphs, gold paragraph of each question) and notes.
+    """
     task = load_paragraph_task(pool, data_dir)
     q, p, meta = task_embeddings(task, embedding, idf, idf_corpus, layer_weights=layer_weights)
     return VectorSplit(q, p, torch.tensor(task.gold)), {
@@ -31,7 +44,23 @@ def paragraph_vector_data(*, train_pool: str, test_pool: str, data_dir: str | Pa
                           eval_batch_size: int, layer_weights: list[float] | None
                           ) -> ParagraphVectorDataModule:
     """The ``data`` group ``squad_paragraphs``: both pools embedded (cached), then the
-    DataModule; its arguments are the keys of ``conf/data/squad_paragraphs.yaml``."""
+    DataModule; its arguments are the keys of ``conf/data/squad_paragraphs.yaml``.
+
+    Args:
+        train_pool: the pool trained on (and validated on, ``val_questions`` held out).
+        test_pool: the pool tested on.
+        data_dir: the data folder; None: $RQA_DATA_DIR, then ``../shared/data``.
+        embedding: the base embedding (``static:<name>`` or ``contextual:minilm``).
+        idf: IDF-weighted pooling.
+        idf_corpus: ``"paragraphs"`` or ``"paragraphs+questions"``.
+        val_questions: training questions held out for validation.
+        max_train_pairs: a cap on the training pairs; None: all.
+        split_seed: the seed of the validation split and of the shuffling.
+        batch_size: training pairs per batch.
+        eval_batch_size: questions per evaluation batch.
+        layer_weights: a ``contextual:`` embedding's layer weights; None: its token-embedding
+            layer (any other embedding must leave it None).
+    """
     if layer_weights is not None:
         if not embedding.startswith("contextual:"):
             raise ValueError(f"data.layer_weights={list(layer_weights)} combines the layers of a "

@@ -16,6 +16,31 @@ from .idf import IDF
 
 def mean_pool(tokenized: Sequence[Sequence[str]], vocab: dict[str, int], matrix: np.ndarray,
               idf: IDF | None = None, chunk: int = 1000) -> tuple[torch.Tensor, dict]:
+    """The texts' (IDF-weighted) mean word vectors, l2-normalised (see the module docstring).
+
+    Args:
+        tokenized: each text's tokens.
+        vocab: token -> row of ``matrix`` (anything with ``.get``); tokens without a row
+            are out of vocabulary.
+        matrix: the word vectors ``[V, D]``.
+        idf: the token weights; None: every token weighs 1.
+        chunk: texts pooled at a time (memory ~ chunk * tokens * D).
+
+    Returns:
+        ``[N, D]`` float32 vectors and notes (``texts``, ``tokens``, ``oov_tokens``,
+        ``empty_texts``).
+
+    Example:
+
+        >>> import numpy as np
+        >>> matrix = np.array([[1.0, 0.0], [0.0, 1.0]])
+        >>> vectors, notes = mean_pool([["a", "b"], ["zzz"]], {"a": 0, "b": 1}, matrix)
+        >>> vectors
+        tensor([[0.7071, 0.7071],
+                [0.0000, 0.0000]])
+        >>> notes["empty_texts"]
+        1
+    """
     n, dim = len(tokenized), matrix.shape[1]
     sums = torch.zeros(n, dim, dtype=torch.float64)
     wsum = torch.zeros(n, dtype=torch.float64)

