@@ -19,7 +19,11 @@ READS = ("sentence", "sentence_and_paragraph")
 
 
 def check_reads(reads: str) -> str:
-    """``reads`` when it is one of :data:`READS`, else a ValueError naming them."""
+    """``reads`` when it is one of :data:`READS`, else a ValueError naming them.
+
+    Args:
+        reads: what a model reads for a candidate (``sentence`` | ``sentence_and_paragraph``).
+    """
     if reads not in READS:
         raise ValueError(f"reads={reads!r} is not one of {list(READS)} (fix: sentence: the "
                          "sentence alone, sentence_and_paragraph: the sentence, then its "
@@ -29,6 +33,14 @@ def check_reads(reads: str) -> str:
 
 def candidate_text(sentence: str, paragraph: str, reads: str, separator: str) -> str:
     """What a model of this ``reads`` reads for ``sentence`` of ``paragraph``.
+
+    Args:
+        sentence: the candidate sentence.
+        paragraph: its paragraph (the sentence in place).
+        reads: ``sentence`` or ``sentence_and_paragraph`` (:func:`check_reads`).
+        separator: the tokenizer's separator token (e.g. ``[SEP]``).
+
+    Example:
 
     >>> candidate_text("It has a tower.", "Paris is big. It has a tower.",
     ...                "sentence_and_paragraph", "[SEP]")

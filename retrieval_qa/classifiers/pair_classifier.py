@@ -34,14 +34,26 @@ _NOT_ARGUMENTS = ("_target_", "name")
 
 def length_order(questions: Sequence[str], sentences: Sequence[str]) -> list[int]:
     """The pairs' positions by the characters of question and sentence together: consecutive
-    pairs in this order pad a batch little."""
+    pairs in this order pad a batch little.
+
+    Args:
+        questions: each pair's question.
+        sentences: each pair's sentence, in the same order.
+
+    Example:
+
+        >>> length_order(["a long question", "short"], ["s", "s"])
+        [1, 0]
+    """
     return sorted(range(len(questions)), key=lambda i: len(questions[i]) + len(sentences[i]))
 
 
 class CrossAttentionClassifier(pl.LightningModule):
     """Binary relevance classifier of (question, sentence) pairs (see the module docstring).
 
-    Args (the keys of conf/model/cross_classifier.yaml):
+    The arguments are the keys of conf/model/cross_classifier.yaml.
+
+    Args:
         pretrained: encoder checkpoint (name, alias or folder).
         fallback: stand-in when ``pretrained`` cannot be found (``"minilm"`` or None).
         dropout: on the [CLS] state, before the head.

@@ -37,14 +37,31 @@ __all__ = ["MODEL_KEYS", "ClassifierPairDataModule", "ClassifierPairSampler",
 def encode_pairs(tokenizer, questions: Sequence[str], sentences: Sequence[str],
                  max_length: int) -> dict[str, torch.Tensor]:
     """``[CLS] q [SEP] s [SEP]`` for each (question, sentence), padded to the longest and cut
-    to ``max_length`` tokens (the longer text first)."""
+    to ``max_length`` tokens (the longer text first).
+
+    Args:
+        tokenizer: the classifier's Hugging Face tokenizer.
+        questions: each pair's question.
+        sentences: each pair's sentence, in the same order.
+        max_length: the most tokens of a pair, special tokens included.
+
+    Returns:
+        The encoder inputs (:data:`MODEL_KEYS` the tokenizer gives), each ``[B, L]``.
+    """
     enc = tokenizer(list(questions), list(sentences), padding=True, truncation="longest_first",
                     max_length=max_length, return_tensors="pt")
     return {k: enc[k] for k in MODEL_KEYS if k in enc}
 
 
 class ClassifierPairSampler:
-    """Balanced batches of gold pairs and negatives of ``pool`` (see the module docstring)."""
+    """Balanced batches of gold pairs and negatives of ``pool`` (see the module docstring).
+
+    Args:
+        pool: the pool whose QA pairs and candidate sentences are drawn.
+        seed: the seed of the sampler's own generator.
+        same_paragraph: the chance, in [0, 1], that a negative is another sentence of the
+            gold sentence's paragraph (when it has one).
+    """
 
     def __init__(self, pool: RetrievalPool, seed: int, same_paragraph: float) -> None:
         if not pool.pairs:
@@ -89,7 +106,15 @@ class ClassifierPairSampler:
 
 class ClassifierPairStream(IterableDataset):
     """``steps`` tokenised batches of ``sampler``: dicts of the encoder inputs plus
-    ``labels`` (float, 1 = gold). Iterating again continues the sampler's sequence."""
+    ``labels`` (float, 1 = gold). Iterating again continues the sampler's sequence.
+
+    Args:
+        sampler: the :class:`ClassifierPairSampler` drawn from.
+        tokenizer: the classifier's tokenizer (:func:`encode_pairs`).
+        batch_size: the pairs of a batch (half gold, half negatives).
+        steps: the batches of one pass.
+        max_length: the most tokens of a pair.
+    """
 
     def __init__(self, sampler: ClassifierPairSampler, tokenizer, batch_size: int, steps: int,
                  max_length: int) -> None:
@@ -116,7 +141,13 @@ class PairStreamLoader(DataLoader):
     checkpoint, its sampler seeded afresh) first draws the ``n`` batches the run trained on
     (drawn, not tokenised), so it hands out the batches the uninterrupted run gets next. Its
     own generator: starting the loader draws a seed from it, not from the global torch
-    generator that the model's dropout uses."""
+    generator that the model's dropout uses.
+
+    Args:
+        stream: the :class:`ClassifierPairStream`.
+        owner: the data module whose ``trainer`` gives the global step; None: every pass
+            starts at step 0.
+    """
 
     def __init__(self, stream: ClassifierPairStream, owner: pl.LightningDataModule | None = None
                  ) -> None:
@@ -133,7 +164,18 @@ class PairStreamLoader(DataLoader):
 class ClassifierPairDataModule(pl.LightningDataModule):
     """Training batches of gold pairs and sampled negatives of ``pool`` for the classifier
     (``steps`` batches of ``batch_size`` pairs; the settings of ``training`` in
-    conf/model/cross_classifier.yaml)."""
+    conf/model/cross_classifier.yaml).
+
+    Args:
+        pool: the training pool.
+        tokenizer: the classifier's tokenizer.
+        batch_size: the pairs of a batch (half gold, half negatives).
+        steps: the batches of the run.
+        max_length: the most tokens of a pair (the model's ``max_length``).
+        seed: the sampler's seed.
+        same_paragraph: the chance of a same-paragraph negative
+            (:class:`ClassifierPairSampler`).
+    """
 
     def __init__(self, pool: RetrievalPool, tokenizer, *, batch_size: int, steps: int,
                  max_length: int, seed: int, same_paragraph: float) -> None:

@@ -33,7 +33,18 @@ META_FILE = "rqa_reranker.json"
 
 
 class CrossEncoderReranker(CrossAttentionClassifier):
-    """See the module docstring; keyword arguments as the parent's, and ``reads``."""
+    """See the module docstring.
+
+    Args:
+        reads: what it reads for a candidate: ``sentence`` (the sentence alone) or
+            ``sentence_and_paragraph`` (:mod:`~retrieval_qa.classifiers.candidate_text`).
+        settings: the parent's keyword arguments (conf/model/cross_classifier.yaml); its
+            ``dropout`` is the sequence-classification head's ``classifier_dropout``.
+
+    Example:
+
+        >>> reranker = CrossEncoderReranker.from_config({"reads": "sentence"})  # doctest: +SKIP
+    """
 
     def __init__(self, *, reads: str = "sentence", **settings) -> None:
         super().__init__(**settings)

@@ -28,6 +28,16 @@ from ..evaluation import sparse as sparse_rules
 
 @dataclass(frozen=True)
 class RerankExample:
+    """One training example of the reranker.
+
+    Attributes:
+        question: the question.
+        sentence: the candidate sentence.
+        label: 1 gold, 0 negative.
+        source: where it came from: ``gold``, ``bm25``, ``first_stage`` or ``same_paragraph``.
+        paragraph: the sentence's paragraph (read by a reranker that reads it).
+    """
+
     question: str
     sentence: str
     label: int    # 1 gold, 0 negative
@@ -39,7 +49,13 @@ def training_side(full: RetrievalPool, val_fraction: float, split_seed: int
                   ) -> tuple[RetrievalPool, RetrievalPool]:
     """(the training side, the validation pool) of the training file ``full`` under the data
     module's split: the training side holds the training pairs' questions and every sentence
-    of their paragraphs (a paragraph may also hold validation answers)."""
+    of their paragraphs (a paragraph may also hold validation answers).
+
+    Args:
+        full: the training file's pool.
+        val_fraction: the share of pairs held out for validation (the data module's).
+        split_seed: the split's seed (the data module's).
+    """
     from ..data.reqa import reassemble
     from ..data.split import train_val_split
 
@@ -51,7 +67,15 @@ def training_side(full: RetrievalPool, val_fraction: float, split_seed: int
 
 
 def bm25_top(pool: RetrievalPool, scorer, top_k: int, block: int = 256) -> list[np.ndarray]:
-    """Each question's BM25 top ``top_k`` candidate indices (the evaluator's top-k order)."""
+    """Each question's BM25 top ``top_k`` candidate indices (the evaluator's top-k order).
+
+    Args:
+        pool: the pool whose questions are ranked.
+        scorer: a scorer with ``score_sparse(rows)`` over ``pool``
+            (:class:`~retrieval_qa.baselines.bm25.BM25Scorer`).
+        top_k: the candidates kept per question.
+        block: the questions scored at a time.
+    """
     out = []
     for lo in range(0, len(pool.questions), block):
         rows = range(lo, min(lo + block, len(pool.questions)))
@@ -62,10 +86,21 @@ def bm25_top(pool: RetrievalPool, scorer, top_k: int, block: int = 256) -> list[
 def rerank_examples(pool: RetrievalPool, top: list[np.ndarray], *, hard: int,
                     same_paragraph: int, seed: int, hard_source: str
                     ) -> tuple[list[RerankExample], dict]:
-    """The examples of every question of ``pool`` (see the module docstring); ``top[q]``: its
-    first-stage candidates, best first, from ``hard_source`` (``bm25``, or ``first_stage``: a
-    pipeline's fused lists, :mod:`retrieval_qa.distill.negatives`). Returns (examples, counts
-    per source and shortfall)."""
+    """The examples of every question of ``pool`` (see the module docstring): one gold pair
+    (a gold sentence drawn at random) and its negatives.
+
+    Args:
+        pool: the training side (:func:`training_side`).
+        top: ``top[q]``, question ``q``'s first-stage candidate indices, best first.
+        hard: the hard negatives wanted per question, from ``top``.
+        same_paragraph: the same-paragraph negatives wanted per question.
+        seed: the seed of the draws.
+        hard_source: where ``top`` came from: ``bm25``, or ``first_stage`` (a pipeline's fused
+            lists, :mod:`retrieval_qa.distill.negatives`); the hard negatives' ``source``.
+
+    Returns:
+        (examples, counts per source and shortfall).
+    """
     from ..data.pool_index import known_positives
 
     rng = random.Random(seed)

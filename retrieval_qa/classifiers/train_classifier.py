@@ -33,7 +33,16 @@ __all__ = ["LossRecorder", "negatives_note", "train_cross_classifier"]
 
 
 def negatives_note(same_paragraph: float) -> str:
-    """How the negatives are drawn, in words (the training info's ``negatives``)."""
+    """How the negatives are drawn, in words (the training info's ``negatives``).
+
+    Args:
+        same_paragraph: the chance of a same-paragraph negative (``training.same_paragraph``).
+
+    Example:
+
+        >>> "(chance 0.25 for the gold sentence's paragraph)" in negatives_note(0.25)
+        True
+    """
     share = ("equal chance" if same_paragraph == 0.5
              else f"chance {same_paragraph} for the gold sentence's paragraph")
     return (f"1:1; each from the gold sentence's paragraph or a random paragraph ({share}), "
@@ -42,8 +51,13 @@ def negatives_note(same_paragraph: float) -> str:
 
 class LossRecorder(pl.Callback):
     """Keeps every step's training loss (in the checkpoints too: a resumed training reports
-    all of them); prints the mean of the last ``every`` steps to stderr every ``every`` steps
-    (0: never)."""
+    all of them); prints the mean of the last ``every`` steps to stderr every ``every`` steps.
+
+    Args:
+        total: the training's steps (printed as ``step n/total``).
+        every: the steps between printed means; 0: never print.
+        label: what the printed lines begin with.
+    """
 
     def __init__(self, total: int, every: int = 50, label: str = "classifier") -> None:
         self.losses: list[float] = []
@@ -76,7 +90,16 @@ def resumable_training(run_dir: str | Path | None, settings: Mapping[str, Any], 
                        fix: str) -> Path | None:
     """The checkpoint to resume from in ``run_dir/checkpoints`` (None: start; see
     :func:`~retrieval_qa.training.run_folder.resume_point`), its notes printed to stderr; a
-    training without ``run_dir`` keeps nothing and starts."""
+    training without ``run_dir`` keeps nothing and starts.
+
+    Args:
+        run_dir: the training's folder; None: no checkpoints.
+        settings: what the checkpoints belong to (written to ``checkpoints/config.yaml``;
+            other settings there are refused).
+        resume: ``auto`` (the newest whole checkpoint of the same settings) or ``never``
+            (the folder's checkpoints are removed first).
+        fix: what the refusal of other settings tells the user to do.
+    """
     if run_dir is None:
         return None
     checkpoint, notes = resume_point(Path(run_dir) / "checkpoints",
@@ -93,7 +116,16 @@ def classifier_trainer(run_dir: str | Path | None, recorder: LossRecorder,
     ``recorder``; without ``run_dir`` no checkpoint is written. ``max_minutes``: the training
     stops after that long, ``stop_after_steps``: after that step of its schedule, each with a
     checkpoint from which it resumes exactly
-    (:mod:`retrieval_qa.training.budgets`)."""
+    (:mod:`retrieval_qa.training.budgets`).
+
+    Args:
+        run_dir: the training's folder; None: no checkpoint is written.
+        recorder: the :class:`LossRecorder` callback.
+        max_minutes: stop after that many minutes; None: no time budget.
+        stop_after_steps: stop after that step; None: no step budget.
+        settings: ``pl.Trainer`` settings over conf/trainer/classifier.yaml (e.g.
+            ``max_steps``, ``accelerator``).
+    """
     cfg = trainer_config("classifier", **settings)
     if run_dir is None:
         cfg.trainer.callbacks.resumable_checkpoints = None
@@ -109,9 +141,16 @@ def train_cross_classifier(train_pool: RetrievalPool, overrides: Mapping[str, An
     """Fine-tune a classifier on ``train_pool``; ``(model in eval mode, training info)``. The
     Trainer hands the model back on the CPU, wherever it trained. ``overrides``: settings over
     conf/model/cross_classifier.yaml (see :meth:`CrossAttentionClassifier.settings`).
-    ``seed`` seeds the weights of the head, dropout and the pair sampler. ``run_dir``: where
-    the training keeps its checkpoints (``checkpoints/``, with the settings they belong to):
-    the same call resumes from them; other settings there are refused. None: nothing kept.
+    Args:
+        train_pool: the pool trained on.
+        overrides: settings over conf/model/cross_classifier.yaml (see
+            :meth:`CrossAttentionClassifier.settings`); None: none.
+        seed: seeds the weights of the head, dropout and the pair sampler.
+        log_every: the steps between the losses printed to stderr (0: never).
+        label: what the printed lines begin with.
+        run_dir: where the training keeps its checkpoints (``checkpoints/``, with the
+            settings they belong to): the same call resumes from them; other settings there
+            are refused. None: nothing kept.
 
     Example::
 

@@ -52,7 +52,12 @@ def _collate(model, listwise: bool):
 
 def question_groups(examples: list) -> list[list]:
     """The examples of :func:`~.reranker_data.rerank_examples` (each question's gold example,
-    then its negatives) cut into one group per question."""
+    then its negatives) cut into one group per question.
+
+    Args:
+        examples: the examples in :func:`~.reranker_data.rerank_examples`'s order (each
+            group starts with its gold example, ``label`` 1).
+    """
     groups: list[list] = []
     for e in examples:
         if e.label == 1:
@@ -68,6 +73,12 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     (with the settings they belong to): the same settings again resume from them (a finished
     training: nothing more is trained), other settings are refused unless
     ``resume=never``.
+
+    Args:
+        cfg: the settings, the keys of conf/pipeline/training/reranker.yaml (``output``: the
+            export folder).
+        data_dir: the data folder; None: $RQA_DATA_DIR, then ``../shared/data``.
+        progress: show the first stage's progress (BM25's, or the pipeline's).
 
     Example::
 
@@ -160,7 +171,12 @@ def finished_report(cfg: dict) -> dict | None:
     None. The command reuses it as it is, so that running it again leaves the export's files,
     and the digests that key the teacher's scores (retrieval_qa/distill/cache.py), unchanged.
     A training its time cap stopped is finished for that cap only: under another cap (or
-    none) it goes on from its last checkpoint."""
+    none) it goes on from its last checkpoint.
+
+    Args:
+        cfg: the settings (conf/pipeline/training/reranker.yaml's keys, ``output`` among
+            them); ``resume: never`` gives None.
+    """
     path = Path(cfg["output"]) / "training.json"
     if cfg.get("resume") == "never" or not path.is_file():
         return None
@@ -198,6 +214,12 @@ def _first_stage(block):
 
 
 def main(argv=None) -> int:
+    """The command line (see the module docstring); the exit status.
+
+    Args:
+        argv: the arguments (``[--config FILE] [--data-dir DIR] [key=value ...]``); None:
+            ``sys.argv[1:]``.
+    """
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", default=None,
                    help="a YAML file (default: conf/pipeline/training/reranker.yaml)")
