@@ -26,6 +26,19 @@ from ..progress import stage
 
 @dataclass(frozen=True)
 class BM25Settings:
+    """The BM25 settings (conf/model/bm25.yaml, :meth:`from_config`).
+
+    Attributes:
+        k1: BM25's term-frequency saturation.
+        b: BM25's length normalisation.
+        method: the bm25s variant: ``lucene``, ``robertson``, ``atire``, ``bm25l`` or
+            ``bm25+``.
+        stopwords: ``"english"`` or None (none removed).
+        stemmer: a PyStemmer language, e.g. ``"english"``; None: no stemming.
+        lowercase: lower-case the texts before tokenising.
+        with_context: index "sentence + paragraph" instead of the sentence alone.
+    """
+
     k1: float
     b: float
     method: str            # bm25s variant: lucene, robertson, atire, bm25l, bm25+
@@ -44,8 +57,13 @@ class BM25Settings:
 
 class BM25Scorer:
     def __init__(self, pool: RetrievalPool, settings: BM25Settings, progress: bool = False):
-        """Index the candidates and tokenise the questions: one stage line on stderr with
-        ``progress`` (bm25s's own dozen bars are always off)."""
+        """Index the candidates and tokenise the questions.
+
+        Args:
+            pool: the pool whose candidates are indexed and whose questions are scored.
+            settings: the :class:`BM25Settings`.
+            progress: one stage line on stderr (bm25s's own dozen bars are always off).
+        """
         self.settings = settings
         self._stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
         docs = [f"{c.text} {c.context}" if settings.with_context else c.text
