@@ -47,7 +47,12 @@ class NotNative(ValueError):
 
 def check_tower(tower: nn.Module, tokenizer) -> None:
     """Raise :class:`NotNative` unless ``tower`` is a pretrained encoder, mean or CLS pooling
-    and an optional linear projection, with no input-type vector."""
+    and an optional linear projection, with no input-type vector.
+
+    Args:
+        tower: one side's tower.
+        tokenizer: the export's tokenizer (CLS pooling needs right padding).
+    """
     from transformers import PreTrainedModel
 
     from ..encoders import PretrainedTokenEncoder, Projection, Tower
@@ -113,7 +118,19 @@ def native_modules(towers: nn.Module, tokenizer, meta: dict, workdir: str | Path
     """The sentence-transformers modules of ``towers`` (a :class:`DualTowers` of a
     ``DualEncoderInference`` with ``meta``) and a description; the models and tokenizers are
     staged under ``workdir`` (needed only until the modules are saved). Raises
-    :class:`NotNative` when the towers cannot be expressed."""
+    :class:`NotNative` when the towers cannot be expressed.
+
+    Args:
+        towers: the export's dual towers.
+        tokenizer: the export's tokenizer.
+        meta: the export's model.json (``max_question_length``, ``max_answer_length``,
+            ``similarity``, ``answer_with_context``).
+        workdir: a folder to stage the models and tokenizers in.
+
+    Returns:
+        The modules (one plain stack for one tower on both sides, else one ``Router`` with a
+        query and a document route) and ``{"layout": ...}``, the layout in words.
+    """
     from ..encoders import DualTowers
 
     if "query_length" not in inspect.signature(Transformer).parameters:

@@ -14,17 +14,13 @@ Two kinds of folder, chosen per model (``modules="auto"``; ``"custom"`` forces t
   encoded with their context, the VAE's towers). It loads with
   ``SentenceTransformer(path, trust_remote_code=True)`` where retrieval_qa is installed.
 
-The custom layout:
-
-* a symmetric model (SDE: one tower for both sides) is **one module**, a
-  :class:`RetrievalTower` that wraps our tower (any token encoder: pretrained, GRU, LSTM, RNN,
-  Transformer; any pooler: mean, CLS, multi-hop attention; the projection) with its
-  tokenizer. ``model.encode_query`` tokenises with the question length,
-  ``model.encode_document`` (and ``model.encode`` without a task) with the answer length;
-* an asymmetric model (ADE, ADE-STE, ADE-FTE, ADE-SPL, and other two-tower methods) is a
-  sentence-transformers ``Router`` with a ``query`` route (the question tower) and a
-  ``document`` route (the answer tower, also the default route), so ``encode_query`` and
-  ``encode_document`` (or ``encode(..., task="query" | "document")``) pick the tower.
+The custom layout: a symmetric model (SDE: one tower for both sides) is **one module**, a
+:class:`RetrievalTower` that wraps our tower with its tokenizer: ``model.encode_query``
+tokenises with the question length, ``model.encode_document`` (and ``model.encode`` without a
+task) with the answer length. An asymmetric model (ADE, ADE-STE, ADE-FTE, ADE-SPL, and other
+two-tower methods) is a sentence-transformers ``Router`` with a ``query`` route (the question
+tower) and a ``document`` route (the answer tower, also the default route), so ``encode_query``
+and ``encode_document`` (or ``encode(..., task="query" | "document")``) pick the tower.
 
 Each module's output is in the model's retrieval space (l2-normalised for cosine models, as
 ``retrieval_space`` does for ``rqa encode``), and the folder's similarity function is
@@ -76,14 +72,14 @@ def _plain_side(settings: dict) -> dict:
 class RetrievalTower(InputModule):
     """One tower of a retrieval_qa dual encoder as a sentence-transformers input module.
 
-    tower: an ``nn.Module`` called as ``tower(input_ids, attention_mask, token_type_ids)``
-        giving ``[B, D]`` (a :class:`~retrieval_qa.encoders.Tower`).
-    tokenizer: its Hugging Face tokenizer.
-    sides: ``{task: {"max_length": int, "with_context": bool}}`` for the tasks this module
-        encodes (``query`` and/or ``document``); ``default_task`` is used when ``encode`` is
-        called without a task.
-    similarity: ``cosine`` (the output is l2-normalised) or ``dot``.
-    spec: how :meth:`load` rebuilds the tower (written by :func:`export_sentence_transformers`).
+    Args:
+        tower: ``tower(input_ids, attention_mask, token_type_ids) -> [B, D]``, put in eval mode.
+        tokenizer: its Hugging Face tokenizer.
+        sides: ``{task: {"max_length": int, "with_context": bool}}`` for the tasks this
+            module encodes (``query`` and/or ``document``).
+        default_task: the task of ``encode`` called without one (a key of ``sides``).
+        similarity: ``cosine`` (the output is l2-normalised) or ``dot``.
+        spec: how :meth:`load` rebuilds the tower (:func:`export_sentence_transformers`).
     """
 
     config_file_name = "rqa_tower.json"
@@ -210,7 +206,12 @@ class RetrievalTower(InputModule):
 
 
 def rebuild_tower(spec: dict, folder: Path) -> nn.Module:
-    """The tower of ``spec`` with placeholder weights (the caller loads the real ones)."""
+    """The tower of ``spec`` with placeholder weights (the caller loads the real ones).
+
+    Args:
+        spec: the module's ``spec`` from its rqa_tower.json (``kind``, ``side``, ``towers``, ...).
+        folder: the module's folder (a pretrained encoder's ``encoder/config.json``).
+    """
     from ..encoders import build_token_embedder, build_token_encoder, build_tower, exported_towers
     from ..registry import locate, takes, target_of
 
@@ -277,7 +278,11 @@ def _dual_towers(inference) -> nn.Module:
 
 def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
     """The custom sentence-transformers modules (:class:`RetrievalTower`) of a loaded
-    :class:`DualEncoderInference` and a description of what was built."""
+    :class:`DualEncoderInference` and a description of what was built.
+
+    Args:
+        inference: the loaded export (its ``towers``, ``tokenizer`` and ``meta``).
+    """
     towers = _dual_towers(inference)
     meta = inference.meta
     tokenizer = inference.tokenizer
@@ -302,7 +307,12 @@ def sentence_transformer_modules(inference) -> tuple[list[nn.Module], dict]:
 
 def check_probe(model, inference) -> None:
     """Raise :class:`NotNative` unless ``model`` embeds :data:`PROBE_TEXTS` on both sides as
-    ``inference`` does (within :data:`PROBE_TOL`)."""
+    ``inference`` does (within :data:`PROBE_TOL`).
+
+    Args:
+        model: the ``SentenceTransformer`` built from the modules.
+        inference: the loaded export it must match.
+    """
     for task, reference in (("query", inference.encode_questions),
                             ("document", inference.encode_answers)):
         got = model.encode(PROBE_TEXTS, task=task, convert_to_tensor=True)
@@ -317,16 +327,13 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
     """Convert the exported model folder ``checkpoint`` (what ``rqa train`` / ``rqa export``
     wrote) into a sentence-transformers folder ``output``; returns a summary.
 
-    modules: ``auto`` (sentence-transformers' own modules where they express the towers, else
-    the custom module), ``native`` (an error where they do not) or ``custom``.
-
     Args:
         checkpoint: an exported dual-encoder folder.
-        output: the sentence-transformers folder to write: written whole, then put in place
-            of what was there (``rqa export`` refuses one that holds files, unless
-            ``--overwrite``).
+        output: the folder to write, whole, then put in place of what was there (``rqa export``
+            refuses one that holds files, unless ``--overwrite``).
         model_card: write sentence-transformers' model card (README.md).
-        modules: ``"auto"``, ``"native"`` or ``"custom"`` (above).
+        modules: ``auto`` (sentence-transformers' own modules where they express the towers,
+            else the custom module), ``native`` (an error where they do not) or ``custom``.
 
     Returns:
         A summary: the ``output``, which ``modules`` were written (and ``why_custom`` for a
@@ -334,8 +341,7 @@ def export_sentence_transformers(checkpoint: str | Path, output: str | Path,
         call that loads the folder).
 
     Raises:
-        NotNative: ``modules="native"`` and sentence-transformers' modules cannot express the
-            model.
+        NotNative: ``modules="native"`` and sentence-transformers' modules cannot express it.
 
     Example:
 
