@@ -42,8 +42,25 @@ __all__ = ["MiningClassifier", "load_classifier"]
 
 
 class MiningClassifier(CrossAttentionClassifier):
-    """See the module docstring; keyword arguments are the keys of
-    conf/model/mining_classifier.yaml."""
+    """See the module docstring; the arguments are the keys of
+    conf/model/mining_classifier.yaml.
+
+    Args:
+        pretrained: the encoder checkpoint (name, alias or folder).
+        fallback: the stand-in when ``pretrained`` cannot be found (``"minilm"`` or None).
+        dropout: on the [CLS] state, before the head.
+        max_length: tokens of the whole input.
+        max_question_length: the question is cut first to this many tokens.
+        with_context: read the context too; False: ``[CLS] question [SEP] answer [SEP]``.
+        context_segment: the context's segment id (2: a third segment embedding, a copy of
+            segment 1; 1: the answer's segment).
+        score_batch_size: pairs per forward pass when scoring.
+        optimizer: the ``optimizer`` block (:mod:`retrieval_qa.models.optim`).
+        pretrained_label: the checkpoint the encoder came from (set by exports); None: the
+            resolved checkpoint's label.
+        training: unused (rqa train's Trainer settings come from conf/trainer); kept so the
+            parent's hyperparameters load back.
+    """
 
     def __init__(self, *, pretrained: str, fallback: str | None, dropout: float,
                  max_length: int, max_question_length: int, with_context: bool,
@@ -210,7 +227,16 @@ class MiningClassifier(CrossAttentionClassifier):
 
 def load_classifier(path: str | Path, map_location: str = "cpu") -> MiningClassifier:
     """A classifier from an export folder (``model.json``) or a Lightning ``.ckpt`` of
-    ``rqa train experiment=mining_classifier``, in eval mode."""
+    ``rqa train experiment=mining_classifier``, in eval mode.
+
+    Args:
+        path: the export folder or the ``.ckpt`` file.
+        map_location: the device to load onto.
+
+    Example:
+
+        >>> classifier = load_classifier("runs/mining_classifier/model")  # doctest: +SKIP
+    """
     path = Path(path)
     if path.is_dir():
         if not (path / "model.json").is_file():

@@ -48,6 +48,11 @@ SPLITS = ("train", "dev", "test")
 
 
 def file_digest(path: Path) -> str:
+    """The sha256 hex digest of a file's content.
+
+    Args:
+        path: the file (read in blocks of 1 MiB).
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -56,7 +61,11 @@ def file_digest(path: Path) -> str:
 
 
 def artifact_digest(folder: str | Path) -> str:
-    """A digest of an exported model's files (weights and settings)."""
+    """A digest of an exported model's files (weights and settings).
+
+    Args:
+        folder: the export folder; every file under it counts, by relative path and content.
+    """
     folder = Path(folder)
     h = hashlib.sha256()
     for p in sorted(folder.rglob("*")):
@@ -67,7 +76,18 @@ def artifact_digest(folder: str | Path) -> str:
 
 def best_threshold(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """The threshold ``t`` (predict positive when score >= t) with the best accuracy on these
-    examples (the lowest such t); midpoints between sorted scores."""
+    examples (the lowest such t); midpoints between sorted scores.
+
+    Args:
+        scores: ``[N]`` scores, higher meaning more likely positive.
+        labels: ``[N]`` labels, 1 positive, 0 negative.
+
+    Example:
+
+        >>> import torch
+        >>> round(best_threshold(torch.tensor([0.9, 0.6, 0.2]), torch.tensor([1, 1, 0])), 4)
+        0.4
+    """
     order = torch.argsort(scores, descending=True)
     s, y = scores[order], labels[order].float()
     # predicting the top j as positive: correct = positives in top j + negatives below
@@ -85,7 +105,19 @@ def best_threshold(scores: torch.Tensor, labels: torch.Tensor) -> float:
 def binary_metrics(scores: torch.Tensor, labels: torch.Tensor, threshold: float = 0.5
                    ) -> dict[str, float]:
     """Accuracy of ``score >= threshold`` and AUC-PR (average precision, torchmetrics; any
-    monotone score, e.g. a cosine), as percentages."""
+    monotone score, e.g. a cosine), as percentages.
+
+    Args:
+        scores: ``[N]`` scores.
+        labels: ``[N]`` labels, 1 positive, 0 negative.
+        threshold: a score at or above it predicts positive.
+
+    Example:
+
+        >>> import torch
+        >>> binary_metrics(torch.tensor([0.9, 0.6, 0.2]), torch.tensor([1, 0, 0]))
+        {'acc': 66.67, 'auc_pr': 100.0}
+    """
     from torchmetrics.functional.classification import binary_average_precision
 
     labels = labels.long()
@@ -95,9 +127,29 @@ def binary_metrics(scores: torch.Tensor, labels: torch.Tensor, threshold: float 
 
 
 class MiningClassifierData(pl.LightningDataModule):
-    """Args are the keys of ``conf/data/mining_classifier.yaml``, the one source of their values
-    (required here: no second default); ``collator`` turns a list of examples into a batch (the
-    model's, :meth:`MiningClassifier.collator`)."""
+    """The keyword arguments are the keys of ``conf/data/mining_classifier.yaml``, the one
+    source of their values (required here: no second default).
+
+    Args:
+        collator: turns a list of examples into a batch (the model's,
+            :meth:`MiningClassifier.collator`).
+        train_dataset: the training pool's dataset (split 9:1 into train and dev).
+        train_pool: its pool.
+        test_dataset: the test pool's dataset.
+        test_pool: its pool.
+        data_dir: the data folder; None: $RQA_DATA_DIR, then ``../shared/data``.
+        dense_retriever: the folder of an exported dual encoder (required to build).
+        top_k: the BM25 / dense neighbours a negative is drawn from.
+        dev_fraction: the share of training questions in the dev split.
+        seed: the seed of the split, the negatives and the training order.
+        max_train_documents: a seeded sample of training paragraphs; None: all.
+        max_test_documents: a seeded sample of test paragraphs; None: all.
+        examples_dir: where the built examples and encodings are kept (reused, resumable).
+        batch_size: training examples per batch.
+        eval_batch_size: dev and test examples per batch.
+        num_workers: the loaders' worker processes.
+        tokenizer: unused (the collator tokenises); accepted as every data module's.
+    """
 
     def __init__(self, collator, *, train_dataset: str, train_pool: str, test_dataset: str,
                  test_pool: str, data_dir: str | None, dense_retriever: str | None, top_k: int,

@@ -36,6 +36,19 @@ SOURCES = ("gold", "bm25", "dense", "same_document")
 
 @dataclass(frozen=True)
 class ClassifierExample:
+    """One labelled example (one line of an examples file).
+
+    Attributes:
+        question: the question.
+        answer: the answer sentence.
+        context: the sentence's context (its paragraph).
+        label: 1 a gold pair, 0 a negative.
+        source: where it came from, one of :data:`SOURCES`.
+        question_id: the question's unit key in its pool (qid or text).
+        answer_id: the candidate id of the sentence.
+        dense_score: the dense retriever's similarity of the pair; NaN: unknown.
+    """
+
     question: str
     answer: str
     context: str
@@ -50,13 +63,24 @@ class ClassifierExample:
 
 
 def write_examples(path: str | Path, examples: Iterable[ClassifierExample]) -> None:
-    """One JSON object a line, written to a temporary file and renamed (never half a file)."""
+    """One JSON object a line, written to a temporary file and renamed (never half a file).
+
+    Args:
+        path: the examples file (JSON lines).
+        examples: the examples to write.
+    """
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for ex in examples:
             f.write(ex.to_json() + "\n")
 
 
 def read_examples(path: str | Path) -> list[ClassifierExample]:
+    """The examples of a file :func:`write_examples` wrote; a line that is not one is a
+    :class:`~retrieval_qa.errors.DataFormatError` naming it.
+
+    Args:
+        path: the examples file (JSON lines; blank lines are skipped).
+    """
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -72,7 +96,11 @@ def read_examples(path: str | Path) -> list[ClassifierExample]:
 
 
 def example_counts(examples: Sequence[ClassifierExample]) -> dict[str, Any]:
-    """Examples, positives, negatives per source and the share of positives."""
+    """Examples, positives, negatives per source and the share of positives.
+
+    Args:
+        examples: the examples counted.
+    """
     by_source = {s: 0 for s in SOURCES}
     for ex in examples:
         by_source[ex.source] += 1
@@ -97,7 +125,17 @@ def encode_triples(tokenizer, questions: Sequence[str], answers: Sequence[str],
                    max_question_length: int, context_segment: int = 2
                    ) -> dict[str, torch.Tensor]:
     """``{"input_ids", "attention_mask", "token_type_ids"}`` (``LongTensor[B, L]``, padded to
-    the batch's longest, ``L <= max_length``) of the concatenation in the module docstring."""
+    the batch's longest, ``L <= max_length``) of the concatenation in the module docstring.
+
+    Args:
+        tokenizer: the classifier's tokenizer (its ``cls``, ``sep`` and ``pad`` ids).
+        questions: the questions.
+        answers: the answer sentences, one per question.
+        contexts: the contexts, one per question; None: ``[CLS] q [SEP] a [SEP]``.
+        max_length: the most tokens of a row, special tokens included.
+        max_question_length: the question is cut first to this many tokens.
+        context_segment: the segment id of the context's tokens.
+    """
     if not len(questions) == len(answers) == (len(contexts) if contexts is not None
                                                else len(answers)):
         raise ValueError(f"{len(questions)} questions, {len(answers)} answers and "
@@ -136,6 +174,12 @@ def encode_triples(tokenizer, questions: Sequence[str], answers: Sequence[str],
 
 
 class ExampleDataset(Dataset):
+    """The examples as a map-style dataset (items are :class:`ClassifierExample` objects).
+
+    Args:
+        examples: the examples.
+    """
+
     def __init__(self, examples: Sequence[ClassifierExample]) -> None:
         self.examples = examples
 
@@ -148,7 +192,15 @@ class ExampleDataset(Dataset):
 
 class ExampleCollator:
     """Batches of :class:`ClassifierExample`: the encoder inputs of :func:`encode_triples`
-    plus ``labels`` (float) and ``dense_score`` (float, NaN where unknown)."""
+    plus ``labels`` (float) and ``dense_score`` (float, NaN where unknown).
+
+    Args:
+        tokenizer: the classifier's tokenizer.
+        max_length: the most tokens of a row.
+        max_question_length: the question is cut first to this many tokens.
+        with_context: read the examples' contexts; False: leave them out.
+        context_segment: the segment id of the context's tokens.
+    """
 
     def __init__(self, tokenizer, max_length: int, max_question_length: int,
                  with_context: bool = True, context_segment: int = 2) -> None:

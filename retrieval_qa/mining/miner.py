@@ -76,7 +76,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class MiningSettings:
-    """The keys of ``conf/mine/default.yaml`` that change what is mined."""
+    """The keys of ``conf/mine/default.yaml`` that change what is mined.
+
+    Attributes:
+        top_k: the retriever's neighbours scored per question (the paper: 10).
+        threshold: a pair is kept when its probability ``p >= threshold`` (in [0, 1]).
+        weight_power: a kept pair's weight is ``p ** weight_power`` (the paper: p^2).
+        shard_questions: questions per resumable shard.
+        chunk_pairs: pairs handed to the scorer at once (the progress bar's step).
+    """
 
     top_k: int = 10               # neighbours per question (the paper: 10)
     threshold: float = 0.5        # keep p >= threshold
@@ -92,6 +100,11 @@ class MiningSettings:
 
 
 def pool_digest(pool: RetrievalPool) -> str:
+    """A sha256 digest of a pool's questions (text and key) and candidates (id, text, doc).
+
+    Args:
+        pool: the pool.
+    """
     h = hashlib.sha256()
     for q, key in zip(pool.questions, pool.question_keys, strict=True):
         h.update(q.encode() + b"\0" + key.encode() + b"\1")
@@ -132,12 +145,25 @@ def _check_manifest(folder: Path, manifest: dict) -> bool:
 
 
 class Miner:
-    """``retriever``: ``encode_questions(texts, progress=...)`` / ``encode_answers(candidates,
-    progress=...)`` (an exported dual encoder, :func:`~retrieval_qa.models.artifact.
-    load_artifact`); ``scorer``: a :class:`~.scorer.PairScorer`; ``retriever_id``: what
-    identifies the retriever in the manifest (e.g. a digest of its files, not its path: the
-    same job resumes from another working directory); ``paths``: where the models were read
-    from, reported in the summary only."""
+    """Mines ``pool``: each question's retrieved neighbours scored by ``scorer``, in
+    resumable shards under ``output``.
+
+    Args:
+        pool: the pool mined.
+        retriever: ``encode_questions(texts, progress=...)`` / ``encode_answers(candidates,
+            progress=...)`` (an exported dual encoder,
+            :func:`~retrieval_qa.models.artifact.load_artifact`).
+        scorer: a :class:`~.scorer.PairScorer`.
+        output: the job's folder (manifest, shards, summary, mined pairs).
+        settings: the :class:`MiningSettings`.
+        retriever_id: what identifies the retriever in the manifest (e.g. a digest of its
+            files, not its path: the same job resumes from another working directory); None:
+            its class name.
+        pool_notes: the pool's build notes (:func:`~retrieval_qa.data.load_pool`); a rebuilt
+            pool's note is reported in the summary.
+        progress: show progress bars.
+        paths: where the models were read from, reported in the summary only.
+    """
 
     def __init__(self, pool: RetrievalPool, retriever, scorer: PairScorer, output: str | Path,
                  settings: MiningSettings, retriever_id: dict | None = None,

@@ -36,6 +36,13 @@ NEGATIVE_SOURCES = ("bm25", "dense", "same_document")
 
 @dataclass
 class SampledExamples:
+    """What :func:`sample_examples` gives.
+
+    Attributes:
+        examples: the positives and negatives, question by question.
+        shortfall: per negative source, the questions it gave no negative.
+    """
+
     examples: list[ClassifierExample]
     shortfall: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NEGATIVE_SOURCES, 0))
 
@@ -45,11 +52,20 @@ def sample_examples(pool: RetrievalPool, positives: Sequence[set[int]],
                     dense: Sequence[Sequence[tuple[int, float]]], seed: int,
                     dense_score=None, questions: Sequence[int] | None = None
                     ) -> SampledExamples:
-    """Positives and the three negatives of each question unit ``i`` in ``questions``
-    (default: all) of ``pool``. ``positives[i]``: candidate indices never to use as negatives;
-    ``bm25[i]`` / ``dense[i]``: the (candidate, score) neighbours to draw from (positives
-    already removed, or removed here). ``dense_score(i, candidate) -> float``: the dense
-    retriever's similarity, stored with each example (the dual-encoder baseline)."""
+    """Positives and the three negatives of each question unit ``i`` of ``pool`` (see the
+    module docstring).
+
+    Args:
+        pool: the pool.
+        positives: ``positives[i]``, candidate indices never to use as negatives.
+        bm25: ``bm25[i]``, the (candidate, score) BM25 neighbours to draw from (positives
+            already removed, or removed here).
+        dense: ``dense[i]``, the dense retriever's neighbours, the same way.
+        seed: the seed of the draws.
+        dense_score: ``dense_score(i, candidate) -> float``, the dense retriever's
+            similarity, stored with each example (the dual-encoder baseline); None: NaN.
+        questions: the question units sampled; None: all.
+    """
     rng = random.Random(seed)
     doc_members: dict[str, list[int]] = {}
     for c, cand in enumerate(pool.candidates):
@@ -89,6 +105,12 @@ def sample_examples(pool: RetrievalPool, positives: Sequence[set[int]],
 
 def dev_questions(pool: RetrievalPool, fraction: float, seed: int) -> set[str]:
     """The question keys of the dev side of a leak-free split (``fraction`` of the QA
-    inputs, whole groups sharing a question string or an answer sentence)."""
+    inputs, whole groups sharing a question string or an answer sentence).
+
+    Args:
+        pool: the pool split.
+        fraction: the dev side's share of the QA inputs.
+        seed: the split's seed.
+    """
     _, dev = train_val_split(pool, fraction, seed)
     return set(dev.question_keys)

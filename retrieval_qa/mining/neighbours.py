@@ -37,7 +37,23 @@ def dense_neighbours(questions: torch.Tensor, candidates: torch.Tensor,
                      ) -> list[list[tuple[int, float]]]:
     """For each question row in ``rows`` (default: all): up to ``k`` (candidate index, score)
     by descending inner product (ties: lower index first), ``exclude[row]`` left out.
-    Embeddings as the retriever gives them (already normalised for cosine)."""
+
+    Args:
+        questions: ``[Q, D]`` question embeddings as the retriever gives them (already
+            normalised for cosine).
+        candidates: ``[C, D]`` candidate embeddings, the same way.
+        exclude: ``exclude[row]``, the candidate indices left out for that question.
+        k: the neighbours kept per question.
+        rows: the question rows; None: all.
+
+    Example:
+
+        >>> import torch
+        >>> q = torch.tensor([[1.0, 0.0]])
+        >>> c = torch.tensor([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+        >>> dense_neighbours(q, c, [{0}], k=2)
+        [[(1, 0.5), (2, 0.0)]]
+    """
     rows = rows if rows is not None else range(len(questions))
     cands = candidates.float()
     out: list[list[tuple[int, float]]] = []
@@ -58,8 +74,16 @@ def dense_neighbours(questions: torch.Tensor, candidates: torch.Tensor,
 def bm25_neighbours(pool: RetrievalPool, exclude: Sequence[set[int]], k: int, settings=None,
                     block_rows: int = 512) -> list[list[tuple[int, float]]]:
     """For each question of ``pool``: up to ``k`` (candidate index, BM25 score) over the
-    pool's candidates (``conf/model/bm25.yaml`` settings unless given), ``exclude`` left out,
-    by descending score then ascending index."""
+    pool's candidates, ``exclude`` left out, by descending score then ascending index.
+
+    Args:
+        pool: the pool.
+        exclude: ``exclude[i]``, the candidate indices left out for question ``i``.
+        k: the neighbours kept per question.
+        settings: the :class:`~retrieval_qa.baselines.bm25.BM25Settings`; None:
+            conf/model/bm25.yaml's.
+        block_rows: the questions scored at a time.
+    """
     from ..baselines.bm25 import BM25Scorer, BM25Settings
     from ..config import load_yaml
     from ..evaluation.sparse import top_k

@@ -32,12 +32,18 @@ def _digest(path: Path) -> str:
 
 class ClassifierScorer:
     """The classifier of ``rqa train experiment=mining_classifier`` as a :class:`PairScorer`:
-    its probabilities in batches of ``batch_size`` triples, in eval mode, on ``device``."""
+    its probabilities in batches of ``batch_size`` triples, in eval mode, on ``device``.
+
+    Args:
+        classifier: the :class:`~retrieval_qa.mining.classifier.MiningClassifier`.
+        batch_size: triples per forward pass.
+        source: the file or folder the classifier was read from (its digest identifies the
+            classifier in the mining manifest); None: no digest.
+        device: where to move the classifier; None: where it is.
+    """
 
     def __init__(self, classifier, batch_size: int = 64, source: str | Path | None = None,
                  device: str | None = None) -> None:
-        """``source``: the file or folder the classifier was read from (its digest identifies
-        the classifier in the mining manifest)."""
         self.classifier = classifier.eval()
         if device:
             self.classifier.to(device)
