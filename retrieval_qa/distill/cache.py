@@ -40,7 +40,12 @@ COMMAND = "rqa prepare experiment=distill profile=... [key=value ...]"
 
 
 def teacher_folder(teacher: dict) -> Path:
-    """The teacher's export: ``teacher.reranker``, else the pipeline's reranker."""
+    """The teacher's export: ``teacher.reranker``, else the pipeline's reranker.
+
+    Args:
+        teacher: the ``data.teacher`` block (conf/data/distill.yaml): its ``reranker`` and
+            ``pipeline``.
+    """
     folder = teacher["reranker"]
     if folder is None:
         cfg = load_pipeline(teacher["pipeline"])
@@ -56,8 +61,13 @@ def teacher_folder(teacher: dict) -> Path:
 
 
 def cache_key(teacher: dict, data: dict) -> dict:
-    """What the teacher's scores depend on (see the module docstring); ``teacher``: the
-    ``data.teacher`` block, ``data``: the data block (its training side)."""
+    """What the teacher's scores depend on (see the module docstring).
+
+    Args:
+        teacher: the ``data.teacher`` block (conf/data/distill.yaml).
+        data: the data block (its training side: ``train_dataset``, ``train_pool``,
+            ``val_fraction``, ``split_seed``).
+    """
     from ..mining.classifier_data import artifact_digest
 
     cfg = load_pipeline(teacher["pipeline"])
@@ -87,16 +97,33 @@ def cache_key(teacher: dict, data: dict) -> dict:
 
 
 def digest(obj) -> str:
+    """The sha256 hex digest of ``obj`` as JSON with sorted keys.
+
+    Args:
+        obj: a JSON-serialisable object.
+    """
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
 def write_json_gz(path: str | Path, obj) -> None:
+    """``obj`` as gzipped JSON, written atomically.
+
+    Args:
+        path: the file.
+        obj: a JSON-serialisable object.
+    """
     with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
         json.dump(obj, f)
 
 
 def read_json_gz(path: str | Path, key: dict, required: tuple[str, ...]) -> dict:
-    """A gzipped JSON object of this folder's format and key, or :class:`Damaged`."""
+    """A gzipped JSON object of this folder's format and key, or :class:`Damaged`.
+
+    Args:
+        path: the file.
+        key: the folder's key (:func:`cache_key`); the file must hold its digest.
+        required: the keys the object must have.
+    """
     def read(p: Path):
         with gzip.open(p, "rt", encoding="utf-8") as f:
             return json.load(f)
@@ -112,7 +139,11 @@ def read_json_gz(path: str | Path, key: dict, required: tuple[str, ...]) -> dict
 
 
 def lists_digest(records: list[dict]) -> str:
-    """What a shard's scores are of: the questions and their candidates, in order."""
+    """What a shard's scores are of: the questions and their candidates, in order.
+
+    Args:
+        records: the lists' records (``question``, ``gold``, ``negatives``).
+    """
     return digest([[r["question"], r["gold"][0], [c for c, _ in r["negatives"]]]
                    for r in records])
 
@@ -120,7 +151,13 @@ def lists_digest(records: list[dict]) -> str:
 def check_settings(folder: Path, key: dict, *, create: bool) -> None:
     """Refuse ``folder`` when its ``settings.json`` records another key; with ``create``,
     write the key into a folder that has none (a damaged one is written again: what the
-    folder holds is bound to the key's digest, so nothing of another key is read)."""
+    folder holds is bound to the key's digest, so nothing of another key is read).
+
+    Args:
+        folder: the teacher-score folder (``data.teacher.output``).
+        key: the settings' key (:func:`cache_key`).
+        create: write the key when the folder has none; False: such a folder is refused.
+    """
     path = folder / SETTINGS
     fix = (f"give another data.teacher.output, or add --rebuild to {COMMAND} to score "
            "again in this folder")
@@ -145,7 +182,12 @@ def check_settings(folder: Path, key: dict, *, create: bool) -> None:
 
 def read_scores(folder: str | Path, key: dict) -> tuple[list[dict], list[list[float]], dict]:
     """(lists, teacher scores per list, summary) of a finished folder of ``key``; an
-    unfinished, damaged or other folder is refused, naming the command that finishes it."""
+    unfinished, damaged or other folder is refused, naming the command that finishes it.
+
+    Args:
+        folder: the teacher-score folder (``data.teacher.output``).
+        key: the settings' key (:func:`cache_key`).
+    """
     folder = Path(folder)
     check_settings(folder, key, create=False)
     fix = f"run {COMMAND} with these settings: it finishes the folder (and rebuilds what is damaged)"
@@ -164,13 +206,30 @@ def read_scores(folder: str | Path, key: dict) -> tuple[list[dict], list[list[fl
 
 
 def shard_ranges(n: int, size: int) -> list[tuple[str, int, int]]:
-    """(file name, first question, end) of each shard of ``n`` questions."""
+    """(file name, first question, end) of each shard of ``n`` questions.
+
+    Args:
+        n: the questions.
+        size: the questions of a shard (``shard_questions``).
+
+    Example:
+
+        >>> shard_ranges(5, 2)
+        [('00000.json.gz', 0, 2), ('00001.json.gz', 2, 4), ('00002.json.gz', 4, 5)]
+    """
     return [(f"{lo // size:05d}.json.gz", lo, min(lo + size, n)) for lo in range(0, n, size)]
 
 
 def read_shard(path: Path, key: dict, first: int, records: list[dict]) -> dict:
     """One shard (``scores``: one list per question, ``seconds``), checked against the lists
-    it must hold; :class:`Damaged`."""
+    it must hold; :class:`Damaged`.
+
+    Args:
+        path: the shard's file.
+        key: the settings' key (:func:`cache_key`).
+        first: the index of the shard's first question.
+        records: the lists the shard must score (one score per gold and negative).
+    """
     import math
 
     shard = read_json_gz(path, key, ("first", "lists", "scores", "seconds"))

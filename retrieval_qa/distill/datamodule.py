@@ -35,7 +35,18 @@ TEACHER_KEYS = ("pipeline", "reranker", "questions", "seed", "list_size", "shard
 
 
 class ListCollator:
-    """The parent's pair batch plus each question's list (see the module docstring)."""
+    """The parent's pair batch plus each question's list (see the module docstring).
+
+    Args:
+        pairs: the parent's collator (its batches carry each question's ``index``).
+        lists: each distillation question's list record (``negatives``: its first-stage
+            negatives), by ``index``.
+        scores: the teacher's scores of each list (gold first, then the negatives).
+        negatives: every list's negatives tokenised, row-major in ``lists``' order.
+        list_size: ``L``, the width of ``list_mask`` and ``teacher``.
+        pad_to_multiple_of: the negatives' token batches are padded to a multiple of this;
+            None: to the longest row.
+    """
 
     def __init__(self, pairs: PairCollator, lists: list[dict], scores: list[list[float]],
                  negatives: TokenizedTexts, list_size: int,

@@ -55,7 +55,16 @@ def _recorded(run_file: Path) -> dict | None:
 def stage_run(spec, top_k: int, pool: RetrievalPool, folder: Path, *,
               evaluation: dict, progress: bool) -> StageRun:
     """One retriever's lists on ``pool``: read from its run file under ``folder`` when that
-    was written under the same settings, else computed (and written there)."""
+    was written under the same settings, else computed (and written there).
+
+    Args:
+        spec: the retriever's stage of the pipeline config.
+        top_k: the candidates it keeps per question.
+        pool: the distillation pool.
+        folder: the cache folder (the pipeline's layout).
+        evaluation: the ``eval`` group's settings (``ks``, ``doc_level``, ``memory_mb``).
+        progress: show progress.
+    """
     run_file = folder / pool_folder(pool) / f"{spec.name}{RUN_SUFFIX}"
     if run_file.is_file() and _recorded(run_file) == spec.run_settings(top_k):
         try:
@@ -71,7 +80,17 @@ def first_stage(cfg: Pipeline, pool: RetrievalPool, folder: str | Path, *, data_
                 evaluation: dict, progress: bool) -> tuple[list[tuple], dict]:
     """The pipeline's fused first-stage lists (candidate indices, fused scores) of every
     question of ``pool``, and what was done: the fusion settings (as tuned), each stage's
-    metrics on the pool (the full ranking's), the stages left out (weight 0)."""
+    metrics on the pool (the full ranking's), the stages left out (weight 0).
+
+    Args:
+        cfg: the pipeline config (its reranker is ignored).
+        pool: the distillation pool.
+        folder: the cache folder (the pipeline's layout).
+        data_dir: the data folder (the training file, for tuning the fusion); None: the
+            default lookup.
+        evaluation: the ``eval`` group's settings.
+        progress: show progress.
+    """
     folder = Path(folder)
     cfg = dataclasses.replace(cfg, reranker=None)  # the first stage only: no head to tune
     fusion, _, _ = tune_fusion(cfg, folder, None, data_dir, progress, evaluation)
@@ -92,7 +111,14 @@ def question_lists(pool: RetrievalPool, fused: list[tuple], size: int, seed: int
     """Per question of ``pool``: ``{"question", "gold": [candidate id, text], "negatives":
     [[id, text], ...], "gold_rank"}`` (see the module docstring; ``gold_rank``: the rank of
     its best answer in the fused list, null when the first stage did not retrieve one), and
-    counts."""
+    counts.
+
+    Args:
+        pool: the distillation pool.
+        fused: each question's fused first-stage list (candidate indices, fused scores).
+        size: the list size (>= 1): the gold sentence and up to ``size - 1`` negatives.
+        seed: the draw of the gold sentence of a question that has several.
+    """
     if size < 1:
         raise ValueError(f"list_size must be >= 1 (the gold sentence), got {size}")
     rng = random.Random(seed)

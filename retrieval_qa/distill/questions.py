@@ -34,7 +34,12 @@ DRAW_KEYS = ("dataset", "pool", "val_fraction", "split_seed", "questions", "seed
 
 def reranker_draw(folder: str | Path) -> dict:
     """The settings of the teacher's question draw (:data:`DRAW_KEYS`), read from its
-    ``training.json``."""
+    ``training.json``.
+
+    Args:
+        folder: the teacher's export folder (written by
+            ``python -m retrieval_qa.classifiers.train_reranker``).
+    """
     path = Path(folder) / RECORD
     fix = ("give the folder written by python -m retrieval_qa.classifiers.train_reranker (its "
            f"{RECORD} records which training questions it saw, which the distillation "
@@ -50,7 +55,13 @@ def reranker_draw(folder: str | Path) -> dict:
 
 def check_same_side(draw: dict, data: dict) -> None:
     """The teacher must have drawn from the training side that the student's data module
-    splits off: the same file and split."""
+    splits off: the same file and split; else a :class:`~retrieval_qa.errors.UsageError`.
+
+    Args:
+        draw: the teacher's draw (:func:`reranker_draw`).
+        data: the student's data block (``train_dataset``, ``train_pool``, ``val_fraction``,
+            ``split_seed``).
+    """
     ours = {"dataset": data["train_dataset"], "pool": data["train_pool"],
             "val_fraction": data["val_fraction"], "split_seed": data["split_seed"]}
     differ = {k: (draw[k], v) for k, v in ours.items() if draw[k] != v}
@@ -64,13 +75,23 @@ def check_same_side(draw: dict, data: dict) -> None:
 
 def reranker_pool(full: RetrievalPool, draw: dict) -> RetrievalPool:
     """The questions the reranker trained on, with their gold sentences: its draw
-    (:func:`reranker_draw`) made again over ``full``, the pool of its training file."""
+    (:func:`reranker_draw`) made again over ``full``, the pool of its training file.
+
+    Args:
+        full: the pool of the reranker's training file.
+        draw: the reranker's draw (:func:`reranker_draw`).
+    """
     side, _ = training_side(full, draw["val_fraction"], draw["split_seed"])
     return question_subset(side, draw["questions"], draw["seed"])
 
 
 def reranker_questions(full: RetrievalPool, draw: dict) -> set[str]:
-    """The question texts the reranker trained on (:func:`reranker_pool`)."""
+    """The question texts the reranker trained on (:func:`reranker_pool`).
+
+    Args:
+        full: the pool of the reranker's training file.
+        draw: the reranker's draw (:func:`reranker_draw`).
+    """
     return set(reranker_pool(full, draw).questions)
 
 
@@ -78,7 +99,16 @@ def distill_pool(full: RetrievalPool, val_fraction: float, split_seed: int,
                  excluded: set[str], count: int | None, seed: int
                  ) -> tuple[RetrievalPool, dict]:
     """The distillation questions and their candidates (see the module docstring), as a pool
-    named ``<pool>-distill``; with the counts of what was left out."""
+    named ``<pool>-distill``; with the counts of what was left out.
+
+    Args:
+        full: the training file's pool.
+        val_fraction: the data module's validation share.
+        split_seed: the data module's split seed.
+        excluded: question texts left out (the teacher's, :func:`reranker_questions`).
+        count: the questions drawn from the rest; None: all of them.
+        seed: that draw's seed.
+    """
     side, val = training_side(full, val_fraction, split_seed)
     val_answers = {p.answer for p in val.pairs}
     candidates = [c for c in side.candidates if c.text not in val_answers]

@@ -46,7 +46,17 @@ log = logging.getLogger(__name__)
 
 def build_lists(teacher: dict, data: dict, evaluation: dict, folder: Path, key: dict,
                 progress: bool) -> dict:
-    """Step 1 (see the module docstring): the lists file's content, written."""
+    """Step 1 (see the module docstring): the lists file's content, written.
+
+    Args:
+        teacher: the ``data.teacher`` block (``pipeline``, ``questions``, ``seed``,
+            ``list_size``).
+        data: the data block (the training file and its split, ``data_dir``).
+        evaluation: the ``eval`` block (the first stage's ranking).
+        folder: the teacher-score folder.
+        key: the folder's key (:func:`~.cache.cache_key`).
+        progress: show progress.
+    """
     from ..data import load_pool
     from ..pipeline.composition import load_pipeline
     from ..progress import stage
@@ -75,7 +85,14 @@ def build_lists(teacher: dict, data: dict, evaluation: dict, folder: Path, key: 
 
 def score_lists(model, records: list[dict], batch_size: int, bar) -> list[list[float]]:
     """The teacher's score of each list's entries (gold first), ``batch_size`` pairs a
-    forward pass, the pairs taken by length (less padding: a third less time on a CPU)."""
+    forward pass, the pairs taken by length (less padding: a third less time on a CPU).
+
+    Args:
+        model: the teacher (``score_pairs(questions, sentences, batch_size)``).
+        records: the lists (``question``, ``gold``, ``negatives``).
+        batch_size: pairs per forward pass.
+        bar: a progress bar (``update(n)`` after every batch).
+    """
     from ..classifiers.pair_classifier import length_order
 
     questions = [r["question"] for r in records for _ in range(1 + len(r["negatives"]))]
@@ -102,7 +119,11 @@ def _device(name: str) -> str:
 
 
 def clear(folder: Path) -> None:
-    """Remove what this module writes into ``folder`` (and nothing else)."""
+    """Remove what this module writes into ``folder`` (and nothing else).
+
+    Args:
+        folder: the teacher-score folder.
+    """
     import shutil
 
     for name in (SUMMARY, LISTS, SETTINGS):
