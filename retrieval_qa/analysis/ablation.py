@@ -35,7 +35,17 @@ TERM_LABELS = {t: f"L_{RELATION_NAMES[t]}" for t in GAM_TERMS}
 
 
 def ablation_variants(terms: Sequence[str] = GAM_TERMS) -> list[dict]:
-    """One variant per removed GAM term: ``{"name", "slug", "overrides"}``."""
+    """One variant per removed GAM term: ``{"name", "slug", "term", "overrides"}``.
+
+    Args:
+        terms: the removed terms, config names of the relations (``qq``, ``aa``, ``qa``,
+            ``aq``).
+
+    Example:
+
+        >>> ablation_variants(["qq"])[0]["overrides"]
+        ['model.gam.final.qq=0']
+    """
     out = []
     for t in terms:
         if t not in TERM_LABELS:
@@ -49,7 +59,21 @@ def ablation_runs(experiment: str = "endx_gru", profile: str = "cpu",
                   seeds: Sequence[int] = (42,), runs_dir: str | Path = "runs",
                   terms: Sequence[str] = GAM_TERMS, extra: Sequence[str] = ()) -> list[dict]:
     """The ``rqa train`` override lists of every (variant, seed), with the run folder where
-    its ``result.json`` will be."""
+    its ``result.json`` will be.
+
+    Args:
+        experiment: the ENDX experiment (conf/experiment/).
+        profile: the profile (conf/profile/).
+        seeds: the seeds, one run each per variant.
+        runs_dir: the folder under which ``<experiment>_ablation/wo_<term>`` is made.
+        terms: the removed terms (:func:`ablation_variants`).
+        extra: more overrides given to every run.
+
+    Example:
+
+        >>> ablation_runs(terms=["qq"])[0]["run_dir"]
+        'runs/endx_gru_ablation/wo_qq/endx_gru/cpu-seed42'
+    """
     runs = []
     for v in ablation_variants(terms):
         out = Path(runs_dir) / f"{experiment}_ablation" / v["slug"]
@@ -65,10 +89,16 @@ def ablation_runs(experiment: str = "endx_gru", profile: str = "cpu",
 def ablation_table(reports: Mapping[str, Sequence[dict] | dict], *,
                    output_dir: str | Path = DEFAULT_OUTPUT_DIR, reference: str | None = None,
                    title: str = "Table 5: ablation of the GAM terms") -> dict:
-    """Render Table 5 from finished run reports (``{row name: report or [reports]}``; each
-    report needs ``test.metrics``). ``reference``: the row the deltas are taken against
-    (default: the first row whose name does not start with "w/o" and is not a dual encoder,
-    else the first row). Writes ``table5.{md,json}``."""
+    """Render Table 5 from finished run reports; writes ``table5.{md,json}`` and the runs'
+    report copies.
+
+    Args:
+        reports: ``{row name: report or [reports]}``; each report needs ``test.metrics``.
+        output_dir: where the table is written.
+        reference: the row the deltas are taken against; None: the first row whose name does
+            not start with "w/o" and is not a dual encoder, else the first row.
+        title: the Markdown table's title.
+    """
     out = Path(output_dir)
     rows = report_rows(reports)
     paper5 = paper_table("endx_table5")

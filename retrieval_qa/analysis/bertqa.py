@@ -69,8 +69,15 @@ def train_bertqa(train_pool: RetrievalPool, classifier: Mapping[str, Any] | None
                  seed: int = 0, log_every: int = 50, run_dir: str | Path | None = None
                  ) -> tuple[CrossAttentionClassifier, dict]:
     """Fine-tune BERTQA on ``train_pool`` with the settings of conf/model/cross_classifier.yaml
-    and ``classifier`` over them (resumable from ``run_dir``'s checkpoints when given);
-    ``(model in eval mode, training info)``."""
+    and ``classifier`` over them; ``(model in eval mode, training info)``.
+
+    Args:
+        train_pool: the training pool.
+        classifier: settings over conf/model/cross_classifier.yaml; None: none.
+        seed: seeds the head, dropout and the pair sampler.
+        log_every: the steps between the losses printed to stderr (0: never).
+        run_dir: where the training keeps its checkpoints (resumable); None: nothing kept.
+    """
     return train_cross_classifier(train_pool, classifier, seed=seed, log_every=log_every,
                                   label="bertqa", run_dir=run_dir)
 
@@ -78,7 +85,15 @@ def train_bertqa(train_pool: RetrievalPool, classifier: Mapping[str, Any] | None
 # ---- the test sample -----------------------------------------------------------------------
 def sample_test_pool(pool: RetrievalPool, passages: int, pairs: int, seed: int = 0,
                      choice: str = "most_questions") -> RetrievalPool:
-    """The Table 6 sample (see the module docstring); deterministic for a seed."""
+    """The Table 6 sample (see the module docstring); deterministic for a seed.
+
+    Args:
+        pool: the evaluation pool.
+        passages: the paragraphs sampled.
+        pairs: the most QA pairs drawn from those paragraphs' pairs.
+        seed: the seed of the shuffle and the draw.
+        choice: ``most_questions`` (the paragraphs with the most QA pairs) or ``random``.
+    """
     rng = random.Random(seed)
     doc_of = {c.id: c.doc_id for c in pool.candidates}
     per_doc: dict[str, list[int]] = {}
@@ -144,8 +159,16 @@ def _time_per_question(one, questions: list[str]) -> tuple[torch.Tensor, list[fl
 
 def score_bertqa(model: CrossAttentionClassifier, pool: RetrievalPool, *,
                  batch_size: int | None = None) -> dict:
-    """Score every candidate for each question, one question at a time (``batch_size`` pairs
-    per forward pass; default the model's ``score_batch_size``), timed."""
+    """Score every candidate for each question, one question at a time, timed.
+
+    Args:
+        model: the trained BERTQA classifier.
+        pool: the test sample (:func:`sample_test_pool`).
+        batch_size: pairs per forward pass; None: the model's ``score_batch_size``.
+
+    Returns:
+        The metrics, the timings (``ms_per_question``, ...) and ``pairs_scored``.
+    """
     texts = [c.text for c in pool.candidates]
 
     def one(question: str) -> torch.Tensor:
@@ -159,6 +182,14 @@ def score_bertqa(model: CrossAttentionClassifier, pool: RetrievalPool, *,
 
 @torch.inference_mode()
 def score_dual(model, pool: RetrievalPool, *, batch_size: int = 128) -> dict:
+    """Encode every candidate once, then score each question alone, timed (see the module
+    docstring; the candidates' encoding is amortised over the questions).
+
+    Args:
+        model: a loaded dual-encoder export (``encode_questions`` / ``encode_answers``).
+        pool: the test sample (:func:`sample_test_pool`).
+        batch_size: candidates per encoding batch.
+    """
     model.encode_answers(pool.candidates[:batch_size], batch_size=batch_size, progress=False)
     t0 = time.perf_counter()
     cands = model.encode_answers(pool.candidates, batch_size=batch_size, progress=False)
@@ -186,10 +217,20 @@ def bertqa_analysis(pool: RetrievalPool, train_pool: RetrievalPool,
                     classifier: Mapping[str, Any] | None = None, passages: int | None = None,
                     pairs: int | None = None, choice: str = "most_questions", seed: int = 0,
                     output_dir: str | Path = DEFAULT_OUTPUT_DIR) -> dict:
-    """``models``: dual encoders ``(name, exported folder)`` (a repeated name = several runs).
-    Trains BERTQA on ``train_pool`` (settings: conf/model/cross_classifier.yaml with
-    ``classifier`` over them), samples the test set from ``pool`` (``passages`` / ``pairs``:
-    default the paper's sample, conf/tables/endx_table6.yaml), scores and times."""
+    """Trains BERTQA on ``train_pool``, samples the test set from ``pool``, scores and times
+    BERTQA and the dual encoders on it; writes ``table6.{md,json}``.
+
+    Args:
+        pool: the evaluation pool the sample is drawn from.
+        train_pool: BERTQA's training pool.
+        models: dual encoders ``(name, exported folder)`` (a repeated name = several runs).
+        classifier: BERTQA's settings over conf/model/cross_classifier.yaml; None: none.
+        passages: the sample's paragraphs; None: the paper's (conf/tables/endx_table6.yaml).
+        pairs: the sample's QA pairs; None: the paper's.
+        choice: ``most_questions`` or ``random`` (:func:`sample_test_pool`).
+        seed: the sample's and BERTQA's seed.
+        output_dir: where the table and BERTQA's checkpoints (``bertqa/``) are written.
+    """
     start = time.perf_counter()
     out = Path(output_dir)
     paper_sample = load_yaml("tables/endx_table6.yaml").sample

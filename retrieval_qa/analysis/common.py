@@ -26,19 +26,38 @@ METRIC_LABELS = {"mrr": "MRR", "r@1": "R@1", "r@5": "R@5"}
 
 def paper_table(name: str) -> dict[str, dict[str, float]]:
     """A paper table of ``conf/tables/<name>.yaml`` (the only place the papers' numbers are
-    kept): ``{row name: {metric: value}}`` in the table's order."""
+    kept): ``{row name: {metric: value}}`` in the table's order.
+
+    Args:
+        name: the table's name (a file of conf/tables/).
+    """
     return {row["name"]: OmegaConf.to_container(row["paper"])
             for row in load_yaml(f"tables/{name}.yaml").rows}
 
 
 def paper_table_rows(name: str) -> list[dict]:
-    """The rows of ``conf/tables/<name>.yaml`` as plain dicts (every key of each row)."""
+    """The rows of ``conf/tables/<name>.yaml`` as plain dicts (every key of each row).
+
+    Args:
+        name: the table's name (a file of conf/tables/).
+    """
     return OmegaConf.to_container(load_yaml(f"tables/{name}.yaml").rows)  # type: ignore[return-value]
 
 
 def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, str]]:
     """``["Dual-GRUs=runs/dual_gru/cpu-seed1/model", ...]`` -> ``[(name, path), ...]`` in order.
-    The same name may come several times (seeds of one method)."""
+    The same name may come several times (seeds of one method).
+
+    Args:
+        specs: the ``NAME=PATH`` arguments; none, or one without a name or a path, is a
+            :class:`~retrieval_qa.errors.UsageError`.
+        what: the option's name, for the messages (``--model``, ``--run``, ...).
+
+    Example:
+
+        >>> parse_named(["GRU=runs/a", "GRU=runs/b"])
+        [('GRU', 'runs/a'), ('GRU', 'runs/b')]
+    """
     out = []
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -54,7 +73,11 @@ def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, st
 
 def first_per_name(named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """``(name, folder)`` pairs with each name once, at its first folder (a figure shows one
-    run per method)."""
+    run per method).
+
+    Args:
+        named: ``(name, folder)`` pairs (:func:`parse_named`).
+    """
     first: dict[str, str] = {}
     for name, folder in named:
         first.setdefault(name, folder)
@@ -62,7 +85,11 @@ def first_per_name(named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def group_by_name(items: Iterable[tuple[str, object]]) -> dict[str, list]:
-    """Order-preserving ``{name: [value, ...]}``."""
+    """Order-preserving ``{name: [value, ...]}``.
+
+    Args:
+        items: ``(name, value)`` pairs.
+    """
     groups: dict[str, list] = {}
     for name, value in items:
         groups.setdefault(name, []).append(value)
@@ -70,7 +97,16 @@ def group_by_name(items: Iterable[tuple[str, object]]) -> dict[str, list]:
 
 
 def spread(values: Sequence[float | None]) -> dict | None:
-    """Mean and spread over runs: mean, sample std (0 for one run), min, max, n."""
+    """Mean and spread over runs: mean, sample std (0 for one run), min, max, n.
+
+    Args:
+        values: one value per run; None and NaN are left out (None when nothing is left).
+
+    Example:
+
+        >>> spread([0.5, 0.7, None])
+        {'mean': 0.6, 'std': 0.1414, 'min': 0.5, 'max': 0.7, 'n': 2}
+    """
     vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not vals:
         return None
@@ -81,7 +117,12 @@ def spread(values: Sequence[float | None]) -> dict | None:
 
 def pool_spreads(a: dict | None, b: dict | None) -> dict | None:
     """``spread(xs + ys)`` from ``spread(xs)`` and ``spread(ys)`` alone (exact up to their
-    rounding): to pool runs of which only a table's summary is left."""
+    rounding): to pool runs of which only a table's summary is left.
+
+    Args:
+        a: one :func:`spread`; None: ``b`` is returned.
+        b: the other; None: ``a`` is returned.
+    """
     if not a or not b:
         return a or b
     n = a["n"] + b["n"]
@@ -92,7 +133,17 @@ def pool_spreads(a: dict | None, b: dict | None) -> dict | None:
 
 
 def cell(stat: dict | None, digits: int = 2) -> str:
-    """``55.24`` for one run, ``55.24 ± 1.02`` (sample std) for several; ``–`` for none."""
+    """``55.24`` for one run, ``55.24 ± 1.02`` (sample std) for several; ``–`` for none.
+
+    Args:
+        stat: a :func:`spread`, or None.
+        digits: the decimals shown.
+
+    Example:
+
+        >>> cell(spread([55.0, 56.0]))
+        '55.50 ± 0.71'
+    """
     if not stat:
         return "–"
     if stat["n"] > 1:
@@ -101,7 +152,17 @@ def cell(stat: dict | None, digits: int = 2) -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """Rows of a Markdown table; a ``|`` inside a cell (e.g. "w/o L_q|q") is escaped."""
+    """Rows of a Markdown table; a ``|`` inside a cell (e.g. "w/o L_q|q") is escaped.
+
+    Args:
+        header: the column titles.
+        rows: the rows' cells (any values, shown with ``str``).
+
+    Example:
+
+        >>> markdown_table(["row", "MRR"], [["Dual-GRUs", 0.5]])
+        ['| row | MRR |', '|---|---|', '| Dual-GRUs | 0.5 |']
+    """
 
     def esc(c) -> str:
         return str(c).replace("|", "\\|")
@@ -112,7 +173,12 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list
 
 
 def write_json(path: Path, obj) -> str:
-    """``obj`` as JSON, its paths named without the machine's layout (portable_paths)."""
+    """``obj`` as JSON, its paths named without the machine's layout (portable_paths).
+
+    Args:
+        path: the file written; its path is returned as a string.
+        obj: a JSON-serialisable object.
+    """
     write_text(path, json.dumps(portable(obj), indent=2, ensure_ascii=False) + "\n")
     return str(path)
 
@@ -125,7 +191,11 @@ LOCAL_FILES = ("checkpoint", "best_training_checkpoint", "resumed_from")
 
 
 def run_copy(report: dict) -> dict:
-    """A run's report as committed beside a table (:data:`LOCAL_FILES` left out)."""
+    """A run's report as committed beside a table (:data:`LOCAL_FILES` left out).
+
+    Args:
+        report: the run's ``rqa train`` report (result.json).
+    """
     return {k: v for k, v in report.items() if k not in LOCAL_FILES}
 
 
@@ -133,7 +203,13 @@ def write_report_copies(out: Path, table: str,
                         reports: Mapping[str, Sequence[dict] | dict]) -> list[str]:
     """``{row name: report or [reports]}`` -> ``out/runs/<table>/<row>/<experiment>-seed<seed>/
     result.json`` per report (:func:`run_copy`); the files written. ``rqa analyze side-by-side
-    --report ROW=<that folder>`` reads them back."""
+    --report ROW=<that folder>`` reads them back.
+
+    Args:
+        out: the analysis's output folder.
+        table: the table's name (a folder under ``out/runs/``).
+        reports: ``{row name: report or [reports]}``.
+    """
     written: list[str] = []
     for name, reps in reports.items():
         row = re.sub(r"[^\w.=+-]+", "_", name).strip("_") or "row"
@@ -147,6 +223,12 @@ def write_report_copies(out: Path, table: str,
 
 
 def write_markdown(path: Path, lines: Sequence[str]) -> str:
+    """``lines`` as a text file, its paths named without the machine's layout.
+
+    Args:
+        path: the file written; its path is returned as a string.
+        lines: the lines (joined with newlines; one final newline).
+    """
     write_text(path, "\n".join(portable(list(lines))).rstrip() + "\n")
     return str(path)
 
@@ -163,7 +245,11 @@ def pyplot():
 
 def logged_rows(run_dir: str | Path) -> list[dict[str, str]]:
     """The rows of a run's CSV log (``RUN/logs/version_N/metrics.csv``, the latest version:
-    a resumed run starts a new one); [] when the run has none."""
+    a resumed run starts a new one); [] when the run has none.
+
+    Args:
+        run_dir: the run folder.
+    """
     import csv
 
     logs = sorted(Path(run_dir).glob("logs/version_*/metrics.csv"),
@@ -176,7 +262,12 @@ def logged_rows(run_dir: str | Path) -> list[dict[str, str]]:
 
 def last_logged(run_dir: str | Path, keys: Sequence[str]) -> dict[str, float | None]:
     """The last value a run logged for each of ``keys`` (e.g. ``train/gam_loss``; None if
-    never), from one read of its CSV log."""
+    never), from one read of its CSV log.
+
+    Args:
+        run_dir: the run folder (:func:`logged_rows`).
+        keys: the logged columns wanted.
+    """
     last: dict[str, float | None] = dict.fromkeys(keys)
     for row in logged_rows(run_dir):
         last.update({k: float(row[k]) for k in keys if row.get(k)})
@@ -184,11 +275,21 @@ def last_logged(run_dir: str | Path, keys: Sequence[str]) -> dict[str, float | N
 
 
 def output_name(stem: str, tag: str | None) -> str:
+    """``stem_tag``, or ``stem`` without a tag (an output file's name).
+
+    Args:
+        stem: the name's stem.
+        tag: the analysis's tag (``--tag``); None or empty: none.
+    """
     return f"{stem}_{tag}" if tag else stem
 
 
 def questions_per_candidate(pool: RetrievalPool) -> dict[str, list[str]]:
-    """Candidate id -> the distinct questions (pool order) whose answer is that sentence."""
+    """Candidate id -> the distinct questions (pool order) whose answer is that sentence.
+
+    Args:
+        pool: the pool (its QA pairs).
+    """
     groups: dict[str, list[str]] = {}
     for p in pool.pairs:
         qs = groups.setdefault(p.answer_id, [])
@@ -199,11 +300,15 @@ def questions_per_candidate(pool: RetrievalPool) -> dict[str, list[str]]:
 
 def pick_answer(pool: RetrievalPool, answer: str | None = None, max_questions: int | None = None,
                 min_questions: int = 2) -> tuple[Candidate, list[str]]:
-    """An answer sentence and its questions.
+    """An answer sentence and its questions (pool order).
 
-    ``answer``: a candidate id or the exact sentence text; None picks the sentence with the
-    most distinct questions (ties: the first in pool order). The questions keep pool order
-    and are capped at ``max_questions`` (the first ones)."""
+    Args:
+        pool: the pool.
+        answer: a candidate id or the exact sentence text; None picks the sentence with the
+            most distinct questions (ties: the first in pool order).
+        max_questions: keep the first this many questions; None: all.
+        min_questions: fewer questions is a ValueError.
+    """
     by_id = {c.id: c for c in pool.candidates}
     groups = questions_per_candidate(pool)
     if answer is None:
@@ -229,7 +334,12 @@ def pick_answer(pool: RetrievalPool, answer: str | None = None, max_questions: i
 
 
 def load_models(named: Sequence[tuple[str, str]]) -> dict[str, object]:
-    """Exported dual-encoder folders, each loaded once (path -> the artefact of models/artifact.py)."""
+    """Exported dual-encoder folders, each loaded once (path -> the artefact of
+    models/artifact.py).
+
+    Args:
+        named: ``(name, folder)`` pairs (:func:`parse_named`).
+    """
     from ..models.artifact import load_artifact
 
     loaded: dict[str, object] = {}

@@ -89,8 +89,12 @@ def eval_ks() -> tuple[int, ...]:
 
 
 def load_input(path: str | Path, trec_qrels: str | Path | None = None) -> list[Setting]:
-    """The setting(s) one PATH holds (see the module's docstring); a TREC run is read with
-    ``trec_qrels``."""
+    """The setting(s) one PATH holds (see the module's docstring).
+
+    Args:
+        path: a per-question record, run file, run folder, sweep folder or TREC run.
+        trec_qrels: the judgements a TREC run is read with (required for one); None: none.
+    """
     from ..evaluation.trec import is_trec_run, trec_record
 
     p = Path(path)
@@ -114,8 +118,12 @@ def load_input(path: str | Path, trec_qrels: str | Path | None = None) -> list[S
 
 
 def load_settings(specs: list[str], trec_qrels: str | Path | None = None) -> list[Setting]:
-    """``[NAME=]PATH`` specs in order; a NAME repeated adds seeds to its setting; TREC runs
-    read with ``trec_qrels`` (:func:`trec_depth` checks and cuts them)."""
+    """The settings of ``specs``, in order (:func:`trec_depth` checks and cuts TREC runs).
+
+    Args:
+        specs: ``[NAME=]PATH`` (:func:`load_input`); a NAME repeated adds seeds to its setting.
+        trec_qrels: the TREC runs' judgements; given with no TREC run, an error.
+    """
     settings: dict[str, Setting] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -140,7 +148,11 @@ def load_settings(specs: list[str], trec_qrels: str | Path | None = None) -> lis
 def trec_depth(settings: list[Setting]) -> int | None:
     """The depth TREC runs are compared at: the smallest of theirs, each record's ranks
     beyond it set to ``inf`` (none listed) and its ks cut to it; None when no input is a
-    TREC run. TREC runs and this suite's own files together are refused."""
+    TREC run. TREC runs and this suite's own files together are refused.
+
+    Args:
+        settings: the settings compared (their records are changed in place).
+    """
     records = [r for s in settings for r in s.records]
     trec = [r.header.get("format") == "trec run" for r in records]
     if not any(trec):
@@ -206,7 +218,12 @@ def metric_names(settings: list[Setting], metrics: list[str] | None = None) -> l
 
 def scores(record: PerQuestion, metrics: list[str]) -> np.ndarray:
     """[Q, M] per-question scores in points (100 x RR, 100 x hit): their means are the
-    record's metrics."""
+    record's metrics.
+
+    Args:
+        record: one per-question record.
+        metrics: the metrics' names (``mrr``, ``r@K``, ``doc_mrr``, ``doc_r@K``).
+    """
     cols = []
     for m in metrics:
         ranks = record.doc_ranks if m.startswith("doc_") else record.ranks
@@ -273,7 +290,11 @@ def marker(stats: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    """The comparison table: one row per pair and metric."""
+    """The comparison table: one row per pair and metric.
+
+    Args:
+        result: :func:`compare_settings`'s result.
+    """
     lines = [f"Paired comparison over {result['questions']} questions "
              f"({'every pair' if result['pairs'] == 'all' else 'each setting vs the first'}): "
              "diff = B - A in points, its paired bootstrap 95 % interval "

@@ -41,7 +41,12 @@ from .common import (
 def subset_rows(pool: RetrievalPool, ks: Sequence[int]) -> dict[int, dict]:
     """For each k: the subset pool, the indices of its questions in ``pool.questions`` and its
     sizes: questions, answer sentences with >= k distinct questions, and their (question,
-    answer sentence) pairs."""
+    answer sentence) pairs.
+
+    Args:
+        pool: the pool.
+        ks: the subsets' thresholds (distinct questions per answer sentence).
+    """
     position = {q: i for i, q in enumerate(pool.question_keys)}
     per_answer: dict[str, set[str]] = {}
     for p in pool.pairs:
@@ -65,8 +70,18 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
                          ks: Sequence[int] = tuple(range(1, 9)), table_k: int = 8,
                          output_dir: str | Path = DEFAULT_OUTPUT_DIR, batch_size: int = 128,
                          progress: bool = False) -> dict:
-    """``models``: ``(name, exported folder)``; a name given several times is one method over
-    several runs (seeds), reported as mean and spread."""
+    """Every model on every one-to-many subset of ``pool`` (see the module docstring).
+
+    Args:
+        pool: the evaluation pool.
+        models: ``(name, exported folder)``; a name given several times is one method over
+            several runs (seeds), reported as mean and spread.
+        ks: the subsets' thresholds evaluated (``table_k`` is added).
+        table_k: the subset of Table 4.
+        output_dir: where the tables and the figure are written.
+        batch_size: texts per encoding batch.
+        progress: show the encoding's progress.
+    """
     start = time.perf_counter()
     ks = sorted(set(int(k) for k in ks) | {int(table_k)})
     out = Path(output_dir)

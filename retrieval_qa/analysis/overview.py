@@ -252,7 +252,11 @@ def _label_apart(entries: list[dict]) -> None:
 
 def collect_results(results_dir: str | Path) -> list[dict]:
     """The entries of every result file under ``results_dir`` (see the module docstring),
-    with the paper's number attached, plus the paper rows we have no number for."""
+    with the paper's number attached, plus the paper rows we have no number for.
+
+    Args:
+        results_dir: the folder of result files (searched recursively).
+    """
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder of results")
@@ -296,6 +300,12 @@ def collect_results(results_dir: str | Path) -> list[dict]:
 
 
 def table_title(table: str | None, entries: Iterable[dict] = ()) -> str:
+    """The ``title`` of conf/tables/<table>.yaml (else its name).
+
+    Args:
+        table: the paper table; None: the results without one, named by ``entries``' sources.
+        entries: those results (:func:`collect_results`'s entries).
+    """
     if table is None:
         sources = sorted({e["source"].split("/")[0] for e in entries})
         return f"results without a paper table ({', '.join(sources)})"
@@ -305,7 +315,11 @@ def table_title(table: str | None, entries: Iterable[dict] = ()) -> str:
 
 
 def grouped(entries: Sequence[dict]) -> dict[str | None, list[dict]]:
-    """Entries by paper table, conf/tables order first, tables-less ones last."""
+    """Entries by paper table, conf/tables order first, tables-less ones last.
+
+    Args:
+        entries: :func:`collect_results`'s entries.
+    """
     order = {t: i for i, t in enumerate(paper_tables())}
     groups: dict[str | None, list[dict]] = {}
     for e in sorted(entries, key=lambda e: order.get(e["table"], len(order))):
@@ -314,7 +328,11 @@ def grouped(entries: Sequence[dict]) -> dict[str | None, list[dict]]:
 
 
 def markdown(entries: Sequence[dict]) -> str:
-    """One markdown table per paper table: method, metric, ours (mean ± std, runs), paper."""
+    """One markdown table per paper table: method, metric, ours (mean ± std, runs), paper.
+
+    Args:
+        entries: :func:`collect_results`'s entries.
+    """
     lines = []
     for table, rows in grouped(entries).items():
         lines += [f"### {table_title(table, rows)}", ""]
@@ -335,7 +353,13 @@ def plot_table(entries: Sequence[dict], table: str | None, metrics: Sequence[str
     """One panel per metric: for every method a bar of ours (error bar: std over seeds) and a
     hatched bar of the paper's number, the axes labelled (metric in %, method with its
     profile / pool where two differ), the legend below the panels (it hides no bar).
-    Returns the matplotlib figure."""
+    Returns the matplotlib figure.
+
+    Args:
+        entries: :func:`collect_results`'s entries.
+        table: the paper table plotted (None: the results without one).
+        metrics: the panels' metrics; None: every metric of the table's entries.
+    """
     from .common import pyplot
 
     plt = pyplot()

@@ -33,7 +33,20 @@ FIX = "restore the committed file (git restore PATH), or correct the row's `refe
 
 @dataclass
 class SeedReference:
-    """A row's seed mean: ``metrics`` and ``std`` (sample std over ``seeds``) by metric."""
+    """A row's seed mean (see the module docstring).
+
+    Attributes:
+        row: the paper table's row.
+        pool: the evaluation pool (``dev`` by default).
+        metrics: the mean over the seeds, by metric.
+        std: the sample std over the seeds, by metric (0 for one seed).
+        seeds: the seeds.
+        train_pairs: the training pairs its runs learned from; None: not declared.
+        files: the declared paths (repository-relative), one a seed or one table.
+        path: them in one string: records as ``..._seed{1,2,3}...``, a table's row.
+        differs: how its runs' settings differ from the row's experiment; None: they do not.
+        profile: the profile ``differs`` is relative to.
+    """
 
     row: str
     pool: str
@@ -135,7 +148,14 @@ def read_reference(name: str, spec, results_dir: str | Path,
                    conf: str = "conf/tables") -> SeedReference:
     """Row ``name``'s reference ``spec`` (its ``reference:`` block) read from ``results_dir``
     (the repository's ``results/`` or a copy). A missing file is a FileNotFoundError; a damaged
-    one, or one of another pool, an InputFileError naming it and the fix."""
+    one, or one of another pool, an InputFileError naming it and the fix.
+
+    Args:
+        name: the row's name.
+        spec: its ``reference:`` block.
+        results_dir: the results folder (``results/`` in declared paths stands for it).
+        conf: where the tables are, named in the errors' fix.
+    """
     results_dir = Path(results_dir)
     pool = str(spec.get("pool", "dev"))
     read = _records if "records" in spec else _table_row
@@ -148,7 +168,16 @@ def read_reference(name: str, spec, results_dir: str | Path,
 
 
 def declared_files(spec) -> list[str]:
-    """The repository paths a ``reference:`` block reads."""
+    """The repository paths a ``reference:`` block reads.
+
+    Args:
+        spec: the ``reference:`` block (``records`` and ``seeds``, or ``table``).
+
+    Example:
+
+        >>> declared_files({"records": "results/x_seed{seed}.json", "seeds": [1, 2]})
+        ['results/x_seed1.json', 'results/x_seed2.json']
+    """
     if "records" in spec:
         return [str(spec["records"]).format(seed=int(s)) for s in spec["seeds"]]
     return [str(spec["table"])]
@@ -157,8 +186,14 @@ def declared_files(spec) -> list[str]:
 def table_references(table, results_dir: str | Path, conf: str = "conf/tables",
                      missing=None) -> dict[tuple[str, str], SeedReference]:
     """``{(row, pool): SeedReference}`` of the rows of ``table`` (a loaded conf/tables file)
-    that declare a ``reference:``; one whose files are not in ``results_dir`` is left out
-    (``missing(row, path)`` is told, when given)."""
+    that declare a ``reference:``; one whose files are not in ``results_dir`` is left out.
+
+    Args:
+        table: a loaded conf/tables file.
+        results_dir: the results folder.
+        conf: where the tables are, named in the errors' fix.
+        missing: called as ``missing(row, path)`` for a reference left out; None: not told.
+    """
     found = {}
     for row in table.rows:
         spec = row.get("reference")

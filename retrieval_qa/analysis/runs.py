@@ -29,7 +29,12 @@ from .common import (
 
 def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
     """``(name, path to result.json or its run folder)`` -> ``{name: [report, ...]}``; each
-    report gets the run's ``config.yaml`` (beside its result.json) as ``config`` when present."""
+    report gets the run's ``config.yaml`` (beside its result.json) as ``config`` when present.
+
+    Args:
+        named: ``(name, path)`` pairs (:func:`~.common.parse_named`); a name given several
+            times gathers several runs.
+    """
     out: dict[str, list[dict]] = {}
     for name, path in named:
         p = Path(path)
@@ -48,8 +53,12 @@ def load_reports(named: Sequence[tuple[str, str]]) -> dict[str, list[dict]]:
 
 def report_rows(reports: Mapping[str, Sequence[dict] | dict]) -> list[dict]:
     """``{row name: report or [reports]}`` -> rows with the test metrics (mean and spread
-    over the reports), the seeds, training size and time. Every report needs
-    ``test.metrics`` (``rqa train`` with ``test_after_fit=true``)."""
+    over the reports), the seeds, training size and time.
+
+    Args:
+        reports: ``{row name: report or [reports]}``; every report needs ``test.metrics``
+            (``rqa train`` with ``test_after_fit=true``).
+    """
     rows = []
     for name, reps in reports.items():
         reps = [reps] if isinstance(reps, Mapping) else list(reps)
@@ -87,7 +96,14 @@ def side_by_side_table(reports: Mapping[str, Sequence[dict] | dict], *,
                        title: str = "Dual encoders vs ENDX", tag: str | None = None) -> dict:
     """Writes ``side_by_side[_TAG].{md,json}``: per method the test-pool metrics, the best
     validation score and the training time, each as mean ± sample std over its runs, beside
-    the paper's Table 2 numbers for the rows named as in that table."""
+    the paper's Table 2 numbers for the rows named as in that table.
+
+    Args:
+        reports: ``{row name: report or [reports]}`` (:func:`report_rows`).
+        output_dir: where the table is written.
+        title: the Markdown table's title.
+        tag: added to the files' names (:func:`~.common.output_name`); None: none.
+    """
     rows = report_rows(reports)
     paper = paper_table2()
     for r in rows:

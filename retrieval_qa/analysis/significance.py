@@ -42,7 +42,19 @@ def paired_bootstrap(diff, *, samples: int = BOOTSTRAP_SAMPLES, level: float = 0
                      seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
     """(low, high) of the ``level`` percentile interval of the mean of ``diff`` over
     ``samples`` resamples of the questions (with replacement); [M] arrays, or floats for a
-    [Q] ``diff``."""
+    [Q] ``diff``.
+
+    Args:
+        diff: per-question differences, [Q] or [Q, M] (B minus A).
+        samples: the resamples.
+        level: the interval's coverage.
+        seed: the generator's seed.
+
+    Example:
+
+        >>> paired_bootstrap([1.0, 1.0])  # a constant difference: the interval is the point
+        (1.0, 1.0)
+    """
     d, flat = _as_matrix(diff)
     n = d.shape[0]
     rng = np.random.default_rng(seed)
@@ -63,7 +75,18 @@ def randomisation_test(diff, *, permutations: int = PERMUTATIONS,
                        seed: int = SEED) -> np.ndarray | float:
     """Two-sided p-value of Fisher's paired randomisation test: each question's difference
     keeps or flips its sign at random; p = (1 + #{|mean flipped| >= |mean observed|}) /
-    (1 + permutations). Identical runs (all differences 0) give p = 1."""
+    (1 + permutations). Identical runs (all differences 0) give p = 1.
+
+    Args:
+        diff: per-question differences, [Q] or [Q, M].
+        permutations: the random sign flips drawn.
+        seed: the generator's seed.
+
+    Example:
+
+        >>> randomisation_test([0.0, 0.0])
+        1.0
+    """
     d, flat = _as_matrix(diff)
     n = d.shape[0]
     observed = np.abs(d.mean(axis=0))
@@ -80,7 +103,16 @@ def randomisation_test(diff, *, permutations: int = PERMUTATIONS,
 
 
 def holm(p_values) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error), in the input's order."""
+    """Holm's step-down adjusted p-values (family-wise error), in the input's order.
+
+    Args:
+        p_values: the family's p-values.
+
+    Example:
+
+        >>> holm([0.01, 0.04, 0.03]).tolist()
+        [0.03, 0.06, 0.06]
+    """
     p = np.asarray(p_values, dtype=np.float64)
     if p.size == 0:
         return p
@@ -95,7 +127,12 @@ def holm(p_values) -> np.ndarray:
 def seed_test(a, b) -> dict:
     """Per-seed metrics of two settings (unpaired): Welch's t-test and the exact permutation
     test of the difference of means over all relabellings of the seeds; with fewer than two
-    seeds on a side there is no test (``p`` None and the reason)."""
+    seeds on a side there is no test (``p`` None and the reason).
+
+    Args:
+        a: setting A's metric, one value per seed.
+        b: setting B's metric, one value per seed (``mean_diff`` is B minus A).
+    """
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     out = {"n_a": len(a), "n_b": len(b),
            "mean_diff": float(b.mean() - a.mean()) if len(a) and len(b) else None}

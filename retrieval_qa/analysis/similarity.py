@@ -46,7 +46,11 @@ PANELS = (("cross_endx", "(a) Cross-embeddings (ENDX)"),
 
 def resolve_run(run_dir: str | Path) -> tuple[str, str]:
     """An ``rqa train`` run folder -> (Lightning checkpoint with the cross-encoder, exported
-    towers folder), from its ``result.json`` (falling back to ``checkpoints/last.ckpt``)."""
+    towers folder), from its ``result.json`` (falling back to ``checkpoints/last.ckpt``).
+
+    Args:
+        run_dir: the finished ENDX run's folder.
+    """
     run = Path(run_dir)
     result = run / "result.json"
     if not result.is_file():
@@ -66,6 +70,17 @@ def resolve_run(run_dir: str | Path) -> tuple[str, str]:
 
 
 def similarity_matrix(emb: torch.Tensor) -> torch.Tensor:
+    """The inner products ``[N, N]`` of the rows of ``emb``, in float64, symmetrised exactly.
+
+    Args:
+        emb: embeddings ``[N, D]`` (already in the score space).
+
+    Example:
+
+        >>> similarity_matrix(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+        tensor([[1., 1.],
+                [1., 2.]], dtype=torch.float64)
+    """
     s = emb.double() @ emb.double().T
     return (s + s.T) / 2
 
@@ -83,7 +98,16 @@ def _correlation(a: torch.Tensor, b: torch.Tensor) -> float | None:
 
 @torch.inference_mode()
 def cross_embeddings(module, tokenizer, questions: list[str], answer, meta: dict) -> torch.Tensor:
-    """``R^cross_q`` of every question paired with ``answer`` (a Candidate)."""
+    """``R^cross_q`` of every question paired with ``answer`` (a Candidate).
+
+    Args:
+        module: the ENDX module (its ``cross_branch``).
+        tokenizer: the ENDX export's tokenizer.
+        questions: the questions.
+        answer: the shared answer sentence (with its context when the model reads it).
+        meta: the ENDX export's meta (``max_question_length``, ``max_answer_length``,
+            ``answer_with_context``).
+    """
     contexts = [answer.context] * len(questions) if meta.get("answer_with_context") else None
     q = encode_texts(tokenizer, questions, meta["max_question_length"])
     a = encode_texts(tokenizer, [answer.text] * len(questions), meta["max_answer_length"],
@@ -97,6 +121,19 @@ def similarity_analysis(pool: RetrievalPool, *, endx_checkpoint: str | Path,
                         answer: str | None = None, max_questions: int = 10,
                         output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None
                         ) -> dict:
+    """Figure 3 (see the module docstring): writes ``figure3[_TAG].{png,json}``.
+
+    Args:
+        pool: the pool the answer and its questions come from.
+        endx_checkpoint: the ENDX Lightning checkpoint (with the cross branch).
+        endx_model: the ENDX run's exported towers.
+        dual_model: the baseline dual encoder's export.
+        answer: a candidate id or sentence text; None: the sentence with the most questions
+            (:func:`~.common.pick_answer`).
+        max_questions: the most questions shown.
+        output_dir: where the figure is written.
+        tag: added to the files' names; None: none.
+    """
     from ..losses.gam import log_neighbour_probabilities, relation_kl
     from ..models.artifact import load_artifact
     from ..models.endx import EndxModule

@@ -11,7 +11,11 @@ from ..written import read_json_or_refuse, read_report
 
 
 def read_run_plan(path: str | Path) -> dict:
-    """A sweep run's ``sweep.json`` (its parameters and command), refused when damaged."""
+    """A sweep run's ``sweep.json`` (its parameters and command), refused when damaged.
+
+    Args:
+        path: the run's ``sweep.json``.
+    """
     return read_json_or_refuse(
         path, "sweep run file", "delete the result.json beside it and run the same `rqa sweep` "
         "command again: the run resumes from its last checkpoint and both files are written "
@@ -20,7 +24,11 @@ def read_run_plan(path: str | Path) -> dict:
 
 def load_sweep_runs(sweep_dir: str | Path) -> list[dict]:
     """Every run of a sweep folder as ``{"sweep": <sweep.json>, "report": <result.json> or
-    None, "run_dir": ...}``, in the sweep's order."""
+    None, "run_dir": ...}``, in the sweep's order.
+
+    Args:
+        sweep_dir: the sweep's folder (``runs/sweeps/<name>/``, or a table's per-run copies).
+    """
     root = Path(sweep_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"--sweep {sweep_dir}: no such folder (`rqa sweep FILE` writes "

@@ -38,7 +38,19 @@ from .tsne import default_perplexity, tsne_2d
 
 
 def knn_same_side(x: np.ndarray, side: np.ndarray, k: int = 10) -> float:
-    """Mean share of each row's ``k`` nearest other rows (euclidean) with the same ``side``."""
+    """Mean share of each row's ``k`` nearest other rows (euclidean) with the same ``side``.
+
+    Args:
+        x: points ``[N, D]``.
+        side: ``[N]`` labels (0 question, 1 answer).
+        k: the neighbours (0 < k < N).
+
+    Example:
+
+        >>> x = np.array([[0.0], [0.1], [5.0], [5.1]])
+        >>> knn_same_side(x, np.array([0, 0, 1, 1]), k=1)
+        1.0
+    """
     if not 0 < k < len(x):
         raise ValueError(f"k must be in (0, {len(x)}) for {len(x)} points, got {k}")
     x = torch.as_tensor(x, dtype=torch.float64)
@@ -50,8 +62,12 @@ def knn_same_side(x: np.ndarray, side: np.ndarray, k: int = 10) -> float:
 
 
 def tower_geometry(q: torch.Tensor, a: torch.Tensor) -> dict:
-    """Distances between the question cloud and the answer cloud (row i of ``q`` is answered
-    by row i of ``a``)."""
+    """Distances between the question cloud and the answer cloud.
+
+    Args:
+        q: question embeddings ``[N, D]``.
+        a: answer embeddings ``[N, D]``, row i answering question i.
+    """
     q, a = q.double(), a.double()
     n = len(q)
     shifted = a.roll(1, dims=0) if n > 1 else a
@@ -61,7 +77,13 @@ def tower_geometry(q: torch.Tensor, a: torch.Tensor) -> dict:
 
 
 def sample_pairs(pool: RetrievalPool, n: int, seed: int = 0) -> tuple[list[str], list]:
-    """``n`` distinct questions drawn at random, each with its gold answer sentence."""
+    """``n`` distinct questions drawn at random, each with its gold answer sentence.
+
+    Args:
+        pool: the pool.
+        n: the questions drawn (at most the pool's distinct questions).
+        seed: the draw's seed.
+    """
     by_id = {c.id: c for c in pool.candidates}
     firsts: dict[str, str] = {}
     for p in pool.pairs:
@@ -77,9 +99,19 @@ def towers_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]], *, p
                     k: int = 10, perplexity: float | None = None, seed: int = 0,
                     output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None,
                     label: str | None = None) -> dict:
-    """``models``: ``(name, exported folder)``; a repeated name keeps its first folder.
-    ``label`` says what the models are (e.g. "trained", "off-the-shelf MiniLM") in the figure's
-    title."""
+    """Figure 2 (see the module docstring): writes ``figure2[_TAG].{png,json}``.
+
+    Args:
+        pool: the pool the QA pairs are drawn from.
+        models: ``(name, exported folder)``; a repeated name keeps its first folder.
+        pairs: the QA pairs drawn.
+        k: the neighbours of :func:`knn_same_side`.
+        perplexity: t-SNE's perplexity; None: :func:`~.tsne.default_perplexity`.
+        seed: the draw's and t-SNE's seed.
+        output_dir: where the figure is written.
+        tag: added to the files' names; None: none.
+        label: what the models are (e.g. "trained", "off-the-shelf MiniLM"), in the title.
+    """
     start = time.perf_counter()
     questions, answers = sample_pairs(pool, pairs, seed)
     chosen = first_per_name(models)

@@ -32,11 +32,27 @@ from .common import (
 
 
 def default_perplexity(n_points: int) -> float:
+    """t-SNE's default perplexity, ``max(1, min(30, (n - 1) / 3))``.
+
+    Args:
+        n_points: the points embedded.
+
+    Example:
+
+        >>> default_perplexity(7), default_perplexity(800)
+        (2.0, 30.0)
+    """
     return float(max(1.0, min(30.0, (n_points - 1) / 3)))
 
 
 def tsne_2d(x: np.ndarray, perplexity: float | None = None, seed: int = 0) -> np.ndarray:
-    """[n, D] -> [n, 2] scaled to [0, 1] per axis."""
+    """[n, D] -> [n, 2] scaled to [0, 1] per axis.
+
+    Args:
+        x: the points ``[n, D]``.
+        perplexity: t-SNE's perplexity (0 < perplexity < n); None: :func:`default_perplexity`.
+        seed: t-SNE's ``random_state``.
+    """
     from sklearn.manifold import TSNE
 
     n = len(x)
@@ -50,6 +66,13 @@ def tsne_2d(x: np.ndarray, perplexity: float | None = None, seed: int = 0) -> np
 
 
 def compactness(q: torch.Tensor, a: torch.Tensor) -> dict:
+    """Mean question-answer and question-question inner products and distances (the
+    question-question ones None for one question).
+
+    Args:
+        q: the questions' embeddings ``[n, D]``.
+        a: the answer's embedding ``[1, D]`` (its row 0 is used).
+    """
     q, a = q.double(), a.double()
     n = len(q)
     off = ~torch.eye(n, dtype=torch.bool)
@@ -65,7 +88,19 @@ def tsne_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]], *,
                   answer: str | None = None, num_questions: int = 6,
                   perplexity: float | None = None, seed: int = 0,
                   output_dir: str | Path = DEFAULT_OUTPUT_DIR, tag: str | None = None) -> dict:
-    """``models``: ``(name, exported folder)``; with a repeated name the first folder is used."""
+    """Figure 4 (see the module docstring): writes ``figure4[_TAG].{png,json}``.
+
+    Args:
+        pool: the pool the answer and its questions come from.
+        models: ``(name, exported folder)``; with a repeated name the first folder is used.
+        answer: a candidate id or sentence text; None: the sentence with the most questions
+            (:func:`~.common.pick_answer`).
+        num_questions: the most questions shown.
+        perplexity: t-SNE's perplexity; None: :func:`default_perplexity`.
+        seed: t-SNE's seed.
+        output_dir: where the figure is written.
+        tag: added to the files' names; None: none.
+    """
     start = time.perf_counter()
     out = Path(output_dir)
     candidate, questions = pick_answer(pool, answer, num_questions)
