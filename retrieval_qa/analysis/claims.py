@@ -55,8 +55,16 @@ KINDS = ("mean", "paired", "json", "sum")
 
 @dataclass
 class Figure:
-    """A claim's number: ``value`` and its ``interval`` (``("std", s)`` or ``("ci", lo, hi)``
-    or None), ``text`` as rendered, the records' ``pool`` and question count."""
+    """A claim's number.
+
+    Attributes:
+        value: the figure.
+        interval: ``("std", s)`` (over seeds), ``("ci", low, high)`` (paired bootstrap) or
+            None.
+        text: the figure as the tables print it.
+        pool: the records' ``dataset/pool`` (None for a report's figure).
+        questions: how many questions the records hold (None for a report's figure).
+    """
 
     value: float
     interval: tuple | None
@@ -67,7 +75,22 @@ class Figure:
 
 @dataclass
 class Claim:
-    """One established figure of a study (see the module's docstring for the keys)."""
+    """One established figure of a study (see the module's docstring for the keys).
+
+    Attributes:
+        study: the study's name (its folder under ``results/``).
+        folder: the study's folder; the figure's files are relative to it.
+        id: the claim's id in its study.
+        what: what the figure is, in words.
+        figure: how it is computed (``kind`` and its keys).
+        seeds: the training seeds behind it.
+        rule: the rule that chose it on the validation side.
+        family: the ledger family whose looks at its test pool are counted.
+        command: the command that made its records.
+        subset: how its records are a subset of their pool; None: the whole pool.
+        goal: a goal set on the whole pool and whether it is met.
+        note: anything else a reader needs.
+    """
 
     study: str
     folder: Path
@@ -95,6 +118,17 @@ class Claim:
 
 @dataclass
 class Study:
+    """One ``results/<study>/claims.yaml``.
+
+    Attributes:
+        name: the study.
+        folder: its folder under ``results/``.
+        title: its title in the tables.
+        summary: README.md's one-line summary, with ``{claim id}`` placeholders.
+        claims: its :class:`Claim` s.
+        order: its place in README.md's table.
+    """
+
     name: str
     folder: Path
     title: str
@@ -154,7 +188,11 @@ def load_studies(results: Path) -> list[Study]:
 
 @cache
 def read_record(path: Path):
-    """A per-question record, read once per process."""
+    """A per-question record, read once per process.
+
+    Args:
+        path: the record (``*.questions.jsonl.gz``).
+    """
     from ..evaluation.per_question import read_per_question
 
     return read_per_question(path)
@@ -275,7 +313,12 @@ def _compute(claim: Claim) -> Figure:
 
 def pool_text(claim: Claim, figure: Figure) -> str:
     """The pool column: the records' pool, and the subset when it is one (a record with fewer
-    questions than its whole test pool that does not say it is a subset is an error)."""
+    questions than its whole test pool that does not say it is a subset is an error).
+
+    Args:
+        claim: the claim.
+        figure: its computed :class:`Figure`.
+    """
     pool = claim.figure.get("pool") or figure.pool or "–"
     if figure.pool is None:
         return pool + (f", {claim.subset}" if claim.subset else "")
@@ -291,7 +334,11 @@ def pool_text(claim: Claim, figure: Figure) -> str:
 
 def ledger_looks(results: Path) -> dict[tuple, int]:
     """``{(family, pool): configurations}`` from the committed ledger, the pool as
-    ``dataset/pool`` (``+ " (subset)"`` for looks at a subset)."""
+    ``dataset/pool`` (``+ " (subset)"`` for looks at a subset).
+
+    Args:
+        results: the ``results/`` folder.
+    """
     from ..evaluation.ledger import read, summarise
 
     path = Path(results) / LEDGER
@@ -302,12 +349,24 @@ def ledger_looks(results: Path) -> dict[tuple, int]:
 
 def ledger_pool(pool: str, subset: bool) -> str:
     """A pool as the ledger's summary names it (a subset named in the pool, such as
-    ``dev[qpa>=9]``, is the pool's subset)."""
+    ``dev[qpa>=9]``, is the pool's subset).
+
+    Args:
+        pool: ``dataset/pool``.
+        subset: whether the look is at a subset of it.
+    """
     base = pool.split("[", 1)[0]
     return base + (" (subset)" if subset or "[" in pool else "")
 
 
 def looks_text(claim: Claim, figure: Figure, looks: dict) -> str:
+    """The test-looks column: the configurations of the claim's family evaluated on its pool.
+
+    Args:
+        claim: the claim.
+        figure: its computed :class:`Figure`.
+        looks: :func:`ledger_looks`.
+    """
     if not claim.family:
         return "–"
     pool = ledger_pool(figure.pool or claim.figure.get("pool", ""), bool(claim.subset))

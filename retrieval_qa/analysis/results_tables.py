@@ -42,7 +42,13 @@ def _link(claim: Claim, base: Path) -> str:
 
 
 def study_table(study: Study, base: Path, looks: dict) -> str:
-    """The study's table of established figures, links relative to ``base``."""
+    """The study's table of established figures.
+
+    Args:
+        study: the study.
+        base: the folder of the page the table goes in (links are relative to it).
+        looks: :func:`~.claims.ledger_looks`.
+    """
     lines = ["| what | figure | seeds | pool | chosen by (validation) | test looks | command "
              "| record |", "|---|---|---|---|---|---|---|---|"]
     for c in study.claims:
@@ -87,7 +93,11 @@ def looks_table(results: Path, family: str, kept: set[str]) -> str:
 
 
 def kept_digests(study: Study) -> set[str]:
-    """The ranks digests of the per-question records a study's claims are computed from."""
+    """The ranks digests of the per-question records a study's claims are computed from.
+
+    Args:
+        study: the study.
+    """
     from ..evaluation.ledger import ranks_digest
 
     return {ranks_digest(read_record(p).ranks) for c in study.claims for p in c.files()
@@ -95,7 +105,11 @@ def kept_digests(study: Study) -> set[str]:
 
 
 def summary_text(study: Study) -> str:
-    """The study's one-line summary with each ``{claim id}`` replaced by its figure."""
+    """The study's one-line summary with each ``{claim id}`` replaced by its figure.
+
+    Args:
+        study: the study.
+    """
     figures = {c.id: compute(c).text for c in study.claims}
     where = f"results/{study.folder.name}/{CLAIMS_FILE}"
     try:
@@ -109,7 +123,12 @@ def summary_text(study: Study) -> str:
 
 
 def overview_table(studies: list[Study], base: Path) -> str:
-    """README.md's results table: one row a study, its summary and a link."""
+    """README.md's results table: one row a study, its summary and a link.
+
+    Args:
+        studies: the studies, in order.
+        base: the folder of the page the table goes in.
+    """
     lines = ["| study | established | details |", "|---|---|---|"]
     for s in studies:
         rel = os.path.relpath(s.folder / "README.md", base)
@@ -119,7 +138,12 @@ def overview_table(studies: list[Study], base: Path) -> str:
 
 def pages(results: Path, repo: Path) -> list[Path]:
     """The pages that may hold generated blocks: README.md, every page under docs/ and each
-    study's README."""
+    study's README.
+
+    Args:
+        results: the ``results/`` folder.
+        repo: the repository.
+    """
     return [repo / "README.md", *sorted((repo / "docs").rglob("*.md")),
             *sorted(Path(results).glob("*/README.md"))]
 
@@ -127,7 +151,12 @@ def pages(results: Path, repo: Path) -> list[Path]:
 def blocks(results: Path, repo: Path) -> dict[Path, dict[str, str]]:
     """``{file: {block name: rendered text}}`` of every block the pages hold
     (``overview``, a study's name, ``looks:FAMILY``), links relative to each page; each
-    study's README must hold its own table and README.md the overview."""
+    study's README must hold its own table and README.md the overview.
+
+    Args:
+        results: the ``results/`` folder.
+        repo: the repository.
+    """
     studies = {s.name: s for s in load_studies(results)}
     looks = ledger_looks(results)
     out: dict[Path, dict[str, str]] = {}

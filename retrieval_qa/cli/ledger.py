@@ -15,6 +15,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa ledger``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     led = add_command(sub, "ledger", run=run, threads="check", epilog=EXAMPLES,
                       help="the ledger of test-pool looks: configurations evaluated on each "
                            "test pool, per family, and which one a headline keeps",
@@ -32,7 +37,11 @@ def add_parser(sub) -> None:
 
 
 def kept_looks(results: Path) -> dict[str, str]:
-    """``{ranks digest: claim}`` of the records that the headlines of ``results`` keep."""
+    """``{ranks digest: claims}`` of the records that the headlines of ``results`` keep.
+
+    Args:
+        results: the ``results/`` folder.
+    """
     from ..analysis.claims import load_studies
     from ..evaluation.ledger import ranks_digest
     from ..evaluation.per_question import read_per_question
@@ -51,6 +60,11 @@ def kept_looks(results: Path) -> dict[str, str]:
 
 
 def run(args) -> dict:
+    """The ledger's summary (a markdown table on stderr, its rows as JSON).
+
+    Args:
+        args: the parsed options.
+    """
     import sys
 
     from ..evaluation.ledger import ledger_path, read, summarise

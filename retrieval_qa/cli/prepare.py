@@ -16,6 +16,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa prepare``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     pr = add_command(sub, "prepare", run=run, threads="config", epilog=EXAMPLES,
                      help="run a method's preparation step before rqa train (e.g. the "
                           "distillation's teacher scores); the same KEY=VALUE settings",
@@ -30,6 +35,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """The experiment's preparation step, or a note that it has none.
+
+    Args:
+        args: the parsed options.
+    """
     from ..registry import locate
     from ..runtime import apply_threads
     from ..training.compose import compose

@@ -15,6 +15,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa results``' parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     res = add_command(sub, "results", run=run, threads="check", epilog=EXAMPLES,
                       help="regenerate the results tables from the committed records",
                       description="Each results/<study>/claims.yaml names its figures and the "
@@ -31,6 +36,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """Render (or, with ``--check``, compare) every generated table.
+
+    Args:
+        args: the parsed options.
+    """
     from ..analysis.results_tables import render, stray_figures
 
     repo = Path(args.repo)
