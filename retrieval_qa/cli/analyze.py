@@ -84,7 +84,11 @@ def _reports(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def add_parser(commands) -> None:
-    """``rqa analyze``: the analyses as its subcommands, each with its example."""
+    """``rqa analyze``: the analyses as its subcommands, each with its example.
+
+    Args:
+        commands: the subparsers of ``rqa``.
+    """
     parser = add_command(commands, "analyze", epilog=EXAMPLES["analyze"],
                          help="analyses of trained models and finished runs: one-to-many, "
                               "similarity, t-SNE, BERTQA, ablation and side-by-side tables",
@@ -221,7 +225,11 @@ def add_parser(commands) -> None:
 
 def classifier_overrides(args) -> dict:
     """The ``rqa analyze bertqa`` flags that were given, as settings over
-    conf/model/cross_classifier.yaml."""
+    conf/model/cross_classifier.yaml.
+
+    Args:
+        args: the parsed options of ``rqa analyze bertqa``.
+    """
     flat = {"pretrained": args.pretrained, "max_length": args.max_length,
             "score_batch_size": args.score_batch_size}
     out: dict = {k: v for k, v in flat.items() if v is not None}
@@ -253,6 +261,11 @@ def _checked_models(args) -> list[tuple[str, str]]:
 
 
 def run(args) -> dict:
+    """Run the analysis chosen (``args.analysis``) and return its summary.
+
+    Args:
+        args: the parsed options.
+    """
     if args.analysis == "one-to-many":
         from ..analysis.one_to_many import one_to_many_analysis
 

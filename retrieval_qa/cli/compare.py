@@ -16,6 +16,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa compare``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     co = add_command(sub, "compare", run=run, threads="check", epilog=EXAMPLES,
                      help="paired tests between runs: MRR / R@k differences, bootstrap "
                           "intervals, randomisation p (Holm)",
@@ -48,6 +53,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """The paired comparison of the inputs (:func:`~retrieval_qa.analysis.compare.run_compare`).
+
+    Args:
+        args: the parsed options.
+    """
     from ..analysis.compare import run_compare
     from .files import input_file
 

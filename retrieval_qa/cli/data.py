@@ -21,6 +21,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa data``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     data = add_command(sub, "data", help="dataset utilities: counts of a pool, a pool written "
                                          "as a collection",
                        description="Dataset utilities.", epilog="""\
@@ -52,6 +57,11 @@ examples:
 
 
 def run(args) -> dict:
+    """``rqa data stats``: the pool's counts and its build notes.
+
+    Args:
+        args: the parsed options.
+    """
     from ..data.stats import pool_stats
 
     pool, notes = load(args)
@@ -59,6 +69,11 @@ def run(args) -> dict:
 
 
 def run_export(args) -> dict:
+    """``rqa data export``: the pool written as a collection; what was written.
+
+    Args:
+        args: the parsed options.
+    """
     from ..data.collection_writer import write_collection
     from .export import check_output
 

@@ -15,6 +15,11 @@ example:
 
 
 def add_parser(sub) -> None:
+    """``rqa encode``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     en = add_command(sub, "encode", run=run, epilog=EXAMPLES,
                      help="texts (one per line) to vectors with an exported model",
                      description="Encode texts (one per line) with an exported model; writes a "
@@ -32,7 +37,12 @@ def add_parser(sub) -> None:
 
 
 def read_lines(option: str, path: str) -> list[str]:
-    """The lines of a UTF-8 text file: one text per line, none blank, at least one."""
+    """The lines of a UTF-8 text file: one text per line, none blank, at least one.
+
+    Args:
+        option: the option that gave ``path`` (named in the error).
+        path: the text file.
+    """
     try:
         with open(input_file(option, path), encoding="utf-8") as f:
             texts = [line.rstrip("\r\n") for line in f]
@@ -51,6 +61,11 @@ def read_lines(option: str, path: str) -> list[str]:
 
 
 def run(args) -> dict:
+    """``rqa encode``: the texts' vectors saved as one ``[N, D]`` tensor; a summary.
+
+    Args:
+        args: the parsed options.
+    """
     texts = read_lines("--input", args.input)
     output = Path(args.output)
     if output.is_dir():

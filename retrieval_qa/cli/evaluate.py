@@ -27,6 +27,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa evaluate``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     ev = add_command(sub, "evaluate", run=run, epilog=EXAMPLES,
                      help="evaluate a model on a pool: BM25, an exported model, frozen "
                           "embeddings, or a retrieval pipeline (--pipeline NAME)",
@@ -81,7 +86,11 @@ def add_parser(sub) -> None:
 
 
 def check_options(args) -> None:
-    """Options of ``rqa evaluate`` that do not combine are an error, never silently ignored."""
+    """Options of ``rqa evaluate`` that do not combine are an error, never silently ignored.
+
+    Args:
+        args: the parsed options.
+    """
     embeddings = evaluate_embeddings.wanted(args)
     if args.checkpoint and args.model:
         raise ConflictingOptionsError(
@@ -114,7 +123,11 @@ def check_options(args) -> None:
 
 def check_trec(args) -> None:
     """``--trec-run`` / ``--trec-qrels``: paths that a write would not destroy, apart from
-    each other and from ``--run-file``, on an evaluation that writes a run file."""
+    each other and from ``--run-file``, on an evaluation that writes a run file.
+
+    Args:
+        args: the parsed options.
+    """
     from ..data.paragraphs import DATASET as PARAGRAPHS
     from ..written import write_target
 
@@ -135,7 +148,11 @@ def check_trec(args) -> None:
 def run(args) -> dict:
     """``rqa evaluate``; an evaluation of a test pool is appended to the ledger of test-pool
     looks (:mod:`retrieval_qa.evaluation.ledger`). With ``--trec-run`` / ``--trec-qrels``
-    the run file (a temporary one without ``--run-file``) is written in TREC format too."""
+    the run file (a temporary one without ``--run-file``) is written in TREC format too.
+
+    Args:
+        args: the parsed options.
+    """
     trec = bool(args.trec_run or args.trec_qrels)
     with contextlib.ExitStack() as stack:
         temporary = False
@@ -168,7 +185,12 @@ def _write_trec(args, result: dict) -> dict:
 
 def log_look(args, result: dict, keep_record: bool = True) -> dict | None:
     """The ledger line of one ``rqa evaluate`` (None when its pool is not a test pool).
-    ``keep_record``: False when the record is a temporary file (only its ranks are kept)."""
+
+    Args:
+        args: the parsed options.
+        result: the command's result (its metrics, pool and record paths).
+        keep_record: False when the record is a temporary file (only its ranks are kept).
+    """
     from ..evaluation import ledger
 
     record, ranks = _record_of(result), None

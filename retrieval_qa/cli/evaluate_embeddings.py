@@ -9,6 +9,11 @@ from ..errors import ConflictingOptionsError, UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of frozen embeddings.
+
+    Args:
+        p: the parser of ``rqa evaluate``.
+    """
     from ..embeddings.idf import IDF_CORPORA
 
     p.add_argument("--idf", action="store_true",
@@ -27,7 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def wanted(args) -> bool:
-    """Whether the command evaluates frozen embeddings (their model, or the paragraph task)."""
+    """Whether the command evaluates frozen embeddings (their model, or the paragraph task).
+
+    Args:
+        args: the parsed options.
+    """
     from ..data.paragraphs import DATASET as PARAGRAPHS
 
     return args.dataset == PARAGRAPHS or str(args.model).startswith(("static:", "contextual:"))
@@ -42,6 +51,12 @@ def _layer_weights(text: str) -> list[float]:
 
 
 def run(args, eval_cfg) -> dict:
+    """Evaluate frozen embeddings: the paragraph task, or ReQA with a ``static:*`` model.
+
+    Args:
+        args: the parsed options.
+        eval_cfg: the ``eval`` settings (conf/eval/default.yaml).
+    """
     from ..data.paragraphs import DATASET as PARAGRAPHS
     from ..embeddings.evaluate import EMBEDDING_MODELS, evaluate_paragraph_task, evaluate_reqa
 

@@ -12,6 +12,11 @@ DEFAULT_RUN_DIR = "runs/pipeline"
 
 
 def add_arguments(p) -> None:
+    """The options of a retrieval pipeline.
+
+    Args:
+        p: the parser of ``rqa evaluate``.
+    """
     p.add_argument("--pipeline", default=None, metavar="NAME",
                    help="run a retrieval pipeline: conf/pipeline/NAME.yaml or a .yaml path "
                         "(first-stage retrievers, fusion, reranker); its run files go to "
@@ -36,12 +41,23 @@ def add_arguments(p) -> None:
 
 
 def wanted(args) -> bool:
-    """Whether any option of a pipeline is given (without --pipeline: an error in :func:`run`)."""
+    """Whether any option of a pipeline is given (without --pipeline: an error in :func:`run`).
+
+    Args:
+        args: the parsed options.
+    """
     return bool(args.pipeline or args.from_run_files or args.pipeline_dir or args.max_questions
                 or args.cfg)
 
 
 def run(args, eval_cfg) -> dict:
+    """``rqa evaluate --pipeline``: run the pipeline on the pool (or print its config
+    with ``--cfg``).
+
+    Args:
+        args: the parsed options.
+        eval_cfg: the ``eval`` settings (conf/eval/default.yaml).
+    """
     if not args.pipeline:
         raise ConflictingOptionsError("--from-run-files / --pipeline-dir / --max-questions / "
                                       "--cfg belong to --pipeline (fix: add --pipeline NAME)")

@@ -19,6 +19,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa export``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     from ..export import EXPORT_FORMATS, ST_MODULES
 
     ex = add_command(sub, "export", run=run, threads="config", epilog=EXAMPLES,
@@ -94,6 +99,12 @@ def check_output(output: str | Path, overwrite: bool, option: str = "--output") 
 
 
 def run(args) -> dict:
+    """``rqa export``: the experiment's model before training, or a checkpoint converted
+    to sentence-transformers; what was written.
+
+    Args:
+        args: the parsed options.
+    """
     from ..runtime import apply_threads
     from ..written import atomic_dir
 

@@ -8,7 +8,12 @@ from ..errors import InputFileError
 
 
 def input_file(option: str, path: str) -> Path:
-    """``path`` given with ``option``, checked to be an existing file."""
+    """``path`` given with ``option``, checked to be an existing file.
+
+    Args:
+        option: the option that gave ``path`` (named in the error).
+        path: the file's path.
+    """
     p = Path(path)
     if not p.exists():
         raise InputFileError(option, path, "does not exist", "check the path")

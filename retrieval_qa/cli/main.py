@@ -89,7 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def emit(obj: dict, stream=None) -> None:
-    """The command's JSON, its paths named without the machine's layout (portable_paths)."""
+    """The command's JSON, its paths named without the machine's layout (portable_paths).
+
+    Args:
+        obj: the command's result.
+        stream: where to write it; None: ``sys.stdout``.
+    """
     from ..portable_paths import portable
 
     stream = stream or sys.stdout
@@ -103,7 +108,12 @@ def main(argv: Sequence[str] | None = None, stdout=None) -> int:
     real stdout). A run stopped by SIGTERM/SIGINT prints its JSON (with the checkpoint to
     resume from) and exits 128+N. Bad input (:class:`~retrieval_qa.errors.UsageError`, and
     the errors the readers raise naming the file, record or key) is one line on stderr and
-    exit status 2."""
+    exit status 2.
+
+    Args:
+        argv: the arguments (without ``rqa``); None: ``sys.argv[1:]``.
+        stdout: where the JSON goes; None: ``sys.stdout``.
+    """
     return dispatch(build_parser().parse_args(argv), stdout or sys.stdout)
 
 
@@ -173,7 +183,12 @@ def dispatch(args: argparse.Namespace, out) -> int:
     training loss and a fault of the machine (a full disk, a read-only or unwritable folder, a
     file where a folder goes: the path and the fix) exit with status 2; SIGINT (Ctrl-C) and
     SIGTERM with 128+N (130, 143; a training run first saves its checkpoint and prints its
-    JSON)."""
+    JSON).
+
+    Args:
+        args: the parsed options (their ``func`` and ``threads_rule`` set by the command).
+        out: the stream the result goes to.
+    """
     try:
         from ..progress import quiet_libraries
 

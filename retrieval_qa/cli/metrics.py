@@ -21,6 +21,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def add_parser(sub) -> None:
+    """``rqa metrics``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     from ..config import load_yaml
 
     met = add_command(sub, "metrics", run=run, epilog=EXAMPLES,
@@ -49,6 +54,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """``rqa metrics``: the metrics recomputed from a run file, a per-question record or
+    a TREC run.
+
+    Args:
+        args: the parsed options.
+    """
     from ..evaluation.trec import is_trec_run
 
     path = input_file("--run-file", args.run_file)

@@ -21,6 +21,11 @@ _FLAGS = ("dataset", "pool", "max_documents", "seed", "top_k", "threshold", "wei
 
 
 def add_parser(sub) -> None:
+    """``rqa mine``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     p = add_command(sub, "mine", run=run, epilog=EXAMPLES,
                     help="supervised mining: retriever neighbours labelled by the classifier "
                          "(resumes when --output exists)",
@@ -45,6 +50,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """``rqa mine``: run (or resume) the mining job; its summary.
+
+    Args:
+        args: the parsed options.
+    """
     import torch
 
     from ..data import load_pool

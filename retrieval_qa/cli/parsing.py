@@ -66,9 +66,18 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def add_command(sub, name: str, *, run: Callable | None = None, threads: str = "apply",
                 epilog=None, **kwargs) -> argparse.ArgumentParser:
     """A command (or a group of them, ``run`` None) with the shared help layout; a command
-    takes the :data:`COMMON` options and runs ``run(args)``. ``threads``: what it does with
-    ``rqa --threads`` before it runs: ``apply`` (set torch's threads), ``check`` (only check
-    the value: a command without torch) or ``config`` (the command applies its config's)."""
+    takes the :data:`COMMON` options and runs ``run(args)``.
+
+    Args:
+        sub: the subparsers to add it to.
+        name: the command's name.
+        run: the function that runs it, given the parsed options; None: a group of commands.
+        threads: what it does with ``rqa --threads`` before it runs: ``apply`` (set torch's
+            threads), ``check`` (only check the value: a command without torch) or ``config``
+            (the command applies its config's).
+        epilog: the help's epilog (a string, or a function called when the help is shown).
+        **kwargs: passed to ``add_parser`` (``help``, ``description``...).
+    """
     parents = [COMMON] if run is not None else []
     parser = sub.add_parser(name, formatter_class=HelpFormatter, epilog=epilog,
                             parents=parents, **kwargs)
@@ -78,6 +87,11 @@ def add_command(sub, name: str, *, run: Callable | None = None, threads: str = "
 
 
 def nonnegative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0.
+
+    Args:
+        text: the option's value.
+    """
     try:
         value = int(text)
     except ValueError:
@@ -88,6 +102,11 @@ def nonnegative_int(text: str) -> int:
 
 
 def run_numbers(text: str) -> list[int]:
+    """An argparse type: comma-separated run numbers (``1,3``).
+
+    Args:
+        text: the option's value.
+    """
     try:
         return [int(i) for i in text.split(",")]
     except ValueError:
@@ -96,6 +115,11 @@ def run_numbers(text: str) -> list[int]:
 
 
 def ks(text: str) -> list[int]:
+    """An argparse type: comma-separated ranks >= 1 (``1,5,10``).
+
+    Args:
+        text: the option's value.
+    """
     try:
         values = [int(k) for k in text.split(",")]
     except ValueError:

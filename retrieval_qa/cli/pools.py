@@ -40,8 +40,13 @@ def dataset_type(names: tuple[str, ...]):
 
 def add_data_args(p: argparse.ArgumentParser, paragraphs: bool = False,
                   pool_help: str = POOL_HELP) -> None:
-    """The data options; ``paragraphs``: squad_paragraphs (the paragraph task of frozen
-    embeddings) is a dataset too."""
+    """The data options (``--dataset``, ``--pool``, ``--data-dir``...).
+
+    Args:
+        p: the command's parser.
+        paragraphs: squad_paragraphs (the paragraph task of frozen embeddings) is a dataset too.
+        pool_help: the help of ``--pool``.
+    """
     from ..data.paragraphs import DATASET as PARAGRAPHS
     from ..data.sources import DATASETS
 
@@ -65,7 +70,13 @@ def add_data_args(p: argparse.ArgumentParser, paragraphs: bool = False,
 
 def load(args, dataset: str | None = None, pool: str | None = None) -> tuple:
     """The pool of ``--dataset`` / ``--pool`` (or of ``dataset`` / ``pool``) and its build
-    notes, with one progress line on stderr unless ``--quiet``."""
+    notes, with one progress line on stderr unless ``--quiet``.
+
+    Args:
+        args: the parsed options (``--dataset``, ``--pool``, ``--data-dir``...).
+        dataset: the dataset instead of ``--dataset``; None: ``--dataset``.
+        pool: the pool instead of ``--pool``; None: ``--pool`` (or the default one).
+    """
     from ..data import default_pool, load_pool
     from ..data.collection import collection_folder, default_split
     from ..progress import stage
@@ -89,7 +100,11 @@ def unit_counts(notes: dict) -> dict:
     """MultiReQA and a collection: how many question ids the source has and how many of them
     have no gold sentence (left out of the pool, counted here so nothing is dropped
     silently); a collection's queries that its split does not judge (BEIR: not in the
-    split)."""
+    split).
+
+    Args:
+        notes: the pool's build notes.
+    """
     return {k: notes[k] for k in ("question_ids", "questions_with_gold",
                                   "questions_without_gold", "queries_not_in_split")
             if k in notes}

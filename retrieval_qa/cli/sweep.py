@@ -12,6 +12,11 @@ examples:
 
 
 def add_parser(sub) -> None:
+    """``rqa sweep``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     sw = add_command(sub, "sweep", run=run, epilog=EXAMPLES,
                      help="run a wandb sweep file here, without a wandb server: each run "
                           "`rqa train` with wandb offline, resumable",
@@ -41,6 +46,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> dict:
+    """``rqa sweep``: run (or list, with ``--dry-run``) the sweep's runs.
+
+    Args:
+        args: the parsed options.
+    """
     return run_sweep(args.file, count=args.count, dry_run=args.dry_run,
                      output_dir=args.output_dir, method=args.method, seed=args.seed,
                      threads=args.threads, in_process=args.in_process, only=args.runs,

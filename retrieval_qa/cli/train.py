@@ -7,6 +7,11 @@ from .parsing import add_command
 
 
 def add_parser(sub) -> None:
+    """``rqa train``'s parser.
+
+    Args:
+        sub: the subparsers of ``rqa``.
+    """
     tr = add_command(sub, "train", run=run, threads="config", epilog=_epilog,
                      help="train a method: rqa train experiment=NAME [profile=paper|cpu|gpu] "
                           "(default paper)",
@@ -26,8 +31,13 @@ def add_parser(sub) -> None:
 def overrides(args, quiet: bool = False) -> list[str]:
     """The command line's settings (of ``rqa train`` or ``rqa export``), and those its options
     stand for unless the settings say otherwise: ``rqa --threads N`` is ``threads=N``, and
-    with ``quiet`` (``rqa train --quiet``) :data:`~retrieval_qa.progress.QUIET_TRAINING`
-    (recorded in the run's config.yaml, as any setting)."""
+    with ``quiet`` :data:`~retrieval_qa.progress.QUIET_TRAINING` (recorded in the run's
+    config.yaml, as any setting).
+
+    Args:
+        args: the parsed options.
+        quiet: ``rqa train --quiet`` was given.
+    """
     from ..progress import QUIET_TRAINING
 
     given = list(args.overrides)
@@ -39,6 +49,11 @@ def overrides(args, quiet: bool = False) -> list[str]:
 
 
 def run(args) -> dict | str:
+    """``rqa train``: compose the config and train (or print it with ``--cfg``).
+
+    Args:
+        args: the parsed options.
+    """
     from ..training.compose import compose_traced
 
     composed = compose_traced(overrides(args, quiet=args.quiet))  # checked before Lightning is imported
