@@ -1,8 +1,8 @@
-"""Running a planned sweep (`rqa sweep FILE`): each run is ``train(compose_traced(overrides))``, in a
-subprocess (``python -m retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this
-process; finished runs are kept, signals stop the sweep after the run saves its checkpoint,
-and the summary and the comparison table are written at the end. The plan comes from
-:mod:`.plan`."""
+"""Running a planned sweep (`rqa sweep FILE`): each run is a step of the one runner
+(:mod:`.runner`): ``train(compose_traced(overrides))`` in a subprocess (``python -m
+retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this process; finished runs are
+kept, signals stop the sweep after the run saves its checkpoint, and the summary and the
+comparison table are written at the end. The plan comes from :mod:`.plan`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from .plan import (
     sweep_name,
     varying,
 )
+from .runner import STOPPED_CODES, Action, Call, Process, Record, Step, run_steps
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "run_sweep"]
 
@@ -62,43 +62,27 @@ def _progress(name: str, runs: list[PlannedRun], start: float, message: str) -> 
           file=sys.stderr, flush=True)
 
 
-@contextlib.contextmanager
-def _forward_signals(proc: subprocess.Popen, received: list[int]):
-    """SIGINT/SIGTERM to the runner go to the run (its own session: a terminal's Ctrl-C
-    reaches it once, through here), which saves its checkpoint and exits; the sweep stops."""
-    def handler(signum, frame):
-        received.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def _train(run: PlannedRun) -> tuple[int, int | None]:
-    """``rqa train`` with the run's overrides in a subprocess; returns its exit status and the
-    signal that stopped the sweep, if one did."""
+def _train(run: PlannedRun) -> Process:
+    """``rqa train`` with the run's overrides in a subprocess of its own session, as ``wandb
+    agent`` runs it (the runner passes SIGINT / SIGTERM on to it: a terminal's Ctrl-C reaches
+    it once; it saves its checkpoint and exits, and the sweep stops)."""
     # the runs import this package from where the runner did (not another checkout's install)
     root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
-    received: list[int] = []
-    proc = subprocess.Popen([sys.executable, "-m", "retrieval_qa.cli", "train", *run.overrides],
-                            env=env, stdout=subprocess.DEVNULL, start_new_session=True)
-    with _forward_signals(proc, received):
-        rc = proc.wait()
-    return rc, (received[0] if received else None)
+    return Process([Action([sys.executable, "-m", "retrieval_qa.cli", "train",
+                            *run.overrides])], env=env, new_session=True)
 
 
-def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
+def _train_in_process(run: PlannedRun) -> Call:
     """``train(compose_traced(overrides))`` in this process (no interpreter start-up and imports
     per run, about 25 s on a busy 2-core machine: for sweeps of tiny runs). A signal stops the
     run as ``rqa train`` stops (checkpoint saved, exit 128+N); bad input is exit 2 and a crash
     exit 1, as ``rqa train`` exits."""
+    return Call(lambda: _in_process_code(run))
+
+
+def _in_process_code(run: PlannedRun) -> int:
     import traceback
 
     from ..errors import RunInterrupted, UsageError
@@ -108,17 +92,57 @@ def _train_in_process(run: PlannedRun) -> tuple[int, int | None]:
     try:
         with contextlib.redirect_stdout(sys.stderr):
             train(compose_traced(run.overrides))
-        rc = 0
+        return 0
     except RunInterrupted as e:
         print(f"rqa: {e}", file=sys.stderr)
-        rc = e.exit_code
+        return e.exit_code
     except (UsageError, FileNotFoundError, ValueError, KeyError, ImportError) as e:
         print("rqa: error: " + " ".join(str(e).split("\n")), file=sys.stderr)
-        rc = 2
+        return 2
     except Exception:  # a crash of one run fails that run, as in a subprocess
         traceback.print_exc(file=sys.stderr)
-        rc = 1
-    return rc, (rc - 128 if rc in (130, 143) else None)
+        return 1
+
+
+class SweepStep(Step):
+    """A run of the sweep as a step of the runner: its ``sweep.json`` written when it starts,
+    its status and metric when it ends, a progress line each time."""
+
+    def __init__(self, run: PlannedRun, sweep: dict, info: dict, runs: list[PlannedRun],
+                 t0: float, in_process: bool, quiet: bool) -> None:
+        self.run, self.sweep, self.info, self.runs, self.t0 = run, sweep, info, runs, t0
+        self.in_process, self.quiet = in_process, quiet
+        self.name = str(run.index)
+
+    def start(self):
+        r = self.run
+        r.status = "running"
+        if self.quiet:
+            r.overrides = [*r.overrides, *QUIET_TRAINING]
+        write_text(Path(r.run_dir) / "sweep.json", json.dumps(
+            {**self.info, "index": r.index, "params": r.params, "setting": r.setting,
+             "label": r.label, "agent_command": r.command, "overrides": r.overrides},
+            indent=2, default=str) + "\n")
+        _progress(self.info["sweep"], self.runs, self.t0,
+                  f"run {r.index}/{len(self.runs)} starting: "
+                  + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
+        return (_train_in_process if self.in_process else _train)(r)
+
+    def end(self, job, record: Record) -> str:
+        r, metric = self.run, self.info["metric"]
+        r.returncode, r.seconds = job.code, job.seconds
+        result = Path(r.run_dir) / "result.json"
+        if r.returncode == 0 and result.is_file():
+            r.status = "finished"
+            r.metric = metric_value(read_report(result), metric)
+        else:
+            r.status = "interrupted" if job.stopped or r.returncode in STOPPED_CODES \
+                else "failed"
+        _progress(self.info["sweep"], self.runs, self.t0,
+                  f"run {r.index}/{len(self.runs)} {r.status} in {r.seconds:.0f} s"
+                  + (f" ({metric} {r.metric})" if r.metric is not None
+                     else f" (exit {r.returncode})" if r.status != "finished" else ""))
+        return {"finished": "finished", "failed": "failed"}.get(r.status, "stopped")
 
 
 def _reusable(runs: list[PlannedRun], name: str, output_dir) -> list[PlannedRun]:
@@ -194,34 +218,14 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
         write_text(sweep_dir / "sweep.yaml", path.read_text(encoding="utf-8"))
         _progress(name, runs, start, f"{len(runs)} runs ({method}), {len(todo)} to run, "
                                      f"into {sweep_dir}")
-        for r in todo:
-            r.status = "running"
-            if quiet:
-                r.overrides = [*r.overrides, *QUIET_TRAINING]
-            write_text(Path(r.run_dir) / "sweep.json", json.dumps(
-                {"sweep": name, "file": str(path), "method": method, "metric": metric,
-                 "goal": (sweep.get("metric") or {}).get("goal"), "index": r.index,
-                 "params": r.params, "setting": r.setting, "label": r.label,
-                 "agent_command": r.command, "overrides": r.overrides},
-                indent=2, default=str) + "\n")
-            _progress(name, runs, start, f"run {r.index}/{len(runs)} starting: "
-                      + " ".join(f"{k}={_fmt(v)}" for k, v in r.params.items()))
-            t0 = time.perf_counter()
-            r.returncode, stopped_by = (_train_in_process if in_process else _train)(r)
-            r.seconds = round(time.perf_counter() - t0, 1)
-            result = Path(r.run_dir) / "result.json"
-            if r.returncode == 0 and result.is_file():
-                r.status = "finished"
-                r.metric = metric_value(read_report(result), metric)
-            else:
-                r.status = "interrupted" if stopped_by or r.returncode in (130, 143) else "failed"
-            _progress(name, runs, start, f"run {r.index}/{len(runs)} {r.status} in "
-                      f"{r.seconds:.0f} s" + (f" ({metric} {r.metric})" if r.metric is not None
-                                              else f" (exit {r.returncode})"
-                                              if r.status != "finished" else ""))
-            if r.status == "interrupted":
-                stopped_by = stopped_by or r.returncode - 128
-                break
+        info = {"sweep": name, "file": str(path), "method": method, "metric": metric,
+                "goal": (sweep.get("metric") or {}).get("goal")}
+        report = run_steps([SweepStep(r, sweep, info, runs, start, in_process, quiet)
+                            for r in todo], forward=(signal.SIGINT, signal.SIGTERM))
+        stopped_by = report.signal
+        if stopped_by is None:   # a run stopped by a signal sent to it alone
+            stopped_by = next((r.returncode - 128 for r in todo if r.status == "interrupted"
+                               and r.returncode in STOPPED_CODES), None)
         for r in runs:
             if r.status == "planned":
                 r.status = "not run"

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from retrieval_qa.cli import main
 from retrieval_qa.sweeps import run as sweep_mod
 from retrieval_qa.sweeps.run import run_sweep
+from retrieval_qa.sweeps.runner import Call
 from retrieval_qa.training.compose import compose
 
 
@@ -106,14 +107,15 @@ def test_count_dry_run_failures_and_interrupts(setup_dirs, tmp_path, monkeypatch
 
     def fail(run):
         calls.append(run.index)
-        return 1, None
+        return Call(lambda: 1)
 
     monkeypatch.setattr(sweep_mod, "_train", fail)
     summary = run_sweep(path, output_dir=out, count=1)
     assert calls == [1] and summary["counts"] == {"failed": 1, "not run": 1}
     assert summary["exit_code"] == 1
 
-    monkeypatch.setattr(sweep_mod, "_train", lambda run: (calls.append(run.index), (130, None))[1])
+    monkeypatch.setattr(sweep_mod, "_train",
+                        lambda run: Call(lambda: (calls.append(run.index), 130)[1]))
     summary = run_sweep(path, output_dir=out)
     assert calls == [1, 1] and summary["interrupted"] and summary["exit_code"] == 130
     assert summary["counts"] == {"interrupted": 1, "not run": 1}
@@ -147,7 +149,8 @@ def test_runs_picks_run_numbers_in_the_given_order_into_the_full_grids_folders(
     path = _tiny_sweep(setup_dirs, tmp_path)
     out = tmp_path / "sweeps"
     calls = []
-    monkeypatch.setattr(sweep_mod, "_train", lambda run: (calls.append(run.index), (1, None))[1])
+    monkeypatch.setattr(sweep_mod, "_train",
+                        lambda run: Call(lambda: (calls.append(run.index), 1)[1]))
     summary = run_sweep(path, output_dir=out, only=[2, 1])
     assert calls == [2, 1]  # the order asked for, not the grid's
     calls.clear()
@@ -167,7 +170,7 @@ def _finished(run):
     (Path(run.run_dir) / "result.json").write_text(json.dumps(
         {"experiment": "dual_gru", "profile": "cpu", "seed": 7,
          "test": {"metrics": {"mrr": 10.0 + run.index}}}))
-    return 0, None
+    return Call(lambda: 0)
 
 
 @pytest.mark.parametrize("name", ["result.json", "sweep.json"])
