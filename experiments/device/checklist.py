@@ -11,6 +11,7 @@ leaves the checklist: an item that cannot finish in one turn is cut into stages 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,10 +28,34 @@ CARRY_IN = ROOT / ".device" / "carry"                 # carried in: the last tur
 #: resumable run_queue.py (kept for longer leases); cmd: any command
 KINDS = ("smoke", "bench", "evaluate", "train", "table2", "computed", "queue", "cmd")
 VERSIONS = ("torch", "transformers", "pytorch-lightning", "sentence-transformers", "numpy")
-#: experiments whose gpu profile is another experiment's, unchanged (a CPU recipe's variant;
-#: tests/training/test_profiles_run.py checks it): no {experiment} item of their own (the
-#: checklist names their smoke item explicitly)
-SAME_GPU_PROFILE = {"distill_hour": "distill"}
+
+
+class _SameProfiles(Mapping):
+    """:func:`retrieval_qa.sweeps.experiments.same_profiles`, composed when first read."""
+
+    def _data(self) -> dict[str, str]:
+        from retrieval_qa.sweeps.experiments import same_profiles
+
+        return same_profiles()
+
+    def __getitem__(self, key: str) -> str:
+        return self._data()[key]
+
+    def __iter__(self):
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return repr(self._data())
+
+
+#: experiments whose composed paper and gpu profiles are another experiment's (a CPU recipe's
+#: variant: distill_hour's are distill's), derived from conf/ when first read: no
+#: {experiment} item of their own (the checklist names their smoke item explicitly);
+#: tests/training/test_profiles_run.py runs them under their base's name
+SAME_GPU_PROFILE: Mapping[str, str] = _SameProfiles()
 MIN_SLICE_S = {"cuda": 240.0, "cpu": 0.0}   # a resumable item starts with at least this left
 GRACE_S = {"cuda": 45.0, "cpu": 8.0}        # SIGTERM this long before the deadline
 #: one turn: 15 minutes of device time, less the machine's start and the first call (about

@@ -12,7 +12,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from experiments import run_queue
+from retrieval_qa.sweeps import queue as run_queue
 
 from .checklist import ROOT, STATUS_FILE, VERSIONS, Item
 from .commands import Context, fill, words_of

@@ -1,20 +1,22 @@
-"""Running the checklist: the unfinished items that fit before the deadline, in order, each
-step a subprocess of its own (its own process group), SIGTERM to every running item before
-the deadline, then SIGKILL; each item's JSON written when it ends (:mod:`.records`)."""
+"""Running the checklist: each item a step of the one runner (retrieval_qa/sweeps/runner.py:
+the unfinished items that fit before the deadline, in order, each command a subprocess of its
+own process group, SIGTERM to every running item before the deadline, then SIGKILL); here what
+is the checklist's own: an item's commands and carry steps, what it waits for, its JSON
+written when it ends (:mod:`.records`) and the status a poll reads."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-import signal
-import subprocess
-import time
 from pathlib import Path
+
+from retrieval_qa.sweeps.runner import Action, Process, Record, Step, run_steps
 
 from . import carry
 from .checklist import MIN_SLICE_S, ROOT, Item
-from .commands import Context, Step, carried_dir, resolve, steps_of
+from .commands import Context, carried_dir, resolve, steps_of
+from .commands import Step as CommandStep
 from .records import (
     figures,
     finished,
@@ -70,131 +72,116 @@ def carry_step(argv: list[str], item: Item, ctx: Context) -> dict:
                                      "part_bytes", "sha256")} | {"parts": len(data["parts"])}
 
 
-class Runner:
-    """One item's steps, one subprocess at a time (its own process group)."""
+class ItemStep(Step):
+    """A checklist item as a step of the one runner: its commands one after another in
+    subprocesses of their own sessions (``carry`` steps done here, and still done when the
+    item is stopped), its JSON written when it ends, the run's state and status kept."""
 
-    def __init__(self, item: Item, ctx: Context, steps: list[Step], util) -> None:
-        self.item, self.ctx, self.util = item, ctx, util
+    def __init__(self, item: Item, ctx: Context, state: dict, util, retry_failed: bool
+                 ) -> None:
+        self.item, self.ctx, self.state, self.util = item, ctx, state, util
+        self.retry_failed = retry_failed
+        self.name = item.id
+        self.estimate_s = (max(MIN_SLICE_S[ctx.device], 1.0) if item.resumable
+                           else item.minutes * 60 * ctx.scale)
+        self._steps: list[CommandStep] | None = None
+        self.carried: dict | None = None
+
+    def steps(self) -> list[CommandStep]:
+        if self._steps is None:
+            self._steps = steps_of(self.item, self.ctx)
+        return self._steps
+
+    @property
+    def parallel(self) -> bool:  # a smoke item with no shared prerequisite
+        return self.item.kind == "smoke" and len(self.steps()) == 1
+
+    def done(self) -> bool:
+        return finished(self.item, self.ctx.output_root, self.retry_failed) is not None
+
+    def ready(self) -> str | None:
+        return ready(self.item, self.ctx)
+
+    def passed(self, record: Record) -> None:
+        if record.state == "reused":
+            self.state["done_before"].append(self.item.id)
+        elif record.state == "waiting":
+            self.state["waiting"][self.item.id] = record.reason
+        elif record.state == "left" and record.reason == "deadline":
+            self.state["did_not_fit"].append(self.item.id)
+
+    def _note(self, text: str) -> None:
+        with open(self.work / "item.log", "a") as log:
+            log.write(f"[device-check {now_iso()}] {text}\n")
+
+    def _carry(self, argv: list[str]) -> bool:
+        try:
+            self.carried = carry_step(argv, self.item, self.ctx)
+        except (OSError, ValueError) as e:
+            self._note(f"carry failed: {type(e).__name__}: {e}")
+            return False
+        self._note(f"carried: {json.dumps(self.carried)}")
+        return True
+
+    def start(self) -> Process:
+        item, ctx = self.item, self.ctx
+        steps = self.steps()
         self.work = ctx.work_root / item.id
         self.work.mkdir(parents=True, exist_ok=True)
-        self.log = self.work / "item.log"
-        self.steps = list(steps)
-        self.parallel = item.kind == "smoke" and len(steps) == 1  # no shared prerequisite
-        self.commands: list[str] = []
-        self.outputs: list[Path] = []       # each step's stdout
-        self.carried: dict | None = None
-        self.proc: subprocess.Popen | None = None
-        self.stdout = None
-        self.start = time.monotonic()
         self.started_at = now_iso()
-        self.code: int | None = 0         # the failed step's exit status (0: none failed)
-        self.halt = self.stopped = False    # halt: start no further step; stopped: killed
         if item.kind == "queue":
             restored = restore_queue(item, ctx)
             if restored:
                 self._note(f"restored {len(restored)} finished run(s) of earlier calls: "
                            + ", ".join(restored))
-        self._next()
+        actions = [Action(call=(lambda argv=s.argv: self._carry(argv)), shown=shlex.join(s.argv),
+                          always=True) if s.internal else
+                   Action(resolve(s.argv), shown=shlex.join(s.argv), skip_if=s.skip_if)
+                   for s in steps]
+        job = Process(actions, cwd=ROOT, env=ctx.env, log=self.work / "item.log",
+                      stdout=lambda n: self.work / f"step{n}.out", note=self._note)
+        if not self.parallel:
+            self.util.begin(item.id)
+        self.state["running"][item.id] = now_iso()
+        write_status(ctx, self.state)
+        print(f"[{min(ctx.left(), 1e7):6.0f}s left] started     {item.id}", flush=True)
+        return job
 
-    def _note(self, text: str) -> None:
-        with open(self.log, "a") as log:
-            log.write(f"[device-check {now_iso()}] {text}\n")
-
-    def _carry(self, step: Step) -> bool:
-        self.commands.append(shlex.join(step.argv))
-        try:
-            self.carried = carry_step(step.argv, self.item, self.ctx)
-        except (OSError, ValueError) as e:
-            self._note(f"carry failed: {type(e).__name__}: {e}")
-            self.code = 1
-            return False
-        self._note(f"carried: {json.dumps(self.carried)}")
-        return True
-
-    def _next(self) -> None:
-        self.proc = None
-        while self.steps:
-            if self.halt:
-                self.stopped = True
-                return
-            step = self.steps.pop(0)
-            if step.skip_if is not None and step.skip_if.exists():
-                self._note(f"skipped (made earlier: {step.skip_if}): {shlex.join(step.argv)}")
-                continue
-            if step.internal:
-                if not self._carry(step):
-                    self.steps = []
-                continue
-            self.commands.append(shlex.join(step.argv))
-            self._note(f"running: {self.commands[-1]}")
-            path = self.work / f"step{len(self.commands)}.out"
-            self.outputs.append(path)
-            self.stdout = open(path, "w+")
-            with open(self.log, "a") as log:
-                self.proc = subprocess.Popen(resolve(step.argv), cwd=ROOT, stdout=self.stdout,
-                                             stderr=log, env=self.ctx.env,
-                                             start_new_session=True)
-            return
-
-    def poll(self) -> bool:
-        """True once every step is done (or one failed / was stopped)."""
-        if self.proc is None:
-            return True
-        code = self.proc.poll()
-        if code is None:
-            return False
-        self.stdout.flush()
-        if code != 0 or self.stopped:
-            self.code, self.proc = code, None
-            return True
-        self.code = 0
-        self._next()
-        return self.proc is None
-
-    def stop(self, sig: int) -> None:
-        """SIGTERM to the running step's own process (`rqa train` stops its loader workers
-        itself, writing its checkpoint; run_queue passes it on), SIGKILL to its whole process
-        group; no further step starts."""
-        self.halt = True
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.stopped = True
-        try:
-            if sig == signal.SIGKILL:
-                os.killpg(self.proc.pid, sig)
-            elif self.proc.poll() is None:
-                self.proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-
-    def output(self):
+    def output(self, job: Process):
         """The item's command's JSON: its ``{json}`` file, else its last step's last JSON
         line (a train item: every step's, in order)."""
         json_file = self.work / "output.json"
         if json_file.is_file() and "{json}" in self.item.command:
             return json.loads(json_file.read_text())
-        if not self.outputs:
+        if not job.outputs:
             return None
-        if self.stdout is not None:
-            self.stdout.flush()
+        job.flush()
         if self.item.kind == "train":
-            return [last_json(p.read_text()) for p in self.outputs]
-        return last_json(self.outputs[-1].read_text())
+            return [last_json(p.read_text()) for p in job.outputs]
+        return last_json(job.outputs[-1].read_text())
 
-    def record(self) -> dict:
+    def end(self, job: Process, record: Record) -> str:
+        if not self.parallel:
+            self.util.end()
+        data = self.record(job, record.seconds)
+        path = write_record(data, self.ctx.output_root)
+        self.state["running"].pop(self.item.id, None)
+        self.state["finished" if data["status"] in ("passed", "failed") else "stopped"].append(
+            self.item.id)
+        print(f"[{min(self.ctx.left(), 1e7):6.0f}s left] {data['status']:<11} {self.item.id} "
+              f"in {data['seconds']:.0f}s -> {path}", flush=True)
+        write_status(self.ctx, self.state)
+        return "stopped" if job.stopped else "finished" if job.code == 0 else "failed"
+
+    def record(self, job: Process, seconds: float) -> dict:
         """The item's JSON: final (passed / failed), partial (a resumable item stopped before
         its end) or interrupted (stopped; it runs again from its start). A stopped item
-        still makes its carry sets (a cut training: its newest checkpoint's weights)."""
+        still made its carry sets (a cut training: its newest checkpoint's weights)."""
         ctx, item = self.ctx, self.item
-        if self.stopped:
-            for step in [s for s in self.steps if s.internal]:
-                self._carry(step)
-        seconds = round(time.monotonic() - self.start, 1)
-        output = self.output()
-        passed = self.code == 0 and not self.stopped
+        output = self.output(job)
+        passed = job.code == 0 and not job.stopped
         record = {"item": item.id, "kind": item.kind,
-                  "command": " && ".join(self.commands) or item.command,
+                  "command": " && ".join(job.commands) or item.command,
                   "checklist_command": item.command, "device": ctx.env["RQA_DEVICE_NAME"],
                   "versions": json.loads(ctx.env["RQA_DEVICE_VERSIONS"]),
                   "rehearsal": ctx.rehearsal, "started_at": self.started_at,
@@ -216,92 +203,32 @@ class Runner:
                 record["failed_runs"] = {
                     r["run"]: tail(Path(r["run"]).parent / f"{Path(r['run']).name}.log", 2000)
                     for r in output["runs"] if r["state"].startswith("failed")}
-        if self.stopped:
+        if job.stopped:
             record["status"] = "partial" if item.resumable else "interrupted"
             record["stopped"] = ("stopped at the deadline (SIGTERM): " + (
                 "its finished runs are restored at the next call" if item.resumable else
                 "it runs again from its start at the next call (what it finished is here)"))
         if record["status"] == "failed":
-            record["error"] = tail(self.log)
-            record["exit_code"] = self.code
+            record["error"] = tail(self.work / "item.log")
+            record["exit_code"] = job.code
         record["output"] = output
         return record
 
 
-def fits(item: Item, ctx: Context) -> bool:
-    room = ctx.left() - ctx.grace
-    if item.resumable:
-        return room >= max(MIN_SLICE_S[ctx.device], 1.0)
-    return item.minutes * 60 * ctx.scale <= room and room > 0
-
-
 def run(items: list[Item], ctx: Context, retry_failed: bool = False) -> dict:
-    """Run the unfinished items that fit; returns {finished, left, done_before, stopped,
-    did_not_fit, waiting}."""
+    """Run the unfinished items that fit (on the one runner, retrieval_qa/sweeps/runner.py);
+    returns {finished, left, done_before, stopped, did_not_fit, waiting}."""
     from bench.gpu_utilisation import Utilisation
 
-    done_before = [i.id for i in items if finished(i, ctx.output_root, retry_failed)]
-    pending = [i for i in items if i.id not in done_before]
-    running: list[Runner] = []
     state = {"pid": os.getpid(), "device": ctx.env["RQA_DEVICE_NAME"], "started_at": now_iso(),
-             "done_before": done_before, "finished": [], "stopped": [], "did_not_fit": [],
-             "waiting": {}, "running": {}, "state": "running"}
+             "done_before": [], "finished": [], "stopped": [], "did_not_fit": [], "waiting": {}, "running": {},
+             "state": "running"}
     write_status(ctx, state)
     # NVML's busy share (nvidia-smi) over each item that runs alone, for its whole duration
     util = Utilisation("0" if ctx.device == "cuda" else None, poll=None, interval_s=0.5)
-
-    def done(r: Runner) -> None:
-        record = r.record()
-        path = write_record(record, ctx.output_root)
-        state["running"].pop(r.item.id, None)
-        state["finished" if record["status"] in ("passed", "failed") else "stopped"].append(
-            r.item.id)
-        print(f"[{min(ctx.left(), 1e7):6.0f}s left] {record['status']:<11} {r.item.id} in "
-              f"{record['seconds']:.0f}s -> {path}", flush=True)
-        write_status(ctx, state)
-
     with util:
-        while pending or running:
-            if running and ctx.left() <= ctx.grace:      # the deadline: stop all
-                for r in running:
-                    r.stop(signal.SIGTERM)      # rqa train writes last.ckpt and exits
-                while not all(r.poll() for r in running) and ctx.left() > 0.5:
-                    time.sleep(0.2)
-                for r in running:
-                    r.stop(signal.SIGKILL)
-                    if r.proc is not None:
-                        r.code = r.proc.wait()
-                    done(r)
-                break
-            while pending:
-                item = pending[0]
-                if running and not (item.kind == "smoke" and len(running) < ctx.jobs
-                                    and all(r.parallel for r in running)):
-                    break
-                steps = steps_of(item, ctx)
-                parallel = item.kind == "smoke" and len(steps) == 1
-                if running and not parallel:
-                    break
-                pending.pop(0)
-                if not fits(item, ctx):
-                    state["did_not_fit"].append(item.id)
-                    continue
-                waits = ready(item, ctx)
-                if waits is not None:
-                    state["waiting"][item.id] = waits
-                    continue
-                running.append(Runner(item, ctx, steps, util))
-                if not parallel:
-                    util.begin(item.id)
-                state["running"][item.id] = now_iso()
-                write_status(ctx, state)
-                print(f"[{min(ctx.left(), 1e7):6.0f}s left] started     {item.id}", flush=True)
-            for r in [r for r in running if r.poll()]:
-                running.remove(r)
-                if not r.parallel:
-                    util.end()
-                done(r)
-            time.sleep(0.2)
+        steps = [ItemStep(i, ctx, state, util, retry_failed) for i in items]
+        run_steps(steps, deadline_at=ctx.deadline_at, grace=ctx.grace, jobs=ctx.jobs)
     state["running"] = {}
     state["state"] = "finished"
     state["left"] = [i.id for i in items if not finished(i, ctx.output_root)]
