@@ -14,6 +14,12 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     """The names of ``choices`` close to a mistyped ``name`` as ``"did you mean 'x'? "`` (or
     ``'x' or 'y'``), to put before the list of choices in an error; "" when none is close.
 
+    Args:
+        name: the mistyped name.
+        choices: the valid names.
+
+    Example:
+
         >>> did_you_mean("dual_gruu", ["dual_gru", "endx_gru", "sde"])
         "did you mean 'dual_gru'? "
     """
@@ -30,7 +36,14 @@ class UsageError(ValueError):
 
 class OverrideError(UsageError):
     """A ``key=value`` override (of ``rqa train``, ``rqa export``, ``rqa evaluate``) whose
-    value does not fit the setting it replaces."""
+    value does not fit the setting it replaces.
+
+    Args:
+        item: the override as given (``key=value``).
+        key: its key.
+        problem: what is wrong with the value.
+        fix: how to fix it.
+    """
 
     def __init__(self, item: str, key: str, problem: str, fix: str) -> None:
         self.item, self.key = item, key
@@ -39,7 +52,15 @@ class OverrideError(UsageError):
 
 class OutOfRangeError(UsageError):
     """A setting whose value is outside the range that ``conf/ranges.yaml`` allows it.
-    ``source`` says where the value was set (the command line, a config file)."""
+
+    Args:
+        key: the setting's key.
+        value: the value given, as text.
+        source: where the value was set (the command line, a config file).
+        allowed: the range, in words.
+        declared_in: the file that declares the range.
+        fix: how to fix it.
+    """
 
     def __init__(self, key: str, value: str, source: str, allowed: str, declared_in: str,
                  fix: str) -> None:
@@ -60,9 +81,15 @@ class ConflictingOptionsError(UsageError):
 
 
 class InputFileError(UsageError):
-    """A file that is missing, empty, unreadable or not of the kind expected. ``what`` says
-    where it was given (an option such as ``--run-file``, or "config file"); the message names
-    it, the file, the record when there is one, and the fix."""
+    """A file that is missing, empty, unreadable or not of the kind expected; the message
+    names where it was given, the file, the record when there is one, and the fix.
+
+    Args:
+        what: where it was given (an option such as ``--run-file``, or "config file").
+        path: the file.
+        problem: what is wrong (with the record, when there is one).
+        fix: how to fix it.
+    """
 
     def __init__(self, what: str, path, problem: str, fix: str) -> None:
         self.what, self.path = what, str(path)
@@ -71,8 +98,13 @@ class InputFileError(UsageError):
 
 class SettingsMismatchError(UsageError):
     """An output folder (a run, a mining job, a pipeline's run files) written under other
-    settings than the command's: it is neither resumed nor reused. ``differences``:
-    ``{key: (old, new)}``; the message names them and the fix."""
+    settings than the command's: it is neither resumed nor reused.
+
+    Args:
+        folder: the output folder.
+        differences: ``{key: (old, new)}`` of the settings that differ.
+        message: the error's message (naming the differences and the fix).
+    """
 
     def __init__(self, folder, differences: dict, message: str) -> None:
         self.folder, self.differences = str(folder), differences
@@ -80,7 +112,13 @@ class SettingsMismatchError(UsageError):
 
 
 class RunInterrupted(Exception):
-    """The run was stopped by a signal after saving a resumable checkpoint."""
+    """The run was stopped by a signal after saving a resumable checkpoint.
+
+    Args:
+        signum: the signal's number (the exit status is 128 + it).
+        checkpoint: the resumable checkpoint saved; None: none could be saved.
+        global_step: the step it was saved at.
+    """
 
     def __init__(self, signum: int, checkpoint: str | None, global_step: int):
         self.signum = signum
@@ -101,7 +139,11 @@ class Stopped(BaseException):
     own handling (which saves a checkpoint and raises :class:`RunInterrupted`). A
     BaseException, like KeyboardInterrupt, so no ``except Exception`` swallows it and every
     write in progress removes its temporary file on the way out; ``rqa`` prints one line and
-    exits with status 128+N."""
+    exits with status 128+N.
+
+    Args:
+        signum: the signal's number (the exit status is 128 + it).
+    """
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
@@ -171,6 +213,12 @@ class DataFormatError(ValueError):
 
     The message always carries the file, the record (an id, a line number or a JSON path),
     what is wrong and how to fix it, so a user can find the line and repair or skip it.
+
+    Args:
+        path: the file.
+        record: the record (an id, a line number or a JSON path).
+        problem: what is wrong.
+        fix: how to fix it; "": no fix in the message.
     """
 
     def __init__(self, path: str | Path, record: str, problem: str, fix: str = "") -> None:
@@ -186,7 +234,12 @@ class DataFormatError(ValueError):
 
 class DataDirNotFoundError(FileNotFoundError):
     """A data folder given explicitly (--data-dir, $RQA_DATA_DIR, data.data_dir) does not
-    exist: it is never silently replaced by another folder."""
+    exist: it is never silently replaced by another folder.
+
+    Args:
+        path: the folder.
+        given_by: what gave it (``--data-dir``, ``$RQA_DATA_DIR``, ``data.data_dir``).
+    """
 
     def __init__(self, path: str | Path, given_by: str) -> None:
         self.path = str(path)
@@ -197,7 +250,13 @@ class DataDirNotFoundError(FileNotFoundError):
 
 
 class DataFileNotFoundError(FileNotFoundError):
-    """A data file is missing: says which file, where it looked and how to get it."""
+    """A data file is missing: says which file, where it looked and how to get it.
+
+    Args:
+        name: the file's name.
+        looked: the places looked in.
+        how_to_get: a sentence saying how to get the file.
+    """
 
     def __init__(self, name: str, looked: list[Path], how_to_get: str) -> None:
         self.name = name

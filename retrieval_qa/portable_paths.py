@@ -49,8 +49,12 @@ def _env_dir(name: str) -> Path | None:
 
 
 def portable_path(text: str, root: Path | None = None) -> str:
-    """One absolute path, named by the rules of the module docstring (``root``: the
-    repository, by default this checkout)."""
+    """One absolute path, named by the rules of the module docstring.
+
+    Args:
+        text: the path; a relative one is returned as it is.
+        root: the repository; None: this checkout.
+    """
     path = Path(text)
     if not path.is_absolute():
         return text
@@ -82,7 +86,12 @@ def _portable_text(text: str, root: Path | None) -> str:
 
 def portable(obj, root: Path | None = None):
     """``obj`` (dicts, lists, tuples, strings; anything else as is) with every absolute path in
-    its strings and keys rewritten by :func:`portable_path`; a new object, ``obj`` untouched."""
+    its strings and keys rewritten by :func:`portable_path`; a new object, ``obj`` untouched.
+
+    Args:
+        obj: the object (a command's JSON).
+        root: the repository; None: this checkout.
+    """
     if isinstance(obj, dict):
         return {portable(k, root): portable(v, root) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

