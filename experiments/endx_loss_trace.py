@@ -58,8 +58,9 @@ def main(argv=None) -> int:
             optimizer.step()
             if step % args.every == 0 or step == args.steps - 1:
                 rec = {"step": step, "seconds": round(time.perf_counter() - start, 1),
-                       **{k.removeprefix("train/"): round(float(getattr(v, "detach", lambda: v)()), 4)
-                          for k, v in logs.items()}}  # detached: no grad-to-scalar warning
+                       **{k.removeprefix("train/"): round(float(
+                           v.detach() if torch.is_tensor(v) else v), 4)  # no grad-to-scalar
+                          for k, v in logs.items()}}
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
             step += 1
