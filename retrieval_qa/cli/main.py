@@ -25,8 +25,21 @@ from ..errors import (
     UsageError,
     machine_fault,
 )
-from . import (analyze, compare, data, encode, evaluate, export, ledger, metrics, mine, prepare,
-               results, sweep, train)
+from . import (
+    analyze,
+    compare,
+    data,
+    encode,
+    evaluate,
+    export,
+    ledger,
+    metrics,
+    mine,
+    prepare,
+    results,
+    sweep,
+    train,
+)
 from .parsing import ArgumentParser, HelpFormatter
 
 #: the commands in the order ``rqa --help`` lists them
