@@ -36,7 +36,11 @@ _COUNTS = {"min_block_rows": 1, "list_size": 1, "ivf.nlist": 1, "ivf.nprobe": 1,
 def check_search_settings(given: Mapping) -> dict:
     """The search settings (conf/search.yaml's keys) as a plain dict; a missing key, an
     unknown index or a count out of range is a :class:`~retrieval_qa.errors.UsageError`
-    naming the key and the fix."""
+    naming the key and the fix.
+
+    Args:
+        given: the settings (``index``, ``min_block_rows``, ``list_size`` and the indexes' counts).
+    """
     out = dict(given)
     for key, least in _COUNTS.items():
         value = out
@@ -144,7 +148,13 @@ class ApproximateScorer:
 
 def approximate_scorer(scorer, settings: Mapping, list_size: int):
     """The :class:`ApproximateScorer` of a :class:`~.search.DenseScorer` under
-    ``settings["index"]`` (a FAISS index); ``scorer`` itself for ``exact``."""
+    ``settings["index"]``; ``scorer`` itself for ``exact``.
+
+    Args:
+        scorer: the exact scorer (a :class:`~.search.DenseScorer`).
+        settings: the search settings (conf/search.yaml); ``index``: ``exact`` or a FAISS index.
+        list_size: candidates returned per question.
+    """
     index = settings.get("index", "exact")
     if index == "exact":
         return scorer

@@ -12,9 +12,19 @@ from .search import DenseScorer
 
 def evaluate_model(model, pool: RetrievalPool, *, batch_size: int, progress: bool = True,
                    **evaluate_kwargs) -> EvaluationResult:
-    """``model``: anything with ``encode_questions(list[str])`` and
-    ``encode_answers(list[Candidate])`` returning [N, D] tensors (e.g. DualEncoderInference).
-    A model on a GPU (its ``device``) is searched there too."""
+    """Encode the pool's questions and candidates with ``model`` and :func:`~.evaluator.evaluate`
+    the dot-product ranking; a model on a GPU (its ``device``) is searched there too; the
+    encoding time goes in ``extra["encode_seconds"]``.
+
+    Args:
+        model: anything with ``encode_questions(list[str])`` and
+            ``encode_answers(list[Candidate])`` returning ``[N, D]`` tensors (e.g.
+            DualEncoderInference).
+        pool: the pool to rank.
+        batch_size: texts per encoding batch.
+        progress: show progress bars.
+        **evaluate_kwargs: passed to :func:`~.evaluator.evaluate` (``top_k``, ``ks``...).
+    """
     start = time.perf_counter()
     questions = model.encode_questions(pool.questions, batch_size=batch_size, progress=progress)
     candidates = model.encode_answers(pool.candidates, batch_size=batch_size, progress=progress)

@@ -67,7 +67,13 @@ class EvaluationResult:
 
 
 def gold_mask(gold: list[list[int]], rows, width: int) -> torch.Tensor:
-    """[len(rows), width] bool: True at the gold candidates of each question in ``rows``."""
+    """[len(rows), width] bool: True at the gold candidates of each question in ``rows``.
+
+    Args:
+        gold: each question's gold candidate indices.
+        rows: the questions (indices into ``gold``) of the block.
+        width: the candidates (columns).
+    """
     mask = torch.zeros(len(rows), width, dtype=torch.bool)
     for r, q in enumerate(rows):
         mask[r, gold[q]] = True
@@ -215,7 +221,11 @@ EVAL_KEYS = ("top_k", "memory_mb", "ks", "doc_level")
 def evaluator_settings(evaluation) -> dict:
     """The keyword arguments of :func:`evaluate` in the ``eval`` group (``cfg.eval``, or
     conf/eval/default.yaml: their one source), checked; the group's other keys
-    (``encode_batch_size``, ``rqa evaluate``'s) are left out."""
+    (``encode_batch_size``, ``rqa evaluate``'s) are left out.
+
+    Args:
+        evaluation: the ``eval`` group (a config node or a mapping).
+    """
     from ..registry import config_values
 
     given = config_values(evaluation)
@@ -227,7 +237,11 @@ def evaluator_settings(evaluation) -> dict:
 
 
 def search_settings(search: Mapping | None = None) -> dict:
-    """The search settings (``search``, or conf/search.yaml, their one source), checked."""
+    """The search settings (``search``, or conf/search.yaml, their one source), checked.
+
+    Args:
+        search: the search settings; None: conf/search.yaml.
+    """
     from ..config import load_yaml
     from ..registry import config_values
     from .approximate import check_search_settings

@@ -78,14 +78,27 @@ def _ordered(values: torch.Tensor, indices: torch.Tensor, k: int
 def merge_top_k(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor],
                 k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best of two lists ``(values, indices)`` per row, in :func:`stable_top_k`'s
-    order (each candidate in at most one of them)."""
+    order (each candidate in at most one of them).
+
+    Args:
+        a: ``(values, indices)``, each ``[R, k_a]``.
+        b: ``(values, indices)``, each ``[R, k_b]``.
+        k: how many to keep per row.
+    """
     return _ordered(torch.cat([a[0], b[0]], 1), torch.cat([a[1], b[1]], 1), k)
 
 
 def columns_per_chunk(rows: int, memory_mb: float, bytes_per_cell: int, fixed_bytes: int = 0
                       ) -> int:
     """How many candidate columns of ``rows`` rows fit ``memory_mb`` beside ``fixed_bytes``
-    (the running paragraph maxima); at least 1."""
+    (the running paragraph maxima); at least 1.
+
+    Args:
+        rows: the question rows of the block.
+        memory_mb: the budget, in MiB.
+        bytes_per_cell: bytes per (row, column) cell.
+        fixed_bytes: bytes held whatever the chunk (the running paragraph maxima).
+    """
     return max(1, (int(memory_mb * 2**20) - fixed_bytes) // (max(rows, 1) * bytes_per_cell))
 
 

@@ -34,7 +34,14 @@ MAX_PAIRS = 60_000_000   # AP/P-R over all pairs holds ~4 x 8 bytes per pair
 
 def paragraph_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torch.Tensor,
                     block: int = 2048) -> torch.Tensor:
-    """[Q] average-tie rank (1-based) of each question's paragraph."""
+    """[Q] average-tie rank (1-based) of each question's paragraph.
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        block: questions scored at once.
+    """
     gold = torch.as_tensor(gold, dtype=torch.long)
     if q.shape[0] != gold.shape[0]:
         raise ValueError(f"{q.shape[0]} question vectors for {gold.shape[0]} gold paragraphs")
@@ -48,14 +55,28 @@ def paragraph_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torc
 
 def question_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torch.Tensor,
                    block: int = 2048) -> torch.Tensor:
-    """[Q] rank of question i among all questions for its paragraph ``p[gold[i]]``."""
+    """[Q] rank of question i among all questions for its paragraph ``p[gold[i]]``.
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        block: questions ranked at once.
+    """
     gold = torch.as_tensor(gold, dtype=torch.long)
     return paragraph_ranks(p[gold], q, torch.arange(q.shape[0]), block)
 
 
 def first_question_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] | torch.Tensor,
                          block: int = 512) -> torch.Tensor:
-    """[P'] per paragraph with at least one question: the rank of its best-ranked question."""
+    """[P'] per paragraph with at least one question: the rank of its best-ranked question.
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        block: paragraphs scored at once.
+    """
     gold = torch.as_tensor(gold, dtype=torch.long)
     have = torch.unique(gold)
     out = []
@@ -68,7 +89,14 @@ def first_question_ranks(q: torch.Tensor, p: torch.Tensor, gold: Sequence[int] |
 
 def evaluate_questions_from_paragraphs(q, p, gold, ks: Sequence[int] = PARAGRAPH_KS) -> dict:
     """Table 10's direction: recall@k over the (question, paragraph) pairs (``pairs`` is
-    their number, ``r@k`` their recall), and per paragraph its best question (``any``)."""
+    their number, ``r@k`` their recall), and per paragraph its best question (``any``).
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        ks: the cut-offs.
+    """
     out = recall_at_k(question_ranks(q, p, gold), ks)
     out["pairs"] = out.pop("questions")
     out["any"] = recall_at_k(first_question_ranks(q, p, gold), ks)
@@ -78,7 +106,12 @@ def evaluate_questions_from_paragraphs(q, p, gold, ks: Sequence[int] = PARAGRAPH
 
 def recall_at_k(ranks: torch.Tensor, ks: Sequence[int] = PARAGRAPH_KS) -> dict:
     """``r@k`` in % and ``hits@k`` (the paper's "# of docs"), plus ``avg_recall`` (mean of the
-    recall@k, the paper's "avg recalls" of Tables 2, 9, 10 with ks 1/2/5/10/20/50)."""
+    recall@k, the paper's "avg recalls" of Tables 2, 9, 10 with ks 1/2/5/10/20/50).
+
+    Args:
+        ranks: the ranks (1-based).
+        ks: the cut-offs.
+    """
     out: dict = {"questions": int(ranks.numel())}
     for k in ks:
         hits = int((ranks <= k).sum())
@@ -101,13 +134,30 @@ def _pair_scores(q, p, gold, max_pairs):
 
 
 def average_precision(q, p, gold, max_pairs: int = MAX_PAIRS) -> float:
+    """AP over every (question, paragraph) pair, ranked by score (a pair is positive
+    when the paragraph is the question's).
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        max_pairs: the most pairs held in memory (more is a ValueError).
+    """
     scores, target = _pair_scores(q, p, gold, max_pairs)
     return float(binary_average_precision(scores, target, thresholds=None))
 
 
 def precision_recall_points(q, p, gold, points: int = 500, max_pairs: int = MAX_PAIRS
                             ) -> tuple[list[float], list[float]]:
-    """The exact P-R curve, thinned to about ``points`` points for plotting."""
+    """The exact P-R curve, thinned to about ``points`` points for plotting.
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        points: about how many points to keep.
+        max_pairs: the most pairs held in memory (more is a ValueError).
+    """
     scores, target = _pair_scores(q, p, gold, max_pairs)
     precision, recall, _ = binary_precision_recall_curve(scores, target, thresholds=None)
     idx = torch.linspace(0, precision.numel() - 1, min(points, precision.numel())).long()
@@ -116,6 +166,17 @@ def precision_recall_points(q, p, gold, points: int = 500, max_pairs: int = MAX_
 
 def evaluate_paragraphs(q, p, gold, ks: Sequence[int] = PARAGRAPH_KS, with_ap: bool = True,
                         max_pairs: int = MAX_PAIRS) -> dict:
+    """The paragraph task's metrics: recall@k of each question's paragraph
+    (:func:`recall_at_k`), the paragraph count and, with ``with_ap``, the AP.
+
+    Args:
+        q: ``[Q, D]`` question embeddings.
+        p: ``[P, D]`` paragraph embeddings.
+        gold: ``[Q]``, each question's paragraph (row of ``p``).
+        ks: the cut-offs.
+        with_ap: also the average precision over all pairs.
+        max_pairs: the most pairs the AP holds in memory (more is a ValueError).
+    """
     out = recall_at_k(paragraph_ranks(q, p, gold), ks)
     out["paragraphs"] = int(p.shape[0])
     if with_ap:
@@ -125,7 +186,13 @@ def evaluate_paragraphs(q, p, gold, ks: Sequence[int] = PARAGRAPH_KS, with_ap: b
 
 def plot_pr_curves(curves: dict[str, tuple[list[float], list[float], float]],
                    path: str | Path, title: str = "") -> Path:
-    """One PNG with a P-R curve per name: ``{name: (precision, recall, ap)}``."""
+    """One PNG with a P-R curve per name.
+
+    Args:
+        curves: ``{name: (precision, recall, ap)}``.
+        path: the PNG to write.
+        title: the plot's title.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -55,7 +55,11 @@ SUFFIX = ".questions.jsonl.gz"  # beside a run file: X.jsonl -> X.questions.json
 
 
 def beside_run_file(run_file: str | Path) -> Path:
-    """The per-question record written beside ``run_file``."""
+    """The per-question record written beside ``run_file``.
+
+    Args:
+        run_file: the run file (``X.jsonl``: ``X.questions.jsonl.gz``).
+    """
     run_file = Path(run_file)
     stem = run_file.name[:-len(".jsonl")] if run_file.name.endswith(".jsonl") else run_file.name
     return run_file.with_name(stem + SUFFIX)
@@ -63,7 +67,11 @@ def beside_run_file(run_file: str | Path) -> Path:
 
 def pool_fingerprint(pool) -> str:
     """16 hex digits naming a pool's questions (or qids) and gold lists, in order: two records
-    pair question by question only when their fingerprints agree."""
+    pair question by question only when their fingerprints agree.
+
+    Args:
+        pool: the :class:`~retrieval_qa.data.RetrievalPool`.
+    """
     h = hashlib.sha1()
     for key, gold in zip(pool.question_keys, pool.gold, strict=True):
         h.update(key.encode("utf-8"))
@@ -74,11 +82,21 @@ def pool_fingerprint(pool) -> str:
 def question_texts_digest(texts) -> str:
     """16 hex digits naming the question texts in order: what a run file (which keeps the
     texts, not the gold lists) and a record of the same pool share, so any two of them can be
-    checked to hold the same questions before they are paired."""
+    checked to hold the same questions before they are paired.
+
+    Args:
+        texts: the question texts, in order.
+    """
     return hashlib.sha1("\n".join(texts).encode("utf-8")).hexdigest()[:16]
 
 
 def question_ids(pool) -> list[str]:
+    """The ids of a pool's record rows: the pool's question ids, or the row numbers (as
+    strings) when its unit is the question text or it has no ids.
+
+    Args:
+        pool: the :class:`~retrieval_qa.data.RetrievalPool`.
+    """
     return list(pool.question_ids) if pool.question_unit != "question_text" and pool.question_ids \
         else [str(i) for i in range(len(pool.questions))]
 
@@ -88,7 +106,14 @@ def _words(text: str) -> list[str]:
 
 
 def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
-    """The header and the rows of ``pool`` ranked with ``ranks`` ([Q]) and ``doc_ranks``."""
+    """The header and the rows of ``pool`` ranked with ``ranks`` ([Q]) and ``doc_ranks``.
+
+    Args:
+        pool: the :class:`~retrieval_qa.data.RetrievalPool`.
+        ranks: ``[Q]`` the gold ranks (1-based, floats for ties).
+        doc_ranks: ``[Q]`` the gold documents' ranks; None: none.
+        ks: the cut-offs of R@k.
+    """
     from .metrics import metrics_from_ranks
 
     ranks = np.asarray(ranks, dtype=np.float64)
@@ -119,7 +144,14 @@ def build_records(pool, ranks, doc_ranks, ks) -> tuple[dict, list[dict]]:
 
 
 def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
-    """gzip with no time stamp, so the same evaluation writes the same bytes."""
+    """Write the header and rows as gzipped JSON lines, with no time stamp, so the same
+    evaluation writes the same bytes.
+
+    Args:
+        path: the file to write.
+        header: the first line.
+        rows: one per question.
+    """
     path = Path(path)
     text = "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n"
                    for r in [header, *rows])
@@ -130,12 +162,31 @@ def write_records(path: str | Path, header: dict, rows: list[dict]) -> Path:
 
 
 def write_per_question(path: str | Path, pool, ranks, doc_ranks, ks) -> Path:
+    """Write the per-question record of ``pool`` ranked with ``ranks``
+    (:func:`build_records`, :func:`write_records`).
+
+    Args:
+        path: the file to write.
+        pool: the :class:`~retrieval_qa.data.RetrievalPool`.
+        ranks: ``[Q]`` the gold ranks (1-based, floats for ties).
+        doc_ranks: ``[Q]`` the gold documents' ranks; None: none.
+        ks: the cut-offs of R@k.
+    """
     return write_records(path, *build_records(pool, ranks, doc_ranks, ks))
 
 
 @dataclass
 class PerQuestion:
-    """A record read back: ``ranks`` / ``doc_ranks`` [Q] float64 in the file's order."""
+    """A per-question record (or a run file's ranks) read back, in the file's order.
+
+    Attributes:
+        path: the file read.
+        header: its first line (``ks``, ``metrics``, the pool's counts and digests).
+        ids: the questions' ids, in the file's order.
+        ranks: ``[Q]`` float64 gold ranks.
+        doc_ranks: ``[Q]`` float64 gold documents' ranks; None: not recorded.
+        extra: per-question columns (``qword``, ``answer_words``) when recorded.
+    """
 
     path: str
     header: dict

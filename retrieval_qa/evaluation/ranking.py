@@ -39,7 +39,12 @@ def gold_ranks(scores: torch.Tensor, gold_mask: torch.Tensor) -> torch.Tensor:
 
 
 def rank_of_score(scores: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
-    """Average-tie rank that a score ``threshold[i]`` (shape [Q, 1]) takes in row i."""
+    """Average-tie rank that a score ``threshold[i]`` (shape [Q, 1]) takes in row i.
+
+    Args:
+        scores: ``[Q, C]`` the scores of each row.
+        threshold: ``[Q, 1]`` the score to rank in each row.
+    """
     greater = (scores > threshold).sum(dim=1, dtype=torch.float64)
     equal = (scores == threshold).sum(dim=1, dtype=torch.float64)
     return greater + (equal + 1.0) / 2.0

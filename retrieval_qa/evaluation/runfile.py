@@ -200,7 +200,11 @@ def read_run_file(path: str | Path) -> list[dict]:
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """:func:`read_run_file`, and a file with no record is an error too."""
+    """:func:`read_run_file`, and a file with no record is an error too.
+
+    Args:
+        path: the run file.
+    """
     from ..errors import DataFormatError
 
     records = read_run_file(path)

@@ -133,10 +133,22 @@ def full_float32_matmul() -> Iterator[None]:
 def rows_per_block(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:
     """How many question rows fit the budget: a float32 score, a float32 copy and a few bool
     masks per cell (``bytes_per_cell``) for every candidate; at least 1 (past that, the
-    candidates go in column chunks: :mod:`.large_pool`)."""
+    candidates go in column chunks: :mod:`.large_pool`).
+
+    Args:
+        num_candidates: the candidates (columns) of each row.
+        memory_mb: the budget, in MiB.
+        bytes_per_cell: bytes per (row, candidate) cell.
+    """
     return max(1, fitting_rows(num_candidates, memory_mb, bytes_per_cell))
 
 
 def fitting_rows(num_candidates: int, memory_mb: float, bytes_per_cell: int = 16) -> int:
-    """How many question rows of every candidate fit ``memory_mb`` (0: not even one)."""
+    """How many question rows of every candidate fit ``memory_mb`` (0: not even one).
+
+    Args:
+        num_candidates: the candidates (columns) of each row.
+        memory_mb: the budget, in MiB.
+        bytes_per_cell: bytes per (row, candidate) cell.
+    """
     return int(memory_mb * 2**20) // (max(num_candidates, 1) * bytes_per_cell)

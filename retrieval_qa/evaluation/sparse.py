@@ -28,6 +28,13 @@ class SparseScores:
     """Scores of ``len(base)`` questions over ``num_candidates`` candidates, as CSR rows:
     row ``r`` lists candidates ``cols[indptr[r]:indptr[r + 1]]`` (each at most once, in any
     order) with scores ``values[...]``; every other candidate of row ``r`` scores ``base[r]``.
+
+    Attributes:
+        indptr: ``[rows + 1]`` the CSR row offsets into ``cols`` / ``values``.
+        cols: the listed candidates' indices.
+        values: their scores.
+        base: ``[rows]`` the score of every unlisted candidate of each row.
+        num_candidates: the candidates of each row, listed or not.
     """
 
     indptr: np.ndarray
@@ -99,7 +106,12 @@ def _lookup(block: SparseScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
 
 
 def best_gold_scores(block: SparseScores, gold: list[list[int]]) -> np.ndarray:
-    """[rows]: the best score among each row's gold candidates."""
+    """[rows]: the best score among each row's gold candidates.
+
+    Args:
+        block: the block's scores.
+        gold: each row's gold candidate indices (at least one).
+    """
     if len(gold) != block.num_rows or any(not g for g in gold):
         raise ValueError("every question needs at least one gold candidate")
     g_rows, g_cols = _flatten(gold)
@@ -110,7 +122,13 @@ def best_gold_scores(block: SparseScores, gold: list[list[int]]) -> np.ndarray:
 
 
 def gold_ranks(block: SparseScores, best: np.ndarray, row_of: np.ndarray) -> np.ndarray:
-    """[rows] float64: the average-tie rank of score ``best[r]`` in row ``r``."""
+    """[rows] float64: the average-tie rank of score ``best[r]`` in row ``r``.
+
+    Args:
+        block: the block's scores.
+        best: ``[rows]`` the score to rank in each row (:func:`best_gold_scores`).
+        row_of: the row of each listed entry (``block.row_of()``).
+    """
     t = best[row_of]
     unlisted = block.num_candidates - np.diff(block.indptr).astype(np.float64)
     greater = _per_row(block.indptr, block.values > t) + np.where(block.base > best,
@@ -123,8 +141,17 @@ def gold_ranks(block: SparseScores, best: np.ndarray, row_of: np.ndarray) -> np.
 def doc_ranks(block: SparseScores, best: np.ndarray, row_of: np.ndarray, doc_of: np.ndarray,
               doc_sizes: np.ndarray, doc_gold: list[list[int]]) -> np.ndarray:
     """[rows] float64: average-tie rank of each row's best gold document, a document scoring
-    the maximum of its candidates' scores (listed or at ``base``). ``best``: the rows' best
-    gold candidate scores (a lower bound of the best gold document's score)."""
+    the maximum of its candidates' scores (listed or at ``base``).
+
+    Args:
+        block: the block's scores.
+        best: ``[rows]`` the rows' best gold candidate scores (a lower bound of the best gold
+            document's score).
+        row_of: the row of each listed entry (``block.row_of()``).
+        doc_of: ``[C]`` each candidate's document.
+        doc_sizes: ``[D]`` the candidates of each document.
+        doc_gold: each row's gold documents.
+    """
     n, n_d = block.num_rows, len(doc_sizes)
     # rows whose base is below the gold score: a document can only tie or beat the best gold
     # document through listed entries >= that score; other rows keep every entry
@@ -163,7 +190,12 @@ def doc_ranks(block: SparseScores, best: np.ndarray, row_of: np.ndarray, doc_of:
 
 def top_k(block: SparseScores, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per row: (candidate indices, scores) of the ``k`` best, by descending score then
-    ascending candidate index."""
+    ascending candidate index.
+
+    Args:
+        block: the block's scores.
+        k: how many per row (at most the candidates).
+    """
     k = min(k, block.num_candidates)
     out = []
     for r in range(block.num_rows):

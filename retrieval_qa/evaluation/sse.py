@@ -47,6 +47,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SSEStats:
+    """An SSE and the counts behind it (:func:`sse_stats`).
+
+    Attributes:
+        value: the SSE (nan when no answer qualifies).
+        answers: answers with at least ``min_questions`` questions.
+        questions: distinct questions in them.
+        pairs: distinct question pairs averaged over (``average="pair"`` / ``"sum"``).
+    """
     value: float      # the SSE (nan when no answer qualifies)
     answers: int      # answers with at least min_questions questions
     questions: int    # distinct questions in them
@@ -62,8 +70,13 @@ def _keys(key) -> Collection[Hashable]:
 def answer_groups(answer_keys: Sequence, min_questions: int = PAPER_MIN_QUESTIONS
                   ) -> dict[Hashable, list[int]]:
     """``{answer key: sorted question rows}`` for the answers with at least ``min_questions``
-    questions. ``answer_keys[i]`` is question i's gold-answer key, or a collection of keys
-    when it has several gold answers."""
+    questions.
+
+    Args:
+        answer_keys: question i's gold-answer key, or a collection of keys when it has several
+            gold answers.
+        min_questions: the fewest questions an answer needs (>= 2).
+    """
     if min_questions < 2:
         raise ValueError(f"min_questions must be >= 2 (a pair needs two questions), got "
                          f"{min_questions}")
@@ -77,8 +90,15 @@ def answer_groups(answer_keys: Sequence, min_questions: int = PAPER_MIN_QUESTION
 def sse_stats(embeddings: torch.Tensor, answer_keys: Sequence,
               min_questions: int = PAPER_MIN_QUESTIONS, normalize: bool = True,
               average: str = "pair") -> SSEStats:
-    """The SSE with the counts behind it (see the module docstring). ``embeddings[Q, D]``,
-    row i the embedding of question i."""
+    """The SSE with the counts behind it (see the module docstring).
+
+    Args:
+        embeddings: ``[Q, D]``, row i the embedding of question i.
+        answer_keys: per question its gold-answer key (or a collection of keys).
+        min_questions: the fewest questions an answer needs (>= 2; default 9: "more than 8").
+        normalize: scale the embeddings to unit length first.
+        average: ``pair``, ``answer`` or ``sum`` (module docstring).
+    """
     if average not in AVERAGES:
         raise ValueError(f"average={average!r}; expected one of {list(AVERAGES)}")
     if embeddings.dim() != 2 or embeddings.shape[0] != len(answer_keys):
@@ -114,14 +134,25 @@ def sse_stats(embeddings: torch.Tensor, answer_keys: Sequence,
 def question_sse(embeddings: torch.Tensor, answer_keys: Sequence,
                  min_questions: int = PAPER_MIN_QUESTIONS, normalize: bool = True,
                  average: str = "pair") -> float:
-    """The SSE of Table 3 (module docstring): ``embeddings[Q, D]`` of the questions and,
-    per question, its gold-answer key (or collection of keys)."""
+    """The SSE of Table 3 (module docstring): :func:`sse_stats`'s value.
+
+    Args:
+        embeddings: ``[Q, D]``, row i the embedding of question i.
+        answer_keys: per question its gold-answer key (or a collection of keys).
+        min_questions: the fewest questions an answer needs (>= 2).
+        normalize: scale the embeddings to unit length first.
+        average: ``pair``, ``answer`` or ``sum`` (module docstring).
+    """
     return sse_stats(embeddings, answer_keys, min_questions, normalize, average).value
 
 
 def pool_answer_keys(pool: RetrievalPool) -> list[frozenset]:
     """Per question of ``pool``, the keys of its gold answers: the sentence texts of its gold
-    candidates (ReQA, where every copy of the text is gold), or their ids (MultiReQA)."""
+    candidates (ReQA, where every copy of the text is gold), or their ids (MultiReQA).
+
+    Args:
+        pool: the pool.
+    """
     by_id = pool.question_unit != QUESTION_TEXT
     return [frozenset(pool.candidates[c].id if by_id else pool.candidates[c].text for c in gold)
             for gold in pool.gold]
@@ -130,7 +161,14 @@ def pool_answer_keys(pool: RetrievalPool) -> list[frozenset]:
 def pool_sse(question_embeddings: torch.Tensor, pool: RetrievalPool,
              min_questions_per_answer: int = PAPER_MIN_QUESTIONS, normalize: bool = True,
              average: str = "pair") -> SSEStats:
-    """The SSE over ``pool``'s questions (``question_embeddings[i]`` embeds
-    ``pool.questions[i]``), answers with at least ``min_questions_per_answer`` questions."""
+    """The SSE over ``pool``'s questions, its answers keyed by :func:`pool_answer_keys`.
+
+    Args:
+        question_embeddings: ``[Q, D]``, row i the embedding of ``pool.questions[i]``.
+        pool: the pool.
+        min_questions_per_answer: the fewest questions an answer needs (>= 2).
+        normalize: scale the embeddings to unit length first.
+        average: ``pair``, ``answer`` or ``sum`` (module docstring).
+    """
     return sse_stats(question_embeddings, pool_answer_keys(pool), min_questions_per_answer,
                      normalize, average)

@@ -256,7 +256,11 @@ def trec_ranks(run: dict, qrels: dict) -> tuple[list[str], np.ndarray, int, dict
 
 
 def qrels_digest(qrels: dict) -> str:
-    """16 hex digits naming the judged questions and their relevant candidates, in order."""
+    """16 hex digits naming the judged questions and their relevant candidates, in order.
+
+    Args:
+        qrels: ``{qid: {docid: relevance}}`` (:func:`read_qrels`).
+    """
     h = hashlib.sha1()
     for qid, judged in qrels.items():
         h.update(qid.encode() + b"\x00" + ",".join(sorted(d for d, r in judged.items()
