@@ -72,6 +72,15 @@ def stage(name: str, enabled: bool = True) -> Iterator[Stage]:
 QUIET_ENVIRONMENT = {"TRANSFORMERS_VERBOSITY": "error"}
 
 
+_QUIET = [False]
+
+
+def is_quiet() -> bool:
+    """Whether the running command was given ``--quiet`` (its own notes on stderr, such as
+    ``rqa train``'s banner, are left out too; the result line and errors still print)."""
+    return _QUIET[0]
+
+
 @contextlib.contextmanager
 def quiet_libraries(enabled: bool = True) -> Iterator[None]:
     """``--quiet`` for the libraries: while the command runs, no log line below WARNING
@@ -99,9 +108,11 @@ def quiet_libraries(enabled: bool = True) -> Iterator[None]:
         hf.set_verbosity_error()
         hf.disable_progress_bar()
     logging.disable(logging.INFO)
+    _QUIET[0] = True
     try:
         yield
     finally:
+        _QUIET[0] = False
         logging.disable(level)
         for key, value in environment.items():
             if value is None:

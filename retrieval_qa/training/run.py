@@ -94,6 +94,14 @@ def command_line_settings(overrides: Sequence[str], profile_keys: Collection[str
     return out
 
 
+def _note(text: str) -> None:
+    """A line on stderr, left out under ``--quiet`` (the report holds the same facts)."""
+    from ..progress import is_quiet
+
+    if not is_quiet():
+        print(text, file=sys.stderr, flush=True)
+
+
 def _describe(cfg: DictConfig, block: DictConfig | None, threads: int,
               overrides: Sequence[str] = ()) -> tuple[str, dict]:
     """The description, corrected for the command line's settings (the profile's overridden
@@ -108,12 +116,11 @@ def _describe(cfg: DictConfig, block: DictConfig | None, threads: int,
     others = command_line_settings(overrides, prof["settings"])
     if others:
         description += " [set on the command line: " + ", ".join(others) + "]"
-    print(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}, "
-          f"{threads} torch thread{'s' if threads != 1 else ''}): {description}",
-          file=sys.stderr, flush=True)
+    _note(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}, "
+          f"{threads} torch thread{'s' if threads != 1 else ''}): {description}")
     if prof["settings"]:
-        print("  profile settings in effect: " + ", ".join(
-            f"{k}={v}" for k, v in prof["settings"].items()), file=sys.stderr, flush=True)
+        _note("  profile settings in effect: " + ", ".join(
+            f"{k}={v}" for k, v in prof["settings"].items()))
     return description, prof["settings"]
 
 
@@ -196,10 +203,9 @@ def _train(composed: Composed | DictConfig) -> dict:
     folder = run_folder.inspect(cfg)
     run_dir = folder.path
     if folder.state == "finished":
-        print(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}): reused "
+        _note(f"rqa train {cfg.experiment} (profile {cfg.profile}, seed {cfg.seed}): reused "
               f"the finished run in {run_dir} (the same settings): nothing trained or tested; "
-              f"its {run_folder.RESULT} follows (resume=never trains it again)",
-              file=sys.stderr, flush=True)
+              f"its {run_folder.RESULT} follows (resume=never trains it again)")
         return folder.reuse()
     threads = apply_threads(cfg.threads)
     if cfg.trainer.compile:
@@ -208,7 +214,7 @@ def _train(composed: Composed | DictConfig) -> dict:
     built = method_class(cfg).build(cfg)  # a bad setting fails here, before any folder
     description, reduced = _describe(cfg, block, threads, overrides)
     for note in folder.notes:
-        print(f"  {note}", file=sys.stderr, flush=True)
+        _note(f"  {note}")
     if folder.state == "start over" and rank_zero_only.rank == 0:
         removed = folder.start_over()
         print(f"  resume=never: removed the earlier run's {', '.join(removed)} from {run_dir}",

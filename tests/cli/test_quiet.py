@@ -81,6 +81,7 @@ def test_a_quiet_run_shows_no_bar_or_summary_and_a_loud_rerun_reuses_it(setup_di
     assert main(["train", "--quiet", *quiet_words]) == 0
     captured = capsys.readouterr()
     assert "it/s" not in captured.err and "Total params" not in caplog.text
+    assert captured.err == ""  # nothing but the result line: no banner, no note
     report = json.loads(captured.out.strip().splitlines()[-1])
     saved = yaml.safe_load((tmp_path / "quiet" / "dual_gru" / "cpu-seed42" / "config.yaml")
                            .read_text())
