@@ -30,6 +30,9 @@ without its settings, is recomputed when selected and not shown otherwise.
         [--profile cpu|gpu|paper] [--pools dev,train] [--jobs N]
         [--train-overrides "key=value ..."]
 
+The table's Markdown is experiments/table2_report.py's; which rows run,
+experiments/table2_rows.py's.
+
 Profiles: ``cpu`` (default, reduced for a 2-core laptop), ``gpu`` (each experiment's ``gpu``
 profile in ``conf/experiment/*.yaml``: larger than the CPU profile, smaller than the paper;
 bf16-mixed through the trainer's ``precision: auto``), ``paper`` (the paper's settings). Each trained row's
@@ -50,30 +53,32 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from retrieval_qa.config import conf_dir, load_yaml, plain
-from retrieval_qa.errors import SettingsMismatchError, UsageError
-from retrieval_qa.portable_paths import portable
-from retrieval_qa.runtime import run_rqa
-from retrieval_qa.written import read_json_or_refuse, write_text
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: its helpers beside it, as experiments.*
+    sys.path.insert(0, str(ROOT))
+
+# the table's Markdown and the rows' selection, beside this script (re-exported for tests)
+from experiments.table2_report import (  # noqa: E402,F401
+    METRICS,
+    STATUS_TEXT,
+    _compare,
+    _triple,
+    render,
+)
+from experiments.table2_rows import (  # noqa: E402,F401
+    QUICK,
+    profile_block,
+    reductions,
+    select_rows,
+)
+from retrieval_qa.config import conf_dir, load_yaml, plain  # noqa: E402
+from retrieval_qa.errors import SettingsMismatchError, UsageError  # noqa: E402
+from retrieval_qa.portable_paths import portable  # noqa: E402
+from retrieval_qa.runtime import run_rqa  # noqa: E402
+from retrieval_qa.written import read_json_or_refuse, write_text  # noqa: E402
 
 FORCE_FIX = "delete it, or give --force with that row, to compute it again"
-
-ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "results" / "table2"
-METRICS = ("mrr", "r@1", "r@5")
-QUICK = ("BM25", "Dual-GRUs")
-STATUS_TEXT = {
-    "computed": "computed now",
-    "resumed": "resumed",
-    "model reused": "evaluated now; model reused (a finished training of the same settings "
-                    "in the run folder)",
-    "reused": "reused (earlier result in the run folder, same settings; --force / FORCE=1 "
-              "recomputes)",
-    "not selected": "not selected (ROWS=all runs it)",
-    "other settings": "not shown: its saved result was computed with other settings or "
-                      "records none (ROWS=<row> FORCE=1 recomputes it)",
-    "no profile": "not run: its experiment has no profile of this name",
-}
 
 
 def _rqa(*args: str) -> dict:
@@ -212,129 +217,6 @@ def references(table) -> dict:
                               "about": ref.about(), "profile": ref.profile,
                               "differs": ref.differs})
     return refs
-
-
-def _triple(metrics: dict | None) -> str:
-    if not metrics:
-        return "–"
-    return " / ".join(f"{metrics[m]:.2f}" for m in METRICS)
-
-
-def _compare(ours: dict | None, ref: dict | None, profile: str | None = None,
-             extra: list[str] | None = None) -> str:
-    """This run's MRR against the reference: against a seed mean, within 2 std or not; against
-    an exact-setting result, whether it matches. A reference of other settings (its own
-    ``differs``, another profile than this run's, or this run's extra training overrides) is
-    compared without a verdict."""
-    if not ours or not ref:
-        return ""
-    diff = ours["mrr"] - ref["metrics"]["mrr"]
-    what = "seed mean" if "std" in ref else "reference"
-    trained = ref.get("profile")  # None: a result of no training (BM25)
-    if ref.get("differs") or (trained and extra):
-        return f"MRR {diff:+.2f} vs the {what} of other settings (not a reproduction check)"
-    if trained and profile and trained != profile:
-        return (f"MRR {diff:+.2f} vs the {what} of the {trained} profile (not a reproduction "
-                "check)")
-    if "std" in ref:
-        spread = ref["std"]["mrr"]
-        verdict = "within 2 std" if abs(diff) <= 2 * spread + 0.01 else "outside 2 std"
-        return f"MRR {diff:+.2f} vs the seed mean ({verdict})"
-    if all(abs(ours[m] - ref["metrics"][m]) < 0.005 for m in METRICS):
-        return "matches the reference"
-    return f"MRR {diff:+.2f} vs the reference"
-
-
-def render(table, entries: list[dict], profile: str, selection: str, out: Path,
-           extra: list[str] | None = None) -> str:
-    lines = [f"# {table.title}", "",
-             f"Profile `{profile}`; rows: {selection}. Pools: dev = ReQA built from SQuAD "
-             "dev-v1.1 (10,250 candidates, 10,539 questions); train = ReQA built from "
-             "train-v1.1 (the ReQA paper's pool). Paper numbers are the paper's, on the pool it "
-             "used (the ENDX paper says dev; the BM25 and quoted rows are probably on train). "
-             "Committed reference: this repository's own results (`results/`): the same "
-             "settings (seed 42), else a seed mean on today's pools (± its sample std), to "
-             "check that you reproduced ours. Cells are MRR / R@1 / R@5. Trained rows learn from "
-             "train-v1.1, so they are scored on the dev pool only.", "",
-             "| method | pool | status | paper | this run | committed reference | comparison "
-             "| notes |", "|---|---|---|---|---|---|---|---|"]
-    encoders = []
-    for e in entries:
-        ours = e["result"].get("metrics") if e["result"] else None
-        ref = e.get("reference")
-        notes = []
-        if e["result"] and "not_run" in e["result"]:
-            notes.append(e["result"]["not_run"])
-        training = (e["result"] or {}).get("training") or {}
-        if training.get("pretrained"):
-            encoders.append(str(training["pretrained"]))
-            notes.append(f"encoder: {training['pretrained']}")
-        if e.get("seconds") is not None:
-            notes.append(f"{e['seconds']:.0f} s")
-        ref_cell = _triple(ref["metrics"]) if ref else "–"
-        if ref and "std" in ref:
-            ref_cell += f" (± {ref['std']['mrr']:.2f} MRR)"
-        if ref:
-            ref_cell += f" `{ref['source']}`" + (f" ({ref['about']})" if ref.get("about") else "")
-        lines.append(f"| {e['row']} | {e['pool']} | {STATUS_TEXT.get(e['status'], e['status'])} "
-                     f"| {_triple(e['paper'])} | {_triple(ours)} | {ref_cell} "
-                     f"| {_compare(ours, ref, profile, extra)} | {'; '.join(notes)} |")
-    if any("all-MiniLM-L6-v2" in name for name in encoders):
-        lines += ["", "Rows on all-MiniLM-L6-v2 start from it off-the-shelf: its authors trained "
-                  "it on pairs that include SQuAD's training questions, so these rows are not "
-                  "BERT after language-model pre-training only (docs/data.md)."]
-    lines += ["", f"Settings and timings of every row: `{portable(str(out))}/*.json`; "
-              f"per-question ranks: `{portable(str(out))}/*.run.jsonl` (`rqa metrics --run-file F` "
-              "recomputes them)."]
-    return "\n".join(lines) + "\n"
-
-
-def profile_block(experiment: str, profile: str):
-    """The experiment's ``profiles.<profile>`` block (with its shared reductions), {} for
-    ``paper``, None when the experiment has no such profile or does not exist."""
-    from retrieval_qa.training.compose import load_group
-
-    if profile == "paper":
-        return {}
-    try:
-        return load_group("experiment", experiment).get("profiles", {}).get(profile)
-    except FileNotFoundError:
-        return None
-
-
-def reductions(table, wanted: set[str], profile: str) -> dict[str, str]:
-    """Row name -> the description of its experiment's profile (what the profile reduces)."""
-    found = {}
-    for row in table.rows:
-        if row.kind == "train" and row.name in wanted:
-            block = profile_block(row.experiment, profile)
-            if block is not None:
-                found[row.name] = str(block.get("description", "")) if block else \
-                    "the paper's settings"
-    return found
-
-
-def select_rows(table, rows: str, profile: str = "cpu") -> tuple[set[str], str]:
-    """The rows to run. With a profile other than cpu and paper, ``quick`` and ``all`` keep the
-    trained rows whose experiment has that profile; a named row without it is an error."""
-    names = [r.name for r in table.rows]
-    without = {r.name for r in table.rows if r.kind == "train"
-               and profile_block(r.experiment, profile) is None} if profile != "cpu" else set()
-    if rows in ("", "quick"):
-        return set(QUICK) - without, "quick (" + ", ".join(QUICK) + "; ROWS=all for the rest)"
-    if rows == "all":
-        note = f" (rows with a {profile} profile)" if without else ""
-        return set(names) - without, "all" + note
-    wanted = {r.strip() for r in rows.split(",") if r.strip()}
-    unknown = sorted(wanted - set(names))
-    if unknown:
-        raise SystemExit(f"unknown row(s) {unknown}; rows: {names}, or quick / all")
-    missing = sorted(wanted & without)
-    if missing:
-        raise SystemExit(f"row(s) {missing} have no `{profile}` profile (conf/experiment/*.yaml "
-                         f"`profiles.{profile}`); rows that have one: "
-                         f"{[n for n in names if n not in without]}")
-    return wanted, ", ".join(n for n in names if n in wanted)
 
 
 def main(argv=None) -> int:
