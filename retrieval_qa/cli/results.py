@@ -43,7 +43,12 @@ def run(args) -> dict:
     """
     from ..analysis.results_tables import render, stray_figures
 
+    from ..errors import InputFileError
+
     repo = Path(args.repo)
+    if not any((repo / "results").glob("*/claims.yaml")):
+        raise InputFileError("--repo", repo, "holds no results/*/claims.yaml",
+                             "run it from the repository, or give --repo the repository")
     diffs = render(repo / "results", repo, write=not args.check)
     files = [repo / "README.md", repo / "docs" / "results.md",
              *sorted((repo / "results").glob("*/README.md"))]
