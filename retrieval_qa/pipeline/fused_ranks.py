@@ -30,7 +30,12 @@ from ..evaluation.sparse import SparseScores
 
 
 def levels(scores: np.ndarray, tiers: np.ndarray | None = None) -> np.ndarray:
-    """[n] float: 1 for the lowest (tier, score), one more for each higher distinct pair."""
+    """[n] float: 1 for the lowest (tier, score), one more for each higher distinct pair.
+
+    Args:
+        scores: ``[n]`` a list's scores.
+        tiers: ``[n]`` their tiers (a higher tier above any score); None: one tier.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     tiers = np.zeros(len(scores)) if tiers is None else np.asarray(tiers, dtype=np.float64)
     order = np.lexsort((scores, tiers))  # ascending
@@ -43,14 +48,25 @@ def levels(scores: np.ndarray, tiers: np.ndarray | None = None) -> np.ndarray:
 
 def ordered(ids: np.ndarray, scores: np.ndarray, tiers: np.ndarray | None = None) -> np.ndarray:
     """Positions of a list in ranking order: tier, then score descending, then ascending
-    candidate index (the evaluator's top-k order)."""
+    candidate index (the evaluator's top-k order).
+
+    Args:
+        ids: ``[n]`` the list's candidate indices.
+        scores: ``[n]`` their scores.
+        tiers: ``[n]`` their tiers; None: one tier.
+    """
     tiers = np.zeros(len(ids)) if tiers is None else tiers
     return np.lexsort((ids, -np.asarray(scores, dtype=np.float64), -np.asarray(tiers)))
 
 
 class FusedScorer:
     """The evaluator's scorer for per-question lists (``lists[q]``: candidate indices, scores,
-    optional tiers): listed candidates at their levels, every other candidate at 0."""
+    optional tiers): listed candidates at their levels, every other candidate at 0.
+
+    Args:
+        lists: per question ``(candidate indices, scores[, tiers])``.
+        num_candidates: how many candidates the pool has.
+    """
 
     def __init__(self, lists: Sequence[tuple], num_candidates: int) -> None:
         self.lists = lists
@@ -70,7 +86,14 @@ class FusedScorer:
 
 def rank_lists(pool: RetrievalPool, lists: Sequence[tuple], *, doc_level: bool,
                memory_mb: float) -> tuple[np.ndarray, np.ndarray | None]:
-    """([Q] gold ranks, [Q] doc ranks or None) of per-question lists under the rule above."""
+    """([Q] gold ranks, [Q] doc ranks or None) of per-question lists under the rule above.
+
+    Args:
+        pool: the pool whose candidates the lists index.
+        lists: per question ``(candidate indices, scores[, tiers])``.
+        doc_level: also the gold documents' ranks.
+        memory_mb: the evaluator's memory budget, in MiB.
+    """
     if len(lists) != len(pool.questions):
         raise ValueError(f"{len(lists)} lists for {len(pool.questions)} questions")
     doc_of = doc_index(pool)[0] if doc_level else None

@@ -25,11 +25,22 @@ RankedList = tuple[np.ndarray, np.ndarray]
 
 
 def average_ranks(scores: np.ndarray) -> np.ndarray:
-    """1-based ranks by descending score, ties sharing the average rank."""
+    """1-based ranks by descending score, ties sharing the average rank.
+
+    Args:
+        scores: ``[n]`` a list's scores.
+    """
     return rankdata(-np.asarray(scores, dtype=np.float64), method="average")
 
 
 def normalise(scores: np.ndarray, method: str) -> np.ndarray:
+    """A list's scores normalised (module docstring): ``minmax`` (all equal: 1) or
+    ``zscore`` (std 0: 0).
+
+    Args:
+        scores: ``[n]`` a list's scores.
+        method: ``minmax`` or ``zscore``.
+    """
     s = np.asarray(scores, dtype=np.float64)
     if len(s) == 0:
         return s
@@ -43,16 +54,27 @@ def normalise(scores: np.ndarray, method: str) -> np.ndarray:
 
 
 def union(lists: Sequence[RankedList]) -> np.ndarray:
-    """The sorted candidate indices that any list holds."""
+    """The sorted candidate indices that any list holds.
+
+    Args:
+        lists: one question's lists ``(candidate indices, scores)``.
+    """
     parts = [np.asarray(ids, dtype=np.int64) for ids, _ in lists]
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 def feature_matrix(lists: Sequence[RankedList], kind: str, normalization: str = "minmax",
                    rrf_k: float = 60.0) -> tuple[np.ndarray, np.ndarray]:
-    """(candidates [u], per-list contributions [u, R]) over the union of the lists: ``kind``
-    ``rrf`` gives ``1 / (rrf_k + rank)`` (0 when missing), ``convex`` the normalised score
-    (the list's minimum when missing). A fused score is the matrix times the weights."""
+    """(candidates [u], per-list contributions [u, R]) over the union of the lists; a fused
+    score is the matrix times the weights.
+
+    Args:
+        lists: one question's lists ``(candidate indices, scores)``, one per retriever.
+        kind: ``rrf``: ``1 / (rrf_k + rank)`` (0 when missing); ``convex``: the normalised
+            score (the list's minimum when missing).
+        normalization: ``minmax`` or ``zscore`` (``convex``).
+        rrf_k: the RRF constant (``rrf``).
+    """
     cands = union(lists)
     out = np.zeros((len(cands), len(lists)), dtype=np.float64)
     for r, (ids, scores) in enumerate(lists):
@@ -72,14 +94,25 @@ def feature_matrix(lists: Sequence[RankedList], kind: str, normalization: str = 
 
 
 def rrf(lists: Sequence[RankedList], k: float = 60.0) -> RankedList:
-    """Reciprocal-rank fusion of one question's lists: (candidates, fused scores)."""
+    """Reciprocal-rank fusion of one question's lists: (candidates, fused scores).
+
+    Args:
+        lists: one question's lists ``(candidate indices, scores)``, one per retriever.
+        k: the RRF constant.
+    """
     cands, m = feature_matrix(lists, "rrf", rrf_k=k)
     return cands, m.sum(axis=1)
 
 
 def convex(lists: Sequence[RankedList], weights: Sequence[float],
            normalization: str = "minmax") -> RankedList:
-    """Convex combination of one question's normalised lists: (candidates, fused scores)."""
+    """Convex combination of one question's normalised lists: (candidates, fused scores).
+
+    Args:
+        lists: one question's lists ``(candidate indices, scores)``, one per retriever.
+        weights: one per list.
+        normalization: ``minmax`` or ``zscore``.
+    """
     if len(weights) != len(lists):
         raise ValueError(f"{len(weights)} weights for {len(lists)} lists")
     cands, m = feature_matrix(lists, "convex", normalization)
@@ -87,7 +120,12 @@ def convex(lists: Sequence[RankedList], weights: Sequence[float],
 
 
 def simplex_grid(n: int, step: float) -> np.ndarray:
-    """[G, n]: every weight vector of non-negative multiples of ``step`` summing to 1."""
+    """[G, n]: every weight vector of non-negative multiples of ``step`` summing to 1.
+
+    Args:
+        n: the weights per vector.
+        step: the grid's step (``1 / step`` a whole number).
+    """
     units = round(1 / step)
     rows = [c for c in itertools.product(range(units + 1), repeat=n) if sum(c) == units]
     return np.asarray(rows, dtype=np.float64) / units

@@ -62,6 +62,10 @@ def gate_candidates(val_confidences: np.ndarray, quantiles: Sequence[float]) -> 
     """The thresholds ``gate: tune`` tries: 0 (no gate) and the validation confidences'
     ``quantiles``, rounded to 6 places, without repeats, ascending.
 
+    Args:
+        val_confidences: ``[Q]`` the validation questions' confidences.
+        quantiles: the quantiles to try, in ``[0, 1]``.
+
     Example:
 
         >>> gate_candidates(np.array([0.2, 0.4, 0.6, 0.8, 1.0]), [0.25, 0.5])
@@ -74,6 +78,11 @@ def gate_candidates(val_confidences: np.ndarray, quantiles: Sequence[float]) -> 
 def gated_weights(conf: np.ndarray, weight: float, threshold: float | None) -> np.ndarray:
     """Each question's share of the reranker: ``weight``, or 0 (the fused order) where its
     confidence is below ``threshold`` (None or 0: no gate).
+
+    Args:
+        conf: ``[Q]`` the questions' confidences (:func:`confidences`).
+        weight: the reranker's share of the head's score.
+        threshold: the gate; None or 0: no gate.
 
     Example:
 

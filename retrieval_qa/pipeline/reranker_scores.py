@@ -35,7 +35,12 @@ FOLDER = "reranker_scores"
 
 
 def heads_digest(questions: Sequence[str], heads: Sequence[np.ndarray]) -> str:
-    """What a shard's scores are of: each question with its head's candidates, in order."""
+    """What a shard's scores are of: each question with its head's candidates, in order.
+
+    Args:
+        questions: the shard's question texts.
+        heads: per question, its head's candidate indices.
+    """
     rows = [[q, [int(c) for c in h]] for q, h in zip(questions, heads, strict=True)]
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 

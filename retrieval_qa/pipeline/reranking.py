@@ -30,11 +30,20 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
                 progress: bool = False, cache: RerankerScores | None = None
                 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per question: the positions of its fused list's ``top_k`` best (fused order) and their
-    scores by ``score_pairs`` (questions, sentences) -> scores, called once per shard of
-    :data:`SHARD_QUESTIONS` questions (the reranker takes a call's pairs in length order: less
-    padding than a call per question) with the text its ``text_of`` (candidate -> text) gives,
-    else each candidate's sentence. ``cache``: where each finished shard is written and
-    read back from (:mod:`.reranker_scores`); ``progress``: a bar over the questions."""
+    reranker scores, ``score_pairs`` called once per shard of :data:`SHARD_QUESTIONS`
+    questions (the reranker takes a call's pairs in length order: less padding than a call
+    per question).
+
+    Args:
+        pool: the pool whose candidates the lists index.
+        fused: per question ``(ids, scores)``, the fused list.
+        score_pairs: ``(questions, sentences) -> scores``; its ``text_of`` (candidate -> text),
+            when it has one, gives the texts, else each candidate's sentence.
+        top_k: the head's depth.
+        progress: a bar over the questions.
+        cache: where each finished shard is written and read back from
+            (:mod:`.reranker_scores`); None: nowhere.
+    """
     from tqdm.auto import tqdm
 
     heads = [ordered(np.asarray(ids), np.asarray(scores, dtype=np.float64))[:top_k]
@@ -80,7 +89,13 @@ def place(fused: list[tuple], heads: list[tuple], weight: float | np.ndarray = 1
     1), which keeps its fused order; unretrieved candidates stay below both. The head's score:
     the reranker's (``weight`` 1), or ``weight * r + (1 - weight) * f`` with ``r`` and ``f``
     the reranker's and the fused scores of the head, each min-max normalised over the head.
-    ``weight``: one for every question, or one per question (:func:`.gate.gated_weights`)."""
+
+    Args:
+        fused: per question ``(ids, scores)``, the fused list.
+        heads: per question ``(positions, reranker scores)`` (:func:`head_scores`).
+        weight: the reranker's share: one for every question, or ``[Q]`` one per question
+            (:func:`.gate.gated_weights`).
+    """
     out = []
     weights = np.broadcast_to(np.asarray(weight, dtype=np.float64), (len(fused),))
     for (ids, scores), (head, values), weight in zip(fused, heads, weights, strict=True):
@@ -101,7 +116,18 @@ def rerank(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int,
            cache: RerankerScores | None = None) -> tuple[list[tuple], np.ndarray]:
     """The fused lists with their ``top_k`` best reranked (:func:`head_scores`,
     :func:`place`), a question whose reranker's confidence is below ``gate`` keeping its
-    fused order (:mod:`.gate`); and each question's confidence."""
+    fused order (:mod:`.gate`); and each question's confidence.
+
+    Args:
+        pool: the pool whose candidates the lists index.
+        fused: per question ``(ids, scores)``, the fused list.
+        score_pairs: the reranker, as :func:`head_scores`.
+        top_k: the head's depth.
+        weight: the reranker's share of the head's score.
+        gate: the confidence threshold; None: no gate.
+        progress: a bar over the questions.
+        cache: the shards of reranker scores (:func:`head_scores`); None: none.
+    """
     heads = head_scores(pool, fused, score_pairs, top_k, progress, cache)
     conf = confidences(pool, fused, heads)
     return place(fused, heads, gated_weights(conf, weight, gate)), conf
@@ -112,12 +138,27 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
                 gate: float | str | None = None, gate_quantiles=(),
                 progress: bool = False, cache: RerankerScores | None = None,
                 select: str = "best", select_se: float = 1.0) -> dict:
-    """The reranking depth (of ``depths``), head weight (``weight``, or with ``"tune"`` the
-    grid ``0, step, ..., 1``) and confidence gate (``gate``, or with ``"tune"`` no gate or one
-    of the validation confidences' ``gate_quantiles``: :mod:`.gate`) chosen on the validation
+    """The reranking depth, head weight and confidence gate chosen on the validation
     lists by ``select`` (:func:`select_setting`); each pair scored once, at the deepest depth
     (a head of depth k is the first k of the deepest one: the same pairs in the same fused
-    order)."""
+    order).
+
+    Args:
+        val: the validation pool.
+        val_fused: its fused lists, per question ``(ids, scores)``.
+        score_pairs: the reranker, as :func:`head_scores`.
+        depths: the head depths to try.
+        weight: the reranker's share, or ``"tune"``: the grid ``0, grid_step, ..., 1``.
+        grid_step: the step of that grid.
+        memory_mb: the evaluator's memory budget, in MiB.
+        gate: the confidence threshold (None: no gate), or ``"tune"``: no gate or one of the
+            validation confidences' ``gate_quantiles`` (:mod:`.gate`).
+        gate_quantiles: the quantiles ``"tune"`` tries.
+        progress: a bar over the questions.
+        cache: the shards of reranker scores (:func:`head_scores`); None: none.
+        select: ``best`` or ``least_reliance`` (:func:`select_setting`).
+        select_se: the standard errors of ``least_reliance``.
+    """
     heads = head_scores(val, val_fused, score_pairs, max(depths), progress, cache)
     grid = np.round(np.arange(0, 1 + grid_step / 2, grid_step), 6) if weight == "tune" \
         else [weight]
@@ -155,11 +196,8 @@ def tune_rerank(val: RetrievalPool, val_fused: list[tuple], score_pairs, depths:
 
 def select_setting(rr: dict[tuple[int, float, float], np.ndarray], select: str = "best",
                    select_se: float = 1.0, mrr: dict | None = None) -> dict:
-    """The chosen ``(depth, gate, weight)`` of validation settings and what the choice saw.
-
-    ``rr``: per setting, its validation questions' reciprocal ranks (%), the same questions in
-    the same order; ``mrr``: per setting, the MRR that ranks them (default: the mean of
-    ``rr``; the caller's rounded figures keep its ties). ``select``:
+    """The chosen ``(depth, gate, weight)`` of validation settings and what the choice saw, by the rule of
+    ``select``:
 
     - ``best``: the setting of best MRR; ties: the shallowest depth, then the least weight,
       then the lowest gate.
@@ -169,6 +207,14 @@ def select_setting(rr: dict[tuple[int, float, float], np.ndarray], select: str =
       the least weight, then the shallowest depth, then the highest gate. The validation side
       cannot tell these settings from the best; the one that trusts the reranker least loses
       least where the reranker is wrong, such as out of domain.
+
+    Args:
+        rr: per setting ``(depth, gate, weight)``, its validation questions' reciprocal ranks
+            (%), the same questions in the same order.
+        select: ``best`` or ``least_reliance`` (above).
+        select_se: the standard errors of ``least_reliance``.
+        mrr: per setting, the MRR that ranks them; None: the mean of ``rr`` (the caller's
+            rounded figures keep its ties).
 
     Example:
 

@@ -34,11 +34,28 @@ from .tuning import tune
 
 
 def pool_folder(pool: RetrievalPool) -> str:
+    """The folder of a pool's run files: ``<dataset>-<pool>``.
+
+    Args:
+        pool: the pool.
+    """
     return f"{pool.dataset}-{pool.pool}"
 
 
 def first_stage(cfg: Pipeline, pool: RetrievalPool, run_dir: Path,
                 from_run_files: Path | None, progress: bool, evaluation: dict) -> list[StageRun]:
+    """The first-stage retrievers' lists on ``pool``: run (their run files written under
+    ``run_dir``), or read back from ``from_run_files``.
+
+    Args:
+        cfg: the pipeline.
+        pool: the pool.
+        run_dir: where the run files go.
+        from_run_files: the run folder of an earlier run to read the lists from; None: run the
+            retrievers.
+        progress: show progress bars.
+        evaluation: the ``eval`` settings (``ks``, ``doc_level``, ``memory_mb``).
+    """
     ks = tuple(evaluation["ks"])
     runs = []
     for stage in cfg.retrievers:
@@ -58,7 +75,14 @@ def first_stage(cfg: Pipeline, pool: RetrievalPool, run_dir: Path,
 
 
 def fuse(cfg: Pipeline, runs: list[StageRun], weights=None, rrf_k=None) -> list[tuple]:
-    """Per question: (candidate indices, fused scores) of the stage runs."""
+    """Per question: (candidate indices, fused scores) of the stage runs.
+
+    Args:
+        cfg: the pipeline (its ``fusion``).
+        runs: the first-stage runs, one per retriever.
+        weights: ``{retriever: weight}`` (``convex``).
+        rrf_k: the RRF constant (``rrf``).
+    """
     if cfg.fusion.method == "none":
         return runs[0].lists()
     per_question = list(zip(*(r.lists() for r in runs), strict=True))
@@ -74,7 +98,17 @@ def tune_fusion(cfg: Pipeline, run_dir: Path, from_run_files: Path | None,
     """Settings of the fusion: as configured, or tuned on the validation side of
     ``tuning.dataset``/``tuning.pool`` (the data module's 9:1 split). Also returns that
     validation pool and its fused lists (None when nothing is tuned), for the reranker's
-    weight."""
+    weight.
+
+    Args:
+        cfg: the pipeline.
+        run_dir: where the validation lists' run files go.
+        from_run_files: the run folder of an earlier run to read them from; None: run the
+            retrievers.
+        data_dir: the data folder; None: the default.
+        progress: show progress bars.
+        evaluation: the ``eval`` settings (``ks``, ``doc_level``, ``memory_mb``).
+    """
     fusion = cfg.fusion
     if not cfg.needs_tuning:
         return {"weights": fusion.weights, "rrf_k": fusion.rrf_k}, None, None
@@ -113,7 +147,18 @@ def _round(metrics: dict) -> dict:
 def evaluate_lists(name: str, pool: RetrievalPool, lists: list[tuple], run_file: Path | None,
                    *, doc_level: bool, memory_mb: float, ks, seconds: float) -> dict:
     """Rank per-question lists (ids, scores[, tiers]) under the pipeline's rule, write their
-    run file and its per-question records beside it, and return the stage's summary."""
+    run file and its per-question records beside it, and return the stage's summary.
+
+    Args:
+        name: the stage's name.
+        pool: the pool whose candidates the lists index.
+        lists: per question ``(ids, scores[, tiers])``.
+        run_file: the run file to write; None: none.
+        doc_level: also the gold documents' ranks.
+        memory_mb: the evaluator's memory budget, in MiB.
+        ks: the cut-offs of R@k.
+        seconds: the stage's time, for its summary.
+    """
     ranks, doc_ranks = rank_lists(pool, lists, doc_level=doc_level, memory_mb=memory_mb)
     metrics = metrics_from_ranks(ranks, ks)
     if doc_ranks is not None:

@@ -35,8 +35,18 @@ RUN_SUFFIX = ".run.jsonl"
 
 @dataclass
 class StageRun:
-    """One stage's lists: ``ids[q]`` candidate indices and ``scores[q]`` their scores, best
-    first, for question ``q`` of the pool."""
+    """One stage's lists for the questions of a pool.
+
+    Attributes:
+        name: the stage's name.
+        ids: per question ``q``, its list's candidate indices, best first.
+        scores: their scores.
+        metrics: the full ranking's metrics (empty when unknown).
+        seconds: the stage's time.
+        run_file: its run file; None: none written.
+        gold_ranks: per question, the full ranking's gold rank (from the records).
+        doc_ranks: per question, its gold document's rank; empty: none.
+    """
 
     name: str
     ids: list[np.ndarray]
@@ -100,7 +110,11 @@ class StageRun:
 
 
 def settings_file(run_file: str | Path) -> Path:
-    """``X.run.jsonl`` -> ``X.run.settings.json``."""
+    """``X.run.jsonl`` -> ``X.run.settings.json``.
+
+    Args:
+        run_file: the stage's run file.
+    """
     path = Path(run_file)
     return path.with_name(path.name.removesuffix(".jsonl") + ".settings.json")
 
@@ -108,7 +122,12 @@ def settings_file(run_file: str | Path) -> Path:
 def check_stage_file(run_file: Path, wanted: dict) -> str | None:
     """Refuse a stage's run file recorded under other settings than ``wanted``
     (:class:`~retrieval_qa.errors.SettingsMismatchError`); returns a note when it records
-    none (written by an earlier version: not checked), else None."""
+    none (written by an earlier version: not checked), else None.
+
+    Args:
+        run_file: the stage's run file.
+        wanted: the stage's settings in the pipeline given (its ``run_settings``).
+    """
     from ..errors import InputFileError, SettingsMismatchError
     from ..training.run_folder import describe, flat_differences
 
@@ -136,7 +155,19 @@ def retrieve(name: str, pool: RetrievalPool, scorer, top_k: int, *,
     """Rank the pool with ``scorer`` (the evaluator's rules), keep the top ``top_k`` of each
     question, write them to ``run_file`` (if given, with its per-question records beside it:
     ``X.run.jsonl`` -> ``X.run.questions.jsonl.gz``) and return them as a :class:`StageRun`
-    with the full ranking's metrics. ``seconds``: time already spent (indexing, encoding)."""
+    with the full ranking's metrics.
+
+    Args:
+        name: the stage's name.
+        pool: the pool.
+        scorer: the evaluator's scorer of the stage.
+        top_k: the candidates kept per question.
+        doc_level: also the gold documents' ranks.
+        memory_mb: the evaluator's memory budget, in MiB.
+        ks: the cut-offs of R@k.
+        run_file: the run file to write; None: none.
+        seconds: time already spent (indexing, encoding).
+    """
     start = time.perf_counter()
     doc_of = doc_index(pool)[0] if doc_level else None
     cand_ids = [c.id for c in pool.candidates]
@@ -166,7 +197,16 @@ def run_retriever(stage, pool: RetrievalPool, top_k: int, *,
                   run_file: str | Path | None = None, progress: bool = False,
                   **kwargs) -> StageRun:
     """A first-stage retriever (:mod:`.retrievers`) on ``pool``: its scorer's lists
-    (:func:`retrieve`), with its settings (its ``run_settings``) beside the run file."""
+    (:func:`retrieve`), with its settings (its ``run_settings``) beside the run file.
+
+    Args:
+        stage: the retriever (:mod:`.retrievers`).
+        pool: the pool.
+        top_k: the candidates kept per question.
+        run_file: the run file to write; None: none.
+        progress: show progress bars.
+        **kwargs: passed to :func:`retrieve` (``doc_level``, ``memory_mb``, ``ks``).
+    """
     start = time.perf_counter()
     scorer = stage.scorer(pool, progress)
     run = retrieve(stage.name, pool, scorer, top_k, run_file=run_file,

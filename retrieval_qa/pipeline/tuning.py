@@ -17,9 +17,17 @@ from .fusion import feature_matrix, simplex_grid
 def grid_mrr(per_question: Sequence[Sequence[tuple]], gold: Sequence[Sequence[int]],
              num_candidates: int, kind: str, settings: Sequence, normalization: str = "minmax"
              ) -> np.ndarray:
-    """MRR (%) of every setting: ``kind`` ``convex``: ``settings`` are weight vectors;
-    ``rrf``: RRF constants (equal weights). Ranks as :mod:`.ranking` gives them: average ties
-    among the fused candidates, every unfused candidate tied below them."""
+    """MRR (%) of every setting. Ranks as :mod:`.ranking` gives them: average ties
+    among the fused candidates, every unfused candidate tied below them.
+
+    Args:
+        per_question: per question, its lists ``(candidate indices, scores)``, one per retriever.
+        gold: per question, its gold candidate indices.
+        num_candidates: how many candidates the pool has.
+        kind: ``convex`` or ``rrf``.
+        settings: ``convex``: ``[G, R]`` weight vectors; ``rrf``: RRF constants (equal weights).
+        normalization: ``minmax`` or ``zscore`` (``convex``).
+    """
     total = np.zeros(len(settings))
     for lists, g in zip(per_question, gold, strict=True):
         if kind == "convex":
@@ -44,7 +52,18 @@ def grid_mrr(per_question: Sequence[Sequence[tuple]], gold: Sequence[Sequence[in
 def tune(per_question, gold, num_candidates: int, kind: str, *, names: Sequence[str],
          grid_step: float = 0.1, rrf_k_grid: Sequence[float] = (60,),
          normalization: str = "minmax") -> dict:
-    """The best setting on the validation lists and the MRR of every setting tried."""
+    """The best setting on the validation lists and the MRR of every setting tried.
+
+    Args:
+        per_question: per question, its lists ``(candidate indices, scores)``, one per retriever.
+        gold: per question, its gold candidate indices.
+        num_candidates: how many candidates the pool has.
+        kind: ``convex`` (weights on the simplex grid) or ``rrf`` (the constant).
+        names: the retrievers, in the lists' order.
+        grid_step: the step of the weight grid (``convex``).
+        rrf_k_grid: the RRF constants to try (``rrf``).
+        normalization: ``minmax`` or ``zscore`` (``convex``).
+    """
     if kind == "convex":
         grid = simplex_grid(len(names), grid_step)
         mrr = grid_mrr(per_question, gold, num_candidates, kind, grid, normalization)
