@@ -36,7 +36,11 @@ class TimeBudget(Budget):
     """A :class:`Budget` of ``minutes`` since this call's training started. (Lightning's
     ``max_time`` stops by ending the epoch; its checkpoint, written at that cut epoch's end,
     resumes inside the epoch through :class:`~.exact_resume.ExactResumeFitLoop`, but a budget
-    stops at a step and says so.) One process: the clock is not broadcast."""
+    stops at a step and says so.) One process: the clock is not broadcast.
+
+    Args:
+        minutes: the budget, in minutes of wall-clock time.
+    """
 
     def __init__(self, minutes: float) -> None:
         self.seconds = 60.0 * float(minutes)
@@ -52,7 +56,11 @@ class TimeBudget(Budget):
 class StepBudget(Budget):
     """A :class:`Budget` of optimizer steps: the training stops after step ``steps`` of its
     schedule (Lightning's ``max_steps`` would shorten the learning-rate schedule instead). A
-    time-capped training's weights are rebuilt with the step count its report names."""
+    time-capped training's weights are rebuilt with the step count its report names.
+
+    Args:
+        steps: the optimizer step after which the training stops.
+    """
 
     def __init__(self, steps: int) -> None:
         self.steps = int(steps)

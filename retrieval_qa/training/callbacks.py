@@ -38,14 +38,24 @@ def best_checkpoint(dirpath: str | Path, monitor: str, save_top_k: int
                     ) -> pl.callbacks.ModelCheckpoint:
     """The weights of the ``save_top_k`` best validations by ``monitor`` (higher is better),
     ``best-{epoch}-{step}.ckpt``: weights only (no optimiser or loop state), what picking the
-    best weights needs; the resumable ``last.ckpt`` is :class:`ResumableCheckpoints`'s."""
+    best weights needs; the resumable ``last.ckpt`` is :class:`ResumableCheckpoints`'s.
+
+    Args:
+        dirpath: the folder of the checkpoints (the run's ``checkpoints/``).
+        monitor: the validation metric (higher is better).
+        save_top_k: how many of the best to keep.
+    """
     return pl.callbacks.ModelCheckpoint(
         dirpath=dirpath, monitor=monitor, mode="max", save_top_k=save_top_k, save_last=False,
         save_weights_only=True, filename="best-{epoch}-{step}", enable_version_counter=False)
 
 
 def model_summary(max_depth: int) -> pl.callbacks.ModelSummary:
-    """The model's summary (on stderr) to ``max_depth`` levels of modules."""
+    """The model's summary (on stderr) to ``max_depth`` levels of modules.
+
+    Args:
+        max_depth: the levels of modules shown (0: none).
+    """
     return pl.callbacks.ModelSummary(max_depth=max_depth)
 
 

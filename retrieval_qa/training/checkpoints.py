@@ -38,7 +38,12 @@ def checkpoint_problem(path: str | Path, keys: tuple[str, ...] = RESUMABLE_KEYS)
     """What is wrong with the checkpoint file at ``path`` (None when it is whole): empty, not
     a zip archive (truncated or garbage), a member that fails its CRC check, unreadable by
     ``torch.load``, or without ``keys``. Reads the file once (the CRCs) and unpickles its
-    index only (the tensors are memory-mapped, not loaded)."""
+    index only (the tensors are memory-mapped, not loaded).
+
+    Args:
+        path: the checkpoint file.
+        keys: the top-level keys it must hold (default: those a resume needs).
+    """
     import torch
 
     path = Path(path)
@@ -87,7 +92,12 @@ def resumable_checkpoint(folder: str | Path, fix: str) -> tuple[Path | None, lis
     and loop state); None when the folder has none and none is damaged (no checkpoint, or
     weights only: the run starts from its beginning). Also returns the notes to print (each
     checkpoint passed over and why). A damaged one and none that can resume:
-    :class:`~retrieval_qa.errors.InputFileError` naming them all, with ``fix``."""
+    :class:`~retrieval_qa.errors.InputFileError` naming them all.
+
+    Args:
+        folder: the run's ``checkpoints/``.
+        fix: the error's fix.
+    """
     folder = Path(folder)
     passed: list[tuple[Path, str]] = []
     for path in _candidates(folder):
@@ -111,7 +121,14 @@ def resumable_checkpoint(folder: str | Path, fix: str) -> tuple[Path | None, lis
 def check_checkpoint(path: str | Path, what: str, fix: str,
                      keys: tuple[str, ...] = RESUMABLE_KEYS) -> Path:
     """``path`` when it is a whole checkpoint with ``keys``, else an
-    :class:`~retrieval_qa.errors.InputFileError` naming it (``what``: where it was given)."""
+    :class:`~retrieval_qa.errors.InputFileError` naming it.
+
+    Args:
+        path: the checkpoint file.
+        what: where it was given (e.g. ``resume=``).
+        fix: the error's fix.
+        keys: the top-level keys it must hold (default: those a resume needs).
+    """
     problem = checkpoint_problem(path, keys)
     if problem is not None:
         raise InputFileError(what, path, problem, fix)

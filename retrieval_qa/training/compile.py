@@ -28,7 +28,11 @@ BACKEND = "inductor"
 
 
 def token_encoders(module: nn.Module) -> list[nn.Module]:
-    """Each distinct ``token_encoder`` under ``module`` (shared towers: once)."""
+    """Each distinct ``token_encoder`` under ``module`` (shared towers: once).
+
+    Args:
+        module: the model.
+    """
     seen: dict[int, nn.Module] = {}
     for sub in module.modules():
         encoder = getattr(sub, "token_encoder", None)
@@ -38,7 +42,11 @@ def token_encoders(module: nn.Module) -> list[nn.Module]:
 
 
 def compile_mode(setting: bool | str) -> str:
-    """The mode that ``trainer.compile`` names (``true``: default); an error otherwise."""
+    """The mode that ``trainer.compile`` names (``true``: default); an error otherwise.
+
+    Args:
+        setting: ``trainer.compile``: True, or a mode of :data:`MODES`.
+    """
     mode = "default" if setting is True else str(setting)
     if mode not in MODES:
         raise ValueError(f"trainer.compile={setting!r}; expected false, true or one of {MODES}")
@@ -47,7 +55,12 @@ def compile_mode(setting: bool | str) -> str:
 
 def avoid_fp32_efficient_attention(precision: str, cuda: bool | None = None) -> bool:
     """Switch the memory-efficient SDPA backend off where compiled fp32 training on CUDA
-    would crash in its backward kernel (the module's docstring); True if it did."""
+    would crash in its backward kernel (the module's docstring); True if it did.
+
+    Args:
+        precision: the run's resolved ``trainer.precision``.
+        cuda: whether it trains on CUDA; None: ``torch.cuda.is_available()``.
+    """
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if str(precision) not in ("32", "32-true") or not cuda:
         return False
@@ -59,9 +72,13 @@ def avoid_fp32_efficient_attention(precision: str, cuda: bool | None = None) -> 
 
 
 def compile_encoders(module: nn.Module, setting: bool | str, precision: str) -> list[nn.Module]:
-    """Compile every token encoder of ``module`` in place; ``setting`` is ``true`` (the
-    default mode) or a mode of :data:`MODES`; ``precision`` is the run's resolved
-    ``trainer.precision``. Returns the compiled modules."""
+    """Compile every token encoder of ``module`` in place; returns the compiled modules.
+
+    Args:
+        module: the model.
+        setting: ``trainer.compile``: ``true`` (the default mode) or a mode of :data:`MODES`.
+        precision: the run's resolved ``trainer.precision``.
+    """
     mode = compile_mode(setting)
     avoid_fp32_efficient_attention(precision)
     import torch._dynamo

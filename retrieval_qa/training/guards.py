@@ -53,8 +53,13 @@ def _learning_rate(trainer: pl.Trainer, pl_module: pl.LightningModule) -> float 
 
 
 def lower_learning_rate_fix(setting: str, lr: float | None) -> str:
-    """The fix of a diverged run: ``setting`` (the learning rate's key) at a tenth of ``lr``,
-    and a clean folder for it (another setting is another run)."""
+    """The fix of a diverged run: the learning rate at a tenth, and a clean folder for it
+    (another setting is another run).
+
+    Args:
+        setting: the learning rate's key.
+        lr: its value; None: not known (the fix names only the key).
+    """
     now = f", {setting}={lr:g} now (e.g. {setting}={lr / 10:g})" if lr else f" ({setting})"
     return (f"a lower learning rate{now}, with resume=never or another output_dir: this folder "
             f"holds the diverged run")

@@ -24,7 +24,11 @@ WANDB_CONFIG_FILE = "rqa/config.yaml"
 
 
 def csv_logger(run_dir: Path):
-    """``RUN/logs/version_N/metrics.csv``."""
+    """``RUN/logs/version_N/metrics.csv``.
+
+    Args:
+        run_dir: the run folder.
+    """
     return CSVLogger(save_dir=str(run_dir), name="logs")
 
 
@@ -55,7 +59,11 @@ def wandb_logged_in() -> bool:
 def wandb_mode(mode: str | None) -> tuple[str, str]:
     """The mode of a wandb run and the reason: ``mode`` when set (``logger.mode``), else the
     ``WANDB_MODE`` environment variable when set, else online when the user is logged in
-    (:func:`wandb_logged_in`) and offline when not."""
+    (:func:`wandb_logged_in`) and offline when not.
+
+    Args:
+        mode: ``logger.mode`` (online, offline, disabled); None or empty: not set.
+    """
     if mode:
         return mode, "logger.mode"
     if os.environ.get("WANDB_MODE"):
@@ -67,7 +75,12 @@ def wandb_mode(mode: str | None) -> tuple[str, str]:
 
 class ConfigFileWandbLogger(WandbLogger):
     """Lightning's WandbLogger whose run, when it starts, holds the composed config among its
-    files (:data:`WANDB_CONFIG_FILE`, the run folder's ``config.yaml``)."""
+    files (:data:`WANDB_CONFIG_FILE`, the run folder's ``config.yaml``).
+
+    Args:
+        config_yaml: the composed config as YAML.
+        **kwargs: passed to ``WandbLogger``.
+    """
 
     def __init__(self, *, config_yaml: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -88,13 +101,22 @@ class ConfigFileWandbLogger(WandbLogger):
 
 def wandb_logger(run_dir: Path, run_name: str, config: DictConfig, project: str,
                  mode: str | None, group: str | None = None, csv_copy: bool = False):
-    """Weights & Biases in the mode of :func:`wandb_mode` (``mode``: online, offline,
-    disabled, or null to follow ``WANDB_MODE`` and the user's login), with the composed config
-    as the run's config and as its file ``rqa/config.yaml``; an offline run is in
-    ``RUN/wandb/offline-run-*`` (``wandb sync`` uploads it), as stderr says. With ``csv_copy``
-    the CSV file as well, so the run folder holds its curves without wandb's tools. ``group``
-    and ``csv_copy`` are absent from conf/logger/csv.yaml, which ``logger.name=wandb`` may turn
-    into this logger."""
+    """Weights & Biases in the mode of :func:`wandb_mode`, with the composed config as the
+    run's config and as its file ``rqa/config.yaml``; an offline run is in
+    ``RUN/wandb/offline-run-*`` (``wandb sync`` uploads it), as stderr says. ``group`` and
+    ``csv_copy`` are absent from conf/logger/csv.yaml, which ``logger.name=wandb`` may turn
+    into this logger.
+
+    Args:
+        run_dir: the run folder.
+        run_name: the wandb run's name.
+        config: the composed config.
+        project: the wandb project.
+        mode: online, offline, disabled, or None to follow ``WANDB_MODE`` and the user's login.
+        group: the wandb group; None: none.
+        csv_copy: the CSV logger as well, so the run folder holds its curves without wandb's
+            tools.
+    """
     mode, reason = wandb_mode(mode)
     if mode in ("offline", "dryrun") and rank_zero_only.rank == 0:
         runs = Path(run_dir) / "wandb" / "offline-run-*"

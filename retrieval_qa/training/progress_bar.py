@@ -13,15 +13,24 @@ from pytorch_lightning.callbacks.progress.tqdm_progress import convert_inf
 
 
 def on_gpu(accelerator: str) -> bool:
-    """Whether a Trainer with this ``accelerator`` runs on a CUDA device."""
+    """Whether a Trainer with this ``accelerator`` runs on a CUDA device.
+
+    Args:
+        accelerator: ``trainer.accelerator``.
+    """
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
 
 
 def progress_bar(enabled: bool, refresh_steps: int | str, accelerator: str
                  ) -> StderrProgressBar | None:
     """:class:`StderrProgressBar` refreshed (with its loss read-back) every ``refresh_steps``
-    steps (``auto``: 1 on a CPU, 25 on a GPU); None when not ``enabled``
-    (``trainer.enable_progress_bar``)."""
+    steps; None when not ``enabled``.
+
+    Args:
+        enabled: ``trainer.enable_progress_bar``.
+        refresh_steps: steps between refreshes; ``auto``: 1 on a CPU, 25 on a GPU.
+        accelerator: ``trainer.accelerator``.
+    """
     if not enabled:
         return None
     if refresh_steps == "auto":
@@ -33,7 +42,12 @@ def batches_to_run(trainer: pl.Trainer, done: int) -> int | float:
     """The training batches of the current epoch that will have run when it ends, ``done`` of
     them already: the epoch's, or fewer when ``max_steps`` ends the run inside it (optimizer
     steps of ``accumulate_grad_batches`` batches); ``inf`` for an epoch of unknown length
-    without ``max_steps``."""
+    without ``max_steps``.
+
+    Args:
+        trainer: the Trainer.
+        done: the batches of the epoch already run.
+    """
     total = trainer.num_training_batches
     if trainer.max_steps is not None and trainer.max_steps >= 0:
         left = (trainer.max_steps - trainer.global_step) * trainer.accumulate_grad_batches

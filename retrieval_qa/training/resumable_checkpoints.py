@@ -27,14 +27,22 @@ TMP = ".tmp"
 
 def validation_follows(trainer: pl.Trainer) -> bool:
     """Whether Lightning validates right after the training batch that just ended (the
-    epoch's last batch, a ``val_check_interval`` batch, ...): its own test."""
+    epoch's last batch, a ``val_check_interval`` batch, ...): its own test.
+
+    Args:
+        trainer: the Trainer.
+    """
     loop = trainer.fit_loop
     return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
 def epoch_ends_here(trainer: pl.Trainer) -> bool:
     """Whether the training epoch ends after the current batch (its last batch, ``max_steps``
-    reached, a stop requested): Lightning's own test."""
+    reached, a stop requested): Lightning's own test.
+
+    Args:
+        trainer: the Trainer.
+    """
     return bool(trainer.fit_loop.epoch_loop._is_training_done or trainer.should_stop)
 
 
@@ -72,7 +80,15 @@ class ResumableCheckpoints(pl.callbacks.Checkpoint):
     step holds the states still to be restored.
 
     The clock is read on process 0 every ``check_every`` steps and its decision broadcast, so
-    every process saves at the same step under DDP and no step waits on the host otherwise."""
+    every process saves at the same step under DDP and no step waits on the host otherwise.
+
+    Args:
+        dirpath: the folder of ``last.ckpt`` (the run's ``checkpoints/``).
+        every_n_steps: optimizer steps between checkpoints (0 or None: off).
+        every_minutes: minutes between checkpoints (0 or None: off).
+        weights_every_minutes: minutes between weights-only checkpoints (0 or None: off).
+        check_every: steps between readings of the clock (at least 1).
+    """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

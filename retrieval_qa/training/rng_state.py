@@ -29,7 +29,11 @@ def rng_states() -> dict:
 def set_rng_states(states: dict) -> None:
     """Restore what :func:`rng_states` returned. CUDA states: those of the devices that are
     visible (a checkpoint written with more GPUs than this process sees, or on a GPU and
-    resumed on a CPU, restores what it can and says so in a log line)."""
+    resumed on a CPU, restores what it can and says so in a log line).
+
+    Args:
+        states: what :func:`rng_states` returned.
+    """
     torch.set_rng_state(states["torch"])
     cuda = states["cuda"]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -33,13 +33,22 @@ log = logging.getLogger(__name__)
 
 
 def method_class(cfg: DictConfig):
-    """The method class that ``model._target_`` names (see :mod:`retrieval_qa.models.method`)."""
+    """The method class that ``model._target_`` names (see :mod:`retrieval_qa.models.method`).
+
+    Args:
+        cfg: the composed run config.
+    """
     return target_of(cfg.model, "model")
 
 
 def export_untrained(cfg: DictConfig, folder: str | Path) -> dict:
     """Export an experiment's model as initialised, before any training (the baseline of a
-    fine-tuning run: e.g. the pretrained checkpoint with its pooling)."""
+    fine-tuning run: e.g. the pretrained checkpoint with its pooling).
+
+    Args:
+        cfg: the composed run config.
+        folder: where the model is exported.
+    """
     pl.seed_everything(cfg.seed, workers=True)
     built = method_class(cfg).build(cfg)
     path = built.module.export(folder)
@@ -57,9 +66,14 @@ def _plain(value):
 
 
 def profile_settings(cfg: DictConfig, block: DictConfig | None) -> dict:
-    """The effective values of the settings the run's profile changes (its reductions: the
-    profile ``block`` its composition merged, :class:`~.compose.Composed`), and which of them
-    the command line overrode (profile value -> effective value)."""
+    """The effective values of the settings the run's profile changes (its reductions), and
+    which of them the command line overrode (profile value -> effective value).
+
+    Args:
+        cfg: the composed run config.
+        block: the profile block its composition merged (:class:`~.compose.Composed`); None:
+            none.
+    """
     if block is None:
         return {"settings": {}, "overridden": {}}
     flat: dict = {}
@@ -83,7 +97,12 @@ def command_line_settings(overrides: Sequence[str], profile_keys: Collection[str
     """The ``key=value`` settings of ``overrides`` that change what a run computes and that
     the description does not name otherwise: not the experiment, profile and seed (named
     beside it), not the profile's own keys (named with the profile's value), not the
-    settings of :data:`.run_folder.NEUTRAL_KEYS` (where the run is, how it is displayed)."""
+    settings of :data:`.run_folder.NEUTRAL_KEYS` (where the run is, how it is displayed).
+
+    Args:
+        overrides: the command line's ``key=value`` settings.
+        profile_keys: the keys the profile sets.
+    """
     named = {"experiment", "profile", "seed", *profile_keys}
     out = []
     for item in overrides:
@@ -176,9 +195,7 @@ def _log_look(cfg: DictConfig, overrides, report: dict, module, run_dir: Path) -
 def train(composed: Composed | DictConfig) -> dict:
     """Build the method that ``model._target_`` names, fit it (resuming from the run's last
     checkpoint), load the best checkpoint, export its inference artefact, test it with the
-    Trainer (the shared evaluator, ``conf/eval``) and write one report. ``composed``: what
-    :func:`~.compose.compose_traced` gives (the report lists the profile's settings); a bare
-    config (built by hand) reports none.
+    Trainer (the shared evaluator, ``conf/eval``) and write one report.
 
     The run folder is checked first, before anything is built or written
     (:mod:`.run_folder`): a run of other settings there is refused, a finished run of the
@@ -186,7 +203,12 @@ def train(composed: Composed | DictConfig) -> dict:
     its newest whole checkpoint; ``resume=never`` starts the folder over. One command at a
     time writes a run folder: another ``rqa train`` writing it is refused
     (:class:`~.writer_lock.WriterLock`). A run that trains no step or diverges is refused
-    (:mod:`.guards`) and writes no report."""
+    (:mod:`.guards`) and writes no report.
+
+    Args:
+        composed: what :func:`~.compose.compose_traced` gives (the report lists the profile's
+            settings), or a bare config (built by hand: the report lists none).
+    """
     cfg = composed.cfg if isinstance(composed, Composed) else composed
     # process 0 writes the folder (under DDP the other processes run this function too)
     lock = WriterLock(run_folder.run_dir(cfg)) if rank_zero_only.rank == 0 \

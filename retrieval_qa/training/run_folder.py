@@ -99,11 +99,20 @@ _ABSENT = object()
 
 
 def run_dir(cfg: DictConfig) -> Path:
-    """``<output_dir>/<experiment>/<profile>-seed<seed>``."""
+    """``<output_dir>/<experiment>/<profile>-seed<seed>``.
+
+    Args:
+        cfg: the composed run config.
+    """
     return Path(cfg.output_dir) / cfg.experiment / f"{cfg.profile}-seed{cfg.seed}"
 
 
 def is_neutral(key: str) -> bool:
+    """Whether ``key`` is one of :data:`NEUTRAL_KEYS` or under one.
+
+    Args:
+        key: a dotted config key.
+    """
     return any(key == k or key.startswith(k + ".") for k in NEUTRAL_KEYS)
 
 
@@ -147,7 +156,12 @@ def _containers(old: DictConfig, new: DictConfig) -> tuple[dict, dict]:
 
 def flat_differences(old: dict, new: dict) -> dict[str, tuple]:
     """``{dotted key: (old value, new value)}`` of every leaf of two nested dicts that differs
-    (a side without the key has :data:`_ABSENT`, shown as "(not set)" by :func:`describe`)."""
+    (a side without the key has :data:`_ABSENT`, shown as "(not set)" by :func:`describe`).
+
+    Args:
+        old: the recorded settings (nested dicts).
+        new: this command's.
+    """
     a, b = _flat(old), _flat(new)
     return {key: (a.get(key, _ABSENT), b.get(key, _ABSENT))
             for key in [*b, *(k for k in a if k not in b)]
@@ -157,7 +171,12 @@ def flat_differences(old: dict, new: dict) -> dict[str, tuple]:
 def differences(old: DictConfig, new: DictConfig) -> dict[str, tuple]:
     """:func:`flat_differences` of two run configs (resolved), the keys of
     :data:`NEUTRAL_KEYS` left out, and those of :data:`DERIVED_KEYS` that ``new`` leaves
-    null."""
+    null.
+
+    Args:
+        old: the recorded run config.
+        new: this command's.
+    """
     return {key: (va, vb) for key, (va, vb) in flat_differences(*_containers(old, new)).items()
             if not is_neutral(key) and not (vb is None and _is_derived(key))}
 
@@ -167,14 +186,24 @@ def _show(value) -> str:
 
 
 def describe(diffs: dict[str, tuple], limit: int = 12) -> str:
-    """``key: old -> new; ...`` (the first ``limit``, then how many more)."""
+    """``key: old -> new; ...`` (the first ``limit``, then how many more).
+
+    Args:
+        diffs: ``{key: (old, new)}``.
+        limit: how many to show.
+    """
     shown = [f"{k}: {_show(a)} -> {_show(b)}" for k, (a, b) in list(diffs.items())[:limit]]
     more = len(diffs) - limit
     return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
 def read_config(path: Path, fix: str) -> DictConfig:
-    """A run's ``config.yaml``; :class:`InputFileError` naming it when it is not a config."""
+    """A run's ``config.yaml``; :class:`InputFileError` naming it when it is not a config.
+
+    Args:
+        path: the ``config.yaml``.
+        fix: the error's fix.
+    """
     try:
         cfg = OmegaConf.load(path)
     except Exception as e:  # noqa: BLE001 - a damaged YAML file, whatever the parser raises
@@ -187,15 +216,25 @@ def read_config(path: Path, fix: str) -> DictConfig:
 
 def holds_run(folder: Path) -> bool:
     """Whether a run of ``rqa train`` left a result or a checkpoint (a weights-only one too)
-    in ``folder``."""
+    in ``folder``.
+
+    Args:
+        folder: the run folder.
+    """
     return (folder / RESULT).is_file() or any((folder / "checkpoints").glob("*.ckpt"))
 
 
 def finished(cfg: DictConfig, folder: Path | None = None, fix: str = "") -> bool:
     """Whether ``cfg``'s run folder holds a finished run of these settings (True: reuse it)
     or no run or an unfinished one of them (False: run, resuming); a run of other settings is
-    a :class:`SettingsMismatchError` with ``fix`` (default: ``rqa train``'s). Reads only
-    ``result.json``'s presence and ``config.yaml`` (no checkpoint is opened)."""
+    a :class:`SettingsMismatchError`. Reads only ``result.json``'s presence and
+    ``config.yaml`` (no checkpoint is opened).
+
+    Args:
+        cfg: the composed run config.
+        folder: the run folder; None: :func:`run_dir`.
+        fix: the error's fix; "": ``rqa train``'s.
+    """
     folder = run_dir(cfg) if folder is None else Path(folder)
     if not holds_run(folder):
         return False
@@ -209,13 +248,23 @@ def finished(cfg: DictConfig, folder: Path | None = None, fix: str = "") -> bool
 def untrained(report: dict) -> bool:
     """Whether a run's report is that of a run that trained 0 steps (written by versions of
     the suite before such runs were refused: :func:`~.guards.check_trained`): not a result,
-    never reused; the run trains again."""
+    never reused; the run trains again.
+
+    Args:
+        report: the run's ``result.json``.
+    """
     return report.get("global_steps") == 0
 
 
 def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
     """Refuse (:class:`SettingsMismatchError`) when the run in ``folder`` was started with
-    other settings than ``cfg``, or when its ``config.yaml`` is missing or unreadable."""
+    other settings than ``cfg``, or when its ``config.yaml`` is missing or unreadable.
+
+    Args:
+        cfg: the composed run config.
+        folder: the run folder.
+        fix: the error's fix.
+    """
     path = folder / CONFIG
     if not path.is_file():
         raise InputFileError("run folder", folder, f"holds a run but no {CONFIG}: its "
@@ -233,8 +282,14 @@ def require_same(cfg: DictConfig, folder: Path, fix: str) -> None:
 
 @dataclass
 class RunFolder:
-    """What :func:`inspect` found: ``state`` new | resume | finished | start over, the
-    checkpoint to resume from, and notes for stderr (checkpoints passed over)."""
+    """What :func:`inspect` found.
+
+    Attributes:
+        path: the run folder.
+        state: ``new``, ``resume``, ``finished`` or ``start over``.
+        checkpoint: the checkpoint to resume from; None: none.
+        notes: notes for stderr (checkpoints passed over).
+    """
 
     path: Path
     state: str
@@ -264,9 +319,14 @@ def _leftovers(folder: Path) -> list[Path]:
 
 def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
     """What ``cfg`` may do with its run folder (see the module docstring); reads only.
-    ``resume``: ``never`` starts over; ``auto`` resumes or reuses a run of the same settings;
-    a checkpoint path resumes from it when it is whole and its run (the folder above its
-    ``checkpoints/``, when it has a config.yaml) and this folder's have the same settings."""
+
+    Args:
+        cfg: the composed run config; its ``resume``: ``never`` starts over; ``auto`` resumes
+            or reuses a run of the same settings; a checkpoint path resumes from it when it is
+            whole and its run (the folder above its ``checkpoints/``, when it has a
+            config.yaml) and this folder's have the same settings.
+        folder: the run folder; None: :func:`run_dir`.
+    """
     folder = run_dir(cfg) if folder is None else Path(folder)
     resume = str(cfg.resume)
     if resume == "never":
@@ -293,11 +353,17 @@ def inspect(cfg: DictConfig, folder: Path | None = None) -> RunFolder:
 def resume_point(checkpoints: Path, settings: DictConfig, resume: str, fix: str
                  ) -> tuple[Path | None, list[str]]:
     """The rule above for a training outside ``rqa train`` (:mod:`retrieval_qa.classifiers`),
-    whose ``checkpoints`` folder holds its checkpoints and the ``settings`` they belong to
-    (``config.yaml``). ``resume``: ``auto``: the newest whole checkpoint of a run of the same
-    settings, None when there is none; other settings are a :class:`SettingsMismatchError`
-    with ``fix``, nothing written; ``never``: the folder's files are removed first. Writes
-    ``settings`` there; returns the checkpoint and the notes for stderr."""
+    writing ``settings`` beside its checkpoints; returns the checkpoint and the notes for
+    stderr.
+
+    Args:
+        checkpoints: the folder of its checkpoints and their ``config.yaml``.
+        settings: the settings the checkpoints belong to.
+        resume: ``auto``: the newest whole checkpoint of a run of the same settings, None when
+            there is none (other settings: a :class:`SettingsMismatchError`, nothing written);
+            ``never``: the folder's files are removed first.
+        fix: the error's fix.
+    """
     checkpoints, notes = Path(checkpoints), []
     if resume not in ("auto", "never"):
         raise ValueError(f"resume={resume!r}; expected auto or never")

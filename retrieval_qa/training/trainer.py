@@ -75,7 +75,11 @@ def silence_third_party_noise() -> None:
 
 
 def resolve_precision(trainer_cfg: Mapping[str, Any]) -> str:
-    """``precision: auto``: bf16-mixed on a GPU that supports bf16, else 32."""
+    """``precision: auto``: bf16-mixed on a GPU that supports bf16, else 32.
+
+    Args:
+        trainer_cfg: the ``trainer`` block (its ``precision``, ``accelerator``).
+    """
     precision = str(trainer_cfg["precision"])
     if precision != "auto":
         return precision
@@ -84,7 +88,12 @@ def resolve_precision(trainer_cfg: Mapping[str, Any]) -> str:
 
 
 def build_logger(cfg: DictConfig, run_dir: Path):
-    """The ``logger`` block's logger (:mod:`.loggers`; conf/logger: csv, wandb or none)."""
+    """The ``logger`` block's logger (:mod:`.loggers`; conf/logger: csv, wandb or none).
+
+    Args:
+        cfg: the composed run config.
+        run_dir: the run folder.
+    """
     return instantiate(cfg.logger, "logger", "logger", run_dir=run_dir,
                        run_name=f"{cfg.experiment}-{cfg.profile}-seed{cfg.seed}", config=cfg)
 
@@ -92,9 +101,13 @@ def build_logger(cfg: DictConfig, run_dir: Path):
 def build_callbacks(cfg: DictConfig, run_dir: Path | None) -> list[pl.Callback]:
     """One callback per block of ``trainer.callbacks``, in order (:mod:`.callbacks`: best
     checkpoints, the resumable ``last.ckpt``, validation at the last step of a run that
-    ``max_steps`` ends inside the first epoch, model summary and progress bar on stderr);
-    ``dirpath``: ``run_dir/checkpoints``. Without a ``run_dir``, no block that writes
-    checkpoints may be on."""
+    ``max_steps`` ends inside the first epoch, model summary and progress bar on stderr).
+
+    Args:
+        cfg: the composed run config.
+        run_dir: the run folder (checkpoints go to ``run_dir/checkpoints``); None: no block that
+            writes checkpoints may be on.
+    """
     dirpath = None if run_dir is None else Path(run_dir) / "checkpoints"
     built = (instantiate(block, f"trainer.callbacks.{name}", dirpath=dirpath)
              for name, block in cfg.trainer.callbacks.items() if block is not None)
@@ -104,7 +117,12 @@ def build_callbacks(cfg: DictConfig, run_dir: Path | None) -> list[pl.Callback]:
 def trainer_config(name: str, **settings) -> DictConfig:
     """``{"trainer": conf/trainer/<name>.yaml}`` with ``settings`` (its keys, or other
     ``pl.Trainer`` arguments such as ``max_time``) over it: the config of a training outside
-    ``rqa train`` for :func:`build_trainer`."""
+    ``rqa train`` for :func:`build_trainer`.
+
+    Args:
+        name: the file of conf/trainer.
+        **settings: its keys, or other ``pl.Trainer`` arguments such as ``max_time``.
+    """
     cfg = OmegaConf.create({"trainer": load_group("trainer", name)})
     for key, value in settings.items():
         OmegaConf.update(cfg, f"trainer.{key}", value, force_add=True)
@@ -113,11 +131,17 @@ def trainer_config(name: str, **settings) -> DictConfig:
 
 def build_trainer(cfg: DictConfig, run_dir: Path | None,
                   callbacks: Sequence[pl.Callback] = ()) -> pl.Trainer:
-    """The Trainer of ``cfg.trainer`` (see the module docstring) with ``callbacks`` (a
-    training's own, e.g. a loss recorder: before the checkpoints, which save their state),
+    """The Trainer of ``cfg.trainer`` (see the module docstring) with ``callbacks``,
     those of ``cfg.trainer.callbacks`` and the logger of ``cfg.logger`` (none without that
-    block); ``run_dir``: the run's folder (its ``checkpoints/``, logs), None for a training
-    that keeps no files."""
+    block).
+
+    Args:
+        cfg: the config (its ``trainer`` and ``logger`` blocks).
+        run_dir: the run's folder (its ``checkpoints/``, logs); None: a training that keeps no
+            files.
+        callbacks: a training's own (e.g. a loss recorder), placed before the checkpoints,
+            which save their state.
+    """
     silence_third_party_noise()
     t = OmegaConf.to_container(cfg.trainer, resolve=True)
     args = {k: v for k, v in t.items() if k not in RUNNER_KEYS}
@@ -142,7 +166,14 @@ def fit(trainer: pl.Trainer, module: pl.LightningModule, ckpt_path: str | Path |
     Trainer's :class:`~.resumable_checkpoints.ResumableCheckpoints` from the start (a signal
     before the first step stops at that step): a signal stops the fit with
     :class:`~retrieval_qa.errors.RunInterrupted` once ``last.ckpt`` is saved. Without that
-    callback, a plain fit."""
+    callback, a plain fit.
+
+    Args:
+        trainer: the Trainer.
+        module: the LightningModule.
+        ckpt_path: the checkpoint to resume from; None: the start.
+        **data: the data (``datamodule=`` or the loaders), passed to ``trainer.fit``.
+    """
     stopper = next((c for c in trainer.callbacks if isinstance(c, ResumableCheckpoints)), None)
     if stopper is None:
         trainer.fit(module, ckpt_path=ckpt_path, **data)

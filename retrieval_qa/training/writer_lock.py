@@ -16,7 +16,12 @@ LOCK = "rqa-train.lock"
 
 
 class RunFolderInUse(UsageError):
-    """A run folder that another ``rqa train`` process is writing (:class:`WriterLock`)."""
+    """A run folder that another ``rqa train`` process is writing (:class:`WriterLock`).
+
+    Args:
+        folder: the run folder.
+        holder: the process that writes it, in words.
+    """
 
     def __init__(self, folder: Path, holder: str) -> None:
         self.folder, self.holder = str(folder), holder
