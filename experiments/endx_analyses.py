@@ -18,7 +18,9 @@ Plan (each step is skipped when it is finished, so an interrupted run resumes):
    An analysis is finished when its output JSON exists and ``commands.json`` records the same
    command (``--force`` reruns analyses, never finished training).
 
-Every command, its wall time and exit status go to ``<results-dir>/commands.{json,md}``.
+The steps run on the one runner (retrieval_qa/sweeps/runner.py: finished steps skipped, a
+step whose input failed passed over). Every command, its wall time and exit status go to
+``<results-dir>/commands.{json,md}``.
 Tables give mean ± sample std over seeds. Expect hours on 2 CPU cores (the BERT-family runs
 and BERTQA dominate); ``--dry-run`` prints the plan with each step's status and runs nothing.
 
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from retrieval_qa.analysis.ablation import GAM_TERMS, TERM_LABELS  # noqa: E402
 from retrieval_qa.config import load_yaml, model_defaults  # noqa: E402
 from retrieval_qa.errors import UsageError  # noqa: E402
 from retrieval_qa.portable_paths import portable  # noqa: E402
+from retrieval_qa.sweeps import runner  # noqa: E402
+from retrieval_qa.sweeps.runner import run_steps  # noqa: E402
 
 FAMILIES = {  # family -> ((experiment, display name) of the dual encoder, of ENDX)
     "gru": (("dual_gru", "Dual-GRUs"), ("endx_gru", "ENDX-GRUs")),
@@ -232,10 +235,45 @@ def is_done(step: Step, log: dict, force: bool) -> bool:
         and rec.get("status") == "ok"
 
 
-def run_step(step: Step) -> tuple[int, float]:
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "retrieval_qa.cli", *step.args], cwd=ROOT)
-    return proc.returncode, round(time.perf_counter() - start, 1)
+class AnalysisStep(runner.Step):
+    """A step of the plan on the one runner (retrieval_qa/sweeps/runner.py): skipped when
+    done, passed over while a step it needs is not, its record in commands.json."""
+
+    def __init__(self, step: Step, status: dict, res: Path, ran: list, failed: list,
+                 blocked: list) -> None:
+        self.step, self.status, self.res = step, status, res
+        self.ran, self.failed, self.blocked = ran, failed, blocked
+        self.name = step.key
+
+    def done(self) -> bool:
+        s = self.step
+        if s.kind == "train" and train_finished(s):
+            self.status[s.key] = "done"  # also when a queue beside this one finished it
+        return self.status[s.key] == "done"
+
+    def ready(self) -> str | None:
+        missing = [n for n in self.step.needs if self.status.get(n) != "done"]
+        if not missing:
+            return None
+        self.blocked.append({"key": self.step.key, "waiting_for": missing})
+        print(f"skip {self.step.key}: waiting for {missing}", file=sys.stderr)
+        return f"waiting for {missing}"
+
+    def start(self) -> runner.Process:
+        print(f"$ {self.step.command()}", file=sys.stderr, flush=True)
+        return runner.Process([runner.Action([sys.executable, "-m", "retrieval_qa.cli",
+                                              *self.step.args])],
+                              cwd=ROOT, stdout="inherit", new_session=False)
+
+    def end(self, job: runner.Process, record: runner.Record) -> None:
+        s = self.step
+        ok = job.code == 0 and (ROOT / s.output).is_file()
+        _write_log(self.res, {s.key: {"command": s.command(),
+                                      "status": "ok" if ok else f"failed ({job.code})",
+                                      "seconds": record.seconds,
+                                      "finished": time.strftime("%Y-%m-%d %H:%M:%S")}})
+        self.status[s.key] = "done" if ok else "failed"
+        (self.ran if ok else self.failed).append(s.key)
 
 
 def parse_args(argv=None):
@@ -315,25 +353,7 @@ def main(argv=None) -> int:
         _write_log(res, found)
     start = time.perf_counter()
     ran, failed, blocked = [], [], []
-    for s in selected:
-        if s.kind == "train" and train_finished(s):
-            status[s.key] = "done"  # also when a queue beside this one finished it meanwhile
-        if status[s.key] == "done":
-            continue
-        missing = [n for n in s.needs if status.get(n) != "done"]
-        if missing:
-            blocked.append({"key": s.key, "waiting_for": missing})
-            print(f"skip {s.key}: waiting for {missing}", file=sys.stderr)
-            continue
-        print(f"$ {s.command()}", file=sys.stderr, flush=True)
-        code, seconds = run_step(s)
-        ok = code == 0 and (ROOT / s.output).is_file()
-        _write_log(res, {s.key: {"command": s.command(),
-                                 "status": "ok" if ok else f"failed ({code})",
-                                 "seconds": seconds,
-                                 "finished": time.strftime("%Y-%m-%d %H:%M:%S")}})
-        status[s.key] = "done" if ok else "failed"
-        (ran if ok else failed).append(s.key)
+    run_steps([AnalysisStep(s, status, res, ran, failed, blocked) for s in selected])
     print(json.dumps({"ran": ran, "failed": failed, "blocked": blocked,
                       "results_dir": portable(str(res)),
                       "commands": portable(str(res / "commands.md")),

@@ -109,12 +109,13 @@ class Process:
     """A step's actions one after another, each command a subprocess (in its own session
     with ``new_session``, so that SIGKILL ends its workers too). ``log``: each command's
     stderr is appended there (None: this process's); ``stdout``: the file of the command
-    numbered N (counting every action), or None for no stdout; ``note``: a line for the log.
+    numbered N (counting every action), ``"inherit"`` for this process's, or None for no
+    stdout; ``note``: a line for the log.
     """
 
     def __init__(self, actions: Iterable[Action], *, cwd: Path | None = None,
                  env: dict | None = None, log: Path | None = None,
-                 stdout: Callable[[int], Path] | None = None, new_session: bool = True,
+                 stdout: Callable[[int], Path] | str | None = None, new_session: bool = True,
                  note: Callable[[str], None] | None = None) -> None:
         self.actions = list(actions)
         self.cwd, self.env, self.log, self.stdout_of = cwd, env, log, stdout
@@ -151,15 +152,15 @@ class Process:
                 continue
             self.commands.append(action.text())
             self.note(f"running: {self.commands[-1]}")
-            if self.stdout_of is not None:
+            if callable(self.stdout_of):
                 path = self.stdout_of(len(self.commands))
                 self.outputs.append(path)
                 self._stdout = open(path, "w+")
+            out = self._stdout or (None if self.stdout_of == "inherit" else subprocess.DEVNULL)
             with open(self.log, "a") if self.log is not None else contextlib.nullcontext() \
                     as log:
-                self.proc = popen(action.argv, cwd=self.cwd, env=self.env,
-                                  stdout=self._stdout or subprocess.DEVNULL, stderr=log,
-                                  start_new_session=self.new_session)
+                self.proc = popen(action.argv, cwd=self.cwd, env=self.env, stdout=out,
+                                  stderr=log, start_new_session=self.new_session)
             return
 
     def poll(self) -> bool:

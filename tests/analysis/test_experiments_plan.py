@@ -20,7 +20,7 @@ def script(monkeypatch):
     def refuse(*a, **kw):
         raise AssertionError("the dry run must not run anything")
 
-    monkeypatch.setattr(module.subprocess, "run", refuse)
+    monkeypatch.setattr(module, "run_steps", refuse)  # the one runner: nothing starts
     return module
 
 
