@@ -22,6 +22,11 @@ CACHE_FORMAT = "rqa-pool-cache/2"
 
 
 def cache_root(configured: str | Path | None = None) -> Path:
+    """The cache folder: ``configured``, else $RQA_CACHE_DIR, else ``~/.cache/retrieval_qa``.
+
+    Args:
+        configured: the folder a caller was given; None: the environment or the default.
+    """
     return Path(configured or os.environ.get("RQA_CACHE_DIR")
                 or Path.home() / ".cache" / "retrieval_qa").expanduser()
 
@@ -43,9 +48,16 @@ def _read(path: Path, columns: tuple[str, ...]) -> dict[str, list]:
 
 
 def save_pool(pool: RetrievalPool, notes: dict, folder: Path) -> None:
-    """Write atomically: a crash mid-write never leaves a half cache behind. A plain file
-    where the cache folder goes is a damaged entry of the suite's own cache (reported when
-    it was read): it is removed, so the folder can take its place."""
+    """Write a pool and its build notes to its cache folder, atomically: a crash mid-write
+    never leaves a half cache behind. A plain file where the cache folder goes is a damaged
+    entry of the suite's own cache (reported when it was read): it is removed, so the folder
+    can take its place.
+
+    Args:
+        pool: the pool.
+        notes: its build notes.
+        folder: the cache folder.
+    """
     if folder.is_file() and not folder.is_symlink():
         folder.unlink()
     with atomic_dir(folder) as tmp:
@@ -78,7 +90,11 @@ def _save(pool: RetrievalPool, notes: dict, tmp: Path) -> None:
 
 def load_cached_pool(folder: Path) -> tuple[RetrievalPool, dict] | None:
     """The cached pool and its build notes; None when ``folder`` does not exist (never
-    written); :class:`~retrieval_qa.written.Damaged` when it cannot be read back."""
+    written); :class:`~retrieval_qa.written.Damaged` when it cannot be read back.
+
+    Args:
+        folder: the cache folder.
+    """
     if not os.path.lexists(folder):
         return None
     check(folder.is_dir(), folder, "not a folder")

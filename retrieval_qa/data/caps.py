@@ -10,7 +10,13 @@ from .types import QAPair, RetrievalPool
 
 
 def cap_pairs(pairs: list[QAPair], cap: int | None, seed: int) -> list[QAPair]:
-    """A deterministic subset of ``cap`` pairs (original order kept), or all when uncapped."""
+    """A deterministic subset of ``cap`` pairs (original order kept), or all when uncapped.
+
+    Args:
+        pairs: the training pairs.
+        cap: how many to keep; None: all.
+        seed: the sample's seed.
+    """
     if cap is None or cap >= len(pairs):
         return pairs
     keep = sorted(random.Random(seed).sample(range(len(pairs)), cap))
@@ -20,7 +26,13 @@ def cap_pairs(pairs: list[QAPair], cap: int | None, seed: int) -> list[QAPair]:
 def cap_questions(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
     """The pool restricted to a deterministic subset of ``cap`` questions and to the sentences
     of the paragraphs that hold their answers (a smaller retrieval problem of the same kind,
-    cheap enough to evaluate every epoch on a CPU); gold is recomputed on that candidate set."""
+    cheap enough to evaluate every epoch on a CPU); gold is recomputed on that candidate set.
+
+    Args:
+        pool: the pool.
+        cap: how many questions to keep; None: all.
+        seed: the sample's seed.
+    """
     if cap is None or cap >= len(pool.questions):
         return pool
     keys = pool.question_keys  # strings (ReQA) or qids (MultiReQA): duplicates stay apart

@@ -34,7 +34,14 @@ def token_lengths(tokenizer, texts: Sequence[str], max_length: int,
     """Tokens each text will take in a batch (special tokens included, capped at
     ``max_length``): the key for length-sorted batches, which waste far less padding than a
     sort by characters (word-piece counts vary a lot among sentences of equal length).
-    Frozen features have no tokens: every length is 1."""
+    Frozen features have no tokens: every length is 1.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or a :class:`~.features.FeatureTable`.
+        texts: the texts.
+        max_length: the cap, in tokens.
+        contexts: a second segment per text (its paragraph); None: none.
+    """
     if isinstance(tokenizer, FeatureTable):
         return [1] * len(texts)
     ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
@@ -50,7 +57,12 @@ def first_copies(texts: Sequence[str], contexts: Sequence[str] | None = None) ->
     same encoder input, so its embedding must be the same one. Encoded apart (another batch,
     another process), copies differ in the last bits and their scores no longer tie; the
     protocol's average rank of tied candidates (the same sentence in two paragraphs) would
-    then depend on how the pool was batched."""
+    then depend on how the pool was batched.
+
+    Args:
+        texts: the inputs' texts.
+        contexts: their second segments; None: none.
+    """
     keys = zip(texts, contexts, strict=True) if contexts is not None else texts
     first: dict = {}
     return [first.setdefault(key, i) for i, key in enumerate(keys)]
@@ -58,10 +70,16 @@ def first_copies(texts: Sequence[str], contexts: Sequence[str] | None = None) ->
 
 def encode_texts(tokenizer, texts: list[str], max_length: int,
                  contexts: list[str] | None = None) -> dict[str, torch.Tensor]:
-    """Tokenise ``texts`` (and, when given, ``contexts`` as second segments, truncating only
-    them) padded to the batch's longest. Returns ``{key: LongTensor[B, L]}`` with L <=
-    max_length. With a :class:`~.features.FeatureTable` in place of the tokenizer (frozen
-    features): ``{"features": FloatTensor[B, D]}``."""
+    """Tokenise ``texts`` (and ``contexts``) padded to the batch's longest. Returns
+    ``{key: LongTensor[B, L]}`` with L <= max_length. With a :class:`~.features.FeatureTable`
+    in place of the tokenizer (frozen features): ``{"features": FloatTensor[B, D]}``.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or a :class:`~.features.FeatureTable`.
+        texts: the texts.
+        max_length: the cap, in tokens.
+        contexts: second segments (only they are truncated); None: none.
+    """
     if isinstance(tokenizer, FeatureTable):
         return tokenizer.lookup(texts, contexts)
     if contexts is None:
@@ -87,6 +105,15 @@ class PairCollator:
     With ``tokens`` (the :class:`~.tokenized.TokenizedTexts` of the questions and of the
     answers, row ``i`` = pair ``i``, the item's index) no text is tokenised here: rows are cut
     from the ids, padded to the longest or to a multiple of ``pad_to_multiple_of``.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or a :class:`~.features.FeatureTable`.
+        max_question_length: the question side's cap, in tokens.
+        max_answer_length: the answer side's cap (sentence + context), in tokens.
+        answer_with_context: the answer's paragraph as its second segment.
+        tokens: the pretokenised questions and answers; None: tokenise here.
+        pad_to_multiple_of: with ``tokens``, pad each side's length to a multiple of it; None:
+            to the longest.
     """
 
     def __init__(self, tokenizer, max_question_length: int, max_answer_length: int,
@@ -137,6 +164,15 @@ class TextCollator:
     ``pool.candidates`` so shards can be reassembled. With ``tokens`` (the
     :class:`~.tokenized.TokenizedTexts` of the whole list the indices point into) rows are
     cut from the ids instead of tokenising.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer, or a :class:`~.features.FeatureTable`.
+        max_length: the cap, in tokens.
+        side: ``question`` or ``answer``.
+        with_context: the candidate's paragraph as its second segment (answer side only).
+        tokens: the pretokenised texts; None: tokenise here.
+        pad_to_multiple_of: with ``tokens``, pad the length to a multiple of it; None: to the
+            longest.
     """
 
     def __init__(self, tokenizer, max_length: int, side: str = "question",

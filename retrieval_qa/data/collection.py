@@ -62,7 +62,11 @@ def collection_folder(dataset: str) -> Path | None:
 
 def dataset_name(folder: str | Path) -> str:
     """The name a collection's pool carries (``collection:<folder name>``): what its outputs,
-    records and the ledger show (a file name part: no path)."""
+    records and the ledger show (a file name part: no path).
+
+    Args:
+        folder: the collection's folder.
+    """
     return PREFIX + (Path(folder).resolve().name or "collection")
 
 

@@ -27,7 +27,14 @@ QRELS_FIX = ("one judgement a line: query-id<TAB>corpus-id<TAB>score, under the 
 
 @dataclass
 class Judgement:
-    """One line of a qrels file: a query, a candidate and the relevance (> 0: relevant)."""
+    """One line of a qrels file: a query, a candidate and the relevance (> 0: relevant).
+
+    Attributes:
+        query: the query id.
+        candidate: the corpus id.
+        relevance: the score (> 0: relevant).
+        line: its line in the file.
+    """
 
     query: str
     candidate: str

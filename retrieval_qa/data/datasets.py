@@ -11,7 +11,12 @@ from .types import QAPair
 
 
 class PairDataset(Dataset):
-    """Training pairs as items ``(index, QAPair)`` or, with weights, ``(index, QAPair, w)``."""
+    """Training pairs as items ``(index, QAPair)`` or, with weights, ``(index, QAPair, w)``.
+
+    Args:
+        pairs: the training pairs.
+        weights: one per pair; None: no weights in the items.
+    """
 
     def __init__(self, pairs: Sequence[QAPair], weights: Sequence[float] | None = None) -> None:
         if weights is not None and len(weights) != len(pairs):
@@ -30,7 +35,13 @@ class PairDataset(Dataset):
 
 class IndexedDataset(Dataset):
     """Items ``(index, value)`` for the listed indices of ``values`` (one shard, in order), or
-    ``(index, value, label)`` with ``labels`` aligned with ``values``."""
+    ``(index, value, label)`` with ``labels`` aligned with ``values``.
+
+    Args:
+        values: the values (questions or candidates).
+        indices: the indices of this shard, in order.
+        labels: aligned with ``values``; None: no labels in the items.
+    """
 
     def __init__(self, values: Sequence, indices: Sequence[int],
                  labels: Sequence | None = None) -> None:

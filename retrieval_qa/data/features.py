@@ -14,6 +14,14 @@ from ..written import Damaged, read_back, refuse
 
 
 class FeatureTable:
+    """The vector of each text of a feature file (the module docstring), looked up in
+    place of tokenisation.
+
+    Args:
+        texts: the texts, row i the vector of text i.
+        vectors: ``[N, D]`` their vectors.
+        source: where they came from, for the errors.
+    """
     def __init__(self, texts: Sequence[str], vectors: torch.Tensor,
                  source: str = "<in memory>") -> None:
         if vectors.dim() != 2 or len(texts) != len(vectors):

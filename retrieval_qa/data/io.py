@@ -13,6 +13,11 @@ from ..errors import DataFormatError
 
 
 def open_text(path: str | Path) -> IO[str]:
+    """A UTF-8 text file, read through gzip when its name ends in ``.gz``.
+
+    Args:
+        path: the file.
+    """
     path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
@@ -20,6 +25,12 @@ def open_text(path: str | Path) -> IO[str]:
 
 
 def load_json(path: str | Path) -> Any:
+    """A JSON file (plain or gzip); a DataFormatError naming the line and the fix when
+    it is not JSON or not readable.
+
+    Args:
+        path: the file.
+    """
     try:
         with open_text(path) as f:
             return json.load(f)
@@ -33,7 +44,12 @@ def load_json(path: str | Path) -> Any:
 
 
 def unreadable(path: str | Path, e: Exception) -> DataFormatError:
-    """The error for a file that cannot be decoded, with the fix for its cause."""
+    """The error for a file that cannot be decoded, with the fix for its cause.
+
+    Args:
+        path: the file.
+        e: what reading it raised.
+    """
     if isinstance(e, UnicodeDecodeError):
         return DataFormatError(path, f"byte {e.start}", f"not UTF-8 text: {e.reason}",
                                "re-encode the file as UTF-8 (e.g. iconv -t UTF-8)")
@@ -43,7 +59,11 @@ def unreadable(path: str | Path, e: Exception) -> DataFormatError:
 
 
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield (1-based line number, parsed object) for every non-blank line."""
+    """Yield (1-based line number, parsed object) for every non-blank line.
+
+    Args:
+        path: a JSON-lines file (plain or gzip).
+    """
     try:
         with open_text(path) as f:
             for lineno, line in enumerate(f, start=1):
@@ -59,6 +79,12 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a file's bytes, in hex.
+
+    Args:
+        path: the file.
+        chunk: bytes read at a time.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):

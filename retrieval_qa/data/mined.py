@@ -28,7 +28,11 @@ WEIGHTINGS = ("weighted", "unweighted", "unused")
 
 
 def read_mined(folder: str | Path) -> tuple[list[QAPair], list[float], dict]:
-    """(mined pairs, their weights, the miner's summary) of a finished ``rqa mine`` folder."""
+    """(mined pairs, their weights, the miner's summary) of a finished ``rqa mine`` folder.
+
+    Args:
+        folder: the ``--output`` folder of ``rqa mine``.
+    """
 
     folder = Path(folder)
     if not (folder / "pairs").is_dir() or not (folder / "summary.json").is_file():
@@ -63,8 +67,15 @@ def _read_pairs(folder: Path):
 
 
 class MinedPairsDataModule(ReQADataModule):
-    """``ReQADataModule`` arguments plus ``mined`` (a ``rqa mine`` output folder or null) and
-    ``mined_weighting`` (see the module docstring)."""
+    """The ReQADataModule with the mined pairs of ``rqa mine`` (see the module docstring).
+
+    Args:
+        tokenizer: as :class:`~.datamodule.ReQADataModule`.
+        mined: the ``--output`` folder of ``rqa mine``; None: none (gold pairs only);
+            ``"required"``: an error asking for it.
+        mined_weighting: ``weighted``, ``unweighted`` or ``unused``.
+        **kwargs: the :class:`~.datamodule.ReQADataModule` arguments.
+    """
 
     def __init__(self, tokenizer, *, mined: str | None, mined_weighting: str, **kwargs) -> None:
         super().__init__(tokenizer, **kwargs)

@@ -17,6 +17,13 @@ from .read_report import ReadReport
 
 @dataclass(frozen=True)
 class MrqaQuestion:
+    """One question of an MRQA context.
+
+    Attributes:
+        qid: its id.
+        question: its text.
+        spans: the end-exclusive character spans of its detected answers.
+    """
     qid: str
     question: str
     spans: tuple[tuple[int, int], ...]  # end-exclusive character spans of detected answers
@@ -24,6 +31,13 @@ class MrqaQuestion:
 
 @dataclass(frozen=True)
 class MrqaContext:
+    """One line of an MRQA file: a context and its questions.
+
+    Attributes:
+        context: the paragraph's text.
+        qas: its questions.
+        line: its line in the file.
+    """
     context: str
     qas: tuple[MrqaQuestion, ...]
     line: int
@@ -44,7 +58,12 @@ def _get(obj: Any, key: str, kind: type, path: Path, record: str) -> Any:
 
 def read_mrqa(path: str | Path, strict: bool = True
               ) -> tuple[dict, list[MrqaContext], ReadReport]:
-    """Read an MRQA file; returns (header, contexts, report of skipped records)."""
+    """Read an MRQA file; returns (header, contexts, report of skipped records).
+
+    Args:
+        path: the MRQA file (jsonl or jsonl.gz).
+        strict: a malformed record is an error; False: it is skipped and listed in the report.
+    """
     path = Path(path)
     report = ReadReport(str(path))
     header: dict = {}

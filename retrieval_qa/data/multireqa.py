@@ -23,6 +23,14 @@ BUILDER_VERSION = "multireqa-2"  # 2: one question per MRQA qid, not per string
 
 @dataclass(frozen=True)
 class Boundary:
+    """One MultiReQA candidate: a sentence's span in an MRQA context.
+
+    Attributes:
+        candidate_id: its id (``<Dataset>_<qid>/.../_<k>``).
+        context_key: the qids of its context, joined by '/' (:attr:`MrqaContext.key`).
+        start: its start in the context.
+        end: its end, exclusive.
+    """
     candidate_id: str
     context_key: str
     start: int
@@ -30,7 +38,11 @@ class Boundary:
 
 
 def parse_candidate_id(candidate_id: str) -> tuple[str, str, int]:
-    """``'SQuAD_a/b/_3'`` -> ``('SQuAD', 'a/b', 3)``."""
+    """``'SQuAD_a/b/_3'`` -> ``('SQuAD', 'a/b', 3)``.
+
+    Args:
+        candidate_id: the id.
+    """
     head, sep, index = candidate_id.rpartition("/_")
     dataset, sep2, key = head.partition("_")
     if not sep or not sep2 or not index.isdigit() or not key:
@@ -39,6 +51,12 @@ def parse_candidate_id(candidate_id: str) -> tuple[str, str, int]:
 
 
 def read_boundaries(path: str | Path, strict: bool = True) -> tuple[list[Boundary], ReadReport]:
+    """Read a MultiReQA candidates file; returns (boundaries, report of skipped records).
+
+    Args:
+        path: the candidates file (``candidates.json.gz``).
+        strict: a malformed record is an error; False: it is skipped and listed in the report.
+    """
     path = Path(path)
     report = ReadReport(str(path))
     out: list[Boundary] = []
@@ -73,12 +91,22 @@ def build_multireqa(boundaries: list[Boundary], contexts: list[MrqaContext], dat
                     pool: str, boundaries_path: str = "", strict: bool = True,
                     source: str = "") -> tuple[RetrievalPool, dict]:
     """Join boundaries to contexts. Every boundary must resolve to a context and lie inside
-    it (else an error, or a skip counted in the notes when ``strict=False``). The evaluation
-    unit is the MRQA question id (``question_unit="mrqa_qid"``): a templated string asked of
-    several contexts stays several questions, each with its own context's gold. Question ids
-    with no candidate containing an answer span are counted in the notes
-    (``question_ids`` = ``questions_with_gold`` + ``questions_without_gold``), not silently
-    lost."""
+    it. The evaluation unit is the MRQA question id (``question_unit="mrqa_qid"``): a
+    templated string asked of several contexts stays several questions, each with its own
+    context's gold. Question ids with no candidate containing an answer span are counted in
+    the notes (``question_ids`` = ``questions_with_gold`` + ``questions_without_gold``), not
+    silently lost.
+
+    Args:
+        boundaries: the candidates (:func:`read_boundaries`).
+        contexts: the MRQA contexts (:func:`~.mrqa.read_mrqa`).
+        dataset: the pool's dataset name.
+        pool: the pool's name.
+        boundaries_path: the candidates file, for the errors.
+        strict: a boundary that resolves to no context, or lies outside it, is an error; False:
+            it is skipped and counted in the notes.
+        source: the pool's ``source`` sentence.
+    """
     by_key = {c.key: c for c in contexts}
     report = ReadReport(boundaries_path)
     per_context: dict[str, list[Candidate]] = {}

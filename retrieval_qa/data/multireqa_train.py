@@ -49,7 +49,27 @@ _SENTENCE_END = set(".?!\"'”’)]:;")
 
 @dataclass
 class RebuildReport:
-    """What the rebuild matched and what it could not (every count is reported)."""
+    """What the rebuild matched and what it could not (every count is reported).
+
+    Attributes:
+        multireqa_contexts: the contexts of the boundaries.
+        boundaries: the boundaries (candidates).
+        squad_paragraphs: the SQuAD file's paragraphs.
+        squad_questions: their questions.
+        repeated_paragraphs_merged: copies of a paragraph text joined into one.
+        matched_contexts: contexts given a paragraph.
+        unmatched_contexts: no SQuAD paragraph fits the offsets.
+        ambiguous_contexts: several paragraphs fit (resolved, counted).
+        boundaries_of_unmatched: candidates lost with unmatched contexts.
+        paragraphs_without_context: SQuAD paragraphs no MultiReQA context matched.
+        questions_without_context: their questions (not in the pool).
+        qid_count_differs: matched contexts with fewer qids than questions.
+        spans_not_at_word_start: soft: a span starting right after a non-space.
+        spans_without_sentence_end: soft: a non-final span ending without . ? ! etc.
+        answers_across_sentences: answer span in no single sentence: no gold.
+        questions_without_gold: questions with no gold sentence.
+        unmatched_examples: a few unmatched contexts, for the notes.
+    """
 
     multireqa_contexts: int = 0
     boundaries: int = 0
@@ -76,7 +96,12 @@ class RebuildReport:
 def boundary_problems(context: str, spans: Sequence[tuple[int, int]]) -> list[str]:
     """Why ``spans`` (end-exclusive, in sentence order) are not sentence boundaries of
     ``context``; empty when they fit: inside the text, each holding some text, in order
-    without overlap, and nothing but whitespace outside them."""
+    without overlap, and nothing but whitespace outside them.
+
+    Args:
+        context: the paragraph's text.
+        spans: the sentence spans, end-exclusive, in order.
+    """
     problems = []
     previous = 0
     for k, (s, e) in enumerate(spans):
@@ -99,14 +124,23 @@ def boundary_problems(context: str, spans: Sequence[tuple[int, int]]) -> list[st
 def soft_checks(context: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
     """(spans starting right after a non-space character, non-final spans not ending on a
     sentence-final character): plausible sentence boundaries have neither, but a splitter can
-    legitimately produce both (e.g. ``end.[3]Next`` or a list without full stops)."""
+    legitimately produce both (e.g. ``end.[3]Next`` or a list without full stops).
+
+    Args:
+        context: the paragraph's text.
+        spans: the sentence spans, end-exclusive, in order.
+    """
     mid_word = sum(1 for s, _ in spans if s > 0 and not context[s - 1].isspace())
     no_end = sum(1 for _, e in spans[:-1] if context[e - 1] not in _SENTENCE_END)
     return mid_word, no_end
 
 
 def group_boundaries(boundaries: Iterable[Boundary]) -> dict[str, list[Boundary]]:
-    """The boundaries of each context key, in sentence order (the ``_k`` of the id)."""
+    """The boundaries of each context key, in sentence order (the ``_k`` of the id).
+
+    Args:
+        boundaries: the MultiReQA boundaries.
+    """
     from .multireqa import parse_candidate_id
 
     groups: dict[str, list[tuple[int, Boundary]]] = {}
@@ -119,7 +153,13 @@ def match_cost(paragraph: SquadParagraph, spans: Sequence[tuple[int, int]], qids
                ) -> tuple[int, int, int]:
     """How well a fitting paragraph explains a context, lower is better: (answers of its
     questions that lie in no single span, 1 if its question count differs from the qid
-    count, soft-check violations)."""
+    count, soft-check violations).
+
+    Args:
+        paragraph: the SQuAD paragraph.
+        spans: the context's sentence spans.
+        qids: the qids of the context's key.
+    """
     across = sum(1 for qa in paragraph.qas for a in qa.answers
                  if not any(s <= a.start and a.start + len(a.text) <= e for s, e in spans))
     return across, int(len(paragraph.qas) != qids), sum(soft_checks(paragraph.context, spans))
@@ -134,7 +174,13 @@ def match_contexts(groups: dict[str, list[Boundary]], paragraphs: Sequence[Squad
     (context, paragraph) pair (:func:`match_cost`, then key and paragraph order) is taken,
     and so on; each context and each paragraph at most once. Short contexts (one or two
     sentences) fit many paragraphs of their length; the answers of a paragraph's questions,
-    which must lie inside its sentences, tell them apart."""
+    which must lie inside its sentences, tell them apart.
+
+    Args:
+        groups: each context key's boundaries (:func:`group_boundaries`).
+        paragraphs: the SQuAD paragraphs (repeated texts merged).
+        report: counts what is matched and what is not (updated in place).
+    """
     import heapq
 
     by_length: dict[int, list[int]] = {}
@@ -194,7 +240,11 @@ def match_contexts(groups: dict[str, list[Boundary]], paragraphs: Sequence[Squad
 
 def merge_repeated_paragraphs(paragraphs: Sequence[SquadParagraph]) -> list[SquadParagraph]:
     """One paragraph per distinct context text, holding the questions of every copy in file
-    order (MRQA keeps one context per text, with the questions of all its copies)."""
+    order (MRQA keeps one context per text, with the questions of all its copies).
+
+    Args:
+        paragraphs: the SQuAD file's paragraphs.
+    """
     merged: dict[str, SquadParagraph] = {}
     for p in paragraphs:
         first = merged.get(p.context)
@@ -206,7 +256,15 @@ def rebuild_multireqa_train(boundaries: Sequence[Boundary], paragraphs: Sequence
                             dataset: str = "multireqa_squad", pool: str = "train",
                             source: str = "") -> tuple[RetrievalPool, dict]:
     """The MultiReQA pool of ``boundaries`` over the text of ``paragraphs`` (see the module
-    docstring); notes hold the :class:`RebuildReport`."""
+    docstring); notes hold the :class:`RebuildReport`.
+
+    Args:
+        boundaries: the MultiReQA train boundaries.
+        paragraphs: the SQuAD train file's paragraphs.
+        dataset: the pool's dataset name.
+        pool: the pool's name.
+        source: the pool's ``source`` sentence.
+    """
     report = RebuildReport(boundaries=len(boundaries), squad_paragraphs=len(paragraphs),
                            squad_questions=sum(len(p.qas) for p in paragraphs))
     paragraphs = merge_repeated_paragraphs(paragraphs)

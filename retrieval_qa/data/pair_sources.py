@@ -11,7 +11,13 @@ from .types import QAPair
 
 
 class PairSource:
-    """Extra training pairs with weights (``weights`` None: each weighs 1)."""
+    """Extra training pairs with weights.
+
+    Args:
+        name: the source's name.
+        pairs: its pairs.
+        weights: one per pair; None: each weighs 1.
+    """
 
     def __init__(self, name: str, pairs: list[QAPair],
                  weights: Sequence[float] | None = None) -> None:

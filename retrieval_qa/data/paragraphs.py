@@ -20,6 +20,18 @@ POOLS = ("dev", "train")
 
 @dataclass
 class ParagraphTask:
+    """The paragraph task of a SQuAD file: every question against every paragraph.
+
+    Attributes:
+        pool: the pool's name.
+        questions: the question texts.
+        question_ids: their ids.
+        paragraphs: the paragraph texts.
+        gold: per question, its paragraph (index into ``paragraphs``).
+        source: the file read.
+        source_sha256: its sha256.
+        notes: build notes (records skipped).
+    """
     pool: str
     questions: list[str]
     question_ids: list[str]
@@ -38,6 +50,14 @@ class ParagraphTask:
 
 def build_paragraph_task(paragraphs: list[SquadParagraph], pool: str, source: str = "",
                          source_sha256: str = "") -> ParagraphTask:
+    """The task of parsed SQuAD paragraphs: each question's gold is its own paragraph.
+
+    Args:
+        paragraphs: the paragraphs (:func:`~.squad.read_squad`).
+        pool: the pool's name.
+        source: the file read.
+        source_sha256: its sha256.
+    """
     questions, qids, texts, gold = [], [], [], []
     for para in paragraphs:
         for qa in para.qas:
@@ -51,7 +71,13 @@ def build_paragraph_task(paragraphs: list[SquadParagraph], pool: str, source: st
 def load_paragraph_task(pool: str = "dev", data_dir: str | Path | None = None,
                         strict: bool = True) -> ParagraphTask:
     """The task on ``squad/<pool>-v1.1.json(.gz)`` of the data directory (same lookup as
-    ``reqa_squad``)."""
+    ``reqa_squad``).
+
+    Args:
+        pool: ``dev`` or ``train``.
+        data_dir: the data folder; None: :func:`~.sources.resolve_data_dir`'s.
+        strict: a malformed record is an error; False: it is skipped and counted in the notes.
+    """
     if pool not in POOLS:
         raise ValueError(f"pool {pool!r} is not one of {POOLS} for {DATASET} (fix: "
                          f"{did_you_mean(pool, POOLS)}give one of them)")

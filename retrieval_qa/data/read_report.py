@@ -9,7 +9,12 @@ from ..errors import DataFormatError
 
 @dataclass
 class ReadReport:
-    """What a lenient read skipped, record by record (a strict read raises instead)."""
+    """What a lenient read skipped, record by record (a strict read raises instead).
+
+    Attributes:
+        path: the file read.
+        skipped: the errors of the records skipped.
+    """
 
     path: str
     skipped: list[DataFormatError] = field(default_factory=list)

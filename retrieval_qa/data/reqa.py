@@ -25,7 +25,13 @@ BUILDER_VERSION = "reqa-2"
 
 def answer_sentence_index(spans: list[tuple[int, int]], starts: list[int], answer_start: int
                           ) -> int | None:
-    """Index of the first span with start <= answer_start < end, else None."""
+    """Index of the first span with start <= answer_start < end, else None.
+
+    Args:
+        spans: the sentence spans, end-exclusive, in order.
+        starts: their starts.
+        answer_start: the answer's first character.
+    """
     i = bisect.bisect_right(starts, answer_start) - 1
     if i >= 0 and spans[i][0] <= answer_start < spans[i][1]:
         return i
@@ -37,11 +43,17 @@ def assemble_pool(dataset: str, pool: str, candidates: list[Candidate], pairs: l
                   question_unit: str = QUESTION_TEXT) -> RetrievalPool:
     """Group QA inputs into evaluation units and attach gold candidate indices.
 
-    ``question_unit="question_text"`` (ReQA): inputs with the same question string are one
-    unit; ``"mrqa_qid"`` (MultiReQA) and ``"question_id"`` (a collection): inputs with the
-    same question id are one unit, so two units can share a string. ``gold_by="text"`` (ReQA):
-    every candidate whose text equals an answer sentence is gold; ``gold_by="id"`` (MultiReQA,
-    a collection): only the answer candidates themselves.
+    Args:
+        dataset: the pool's dataset name.
+        pool: the pool's name.
+        candidates: the candidate sentences.
+        pairs: the QA inputs.
+        gold_by: ``text`` (ReQA): every candidate whose text equals an answer sentence is gold;
+            ``id`` (MultiReQA, a collection): only the answer candidates themselves.
+        source: the pool's ``source`` sentence.
+        question_unit: ``question_text`` (ReQA): inputs with the same question string are one
+            unit; ``mrqa_qid`` (MultiReQA) and ``question_id`` (a collection): inputs with the
+            same question id are one unit, so two units can share a string.
     """
     if gold_by not in ("text", "id"):
         raise ValueError(f"gold_by must be 'text' or 'id', got {gold_by!r}")
@@ -73,7 +85,14 @@ def reassemble(pool: RetrievalPool, name: str, candidates: list[Candidate],
                pairs: list[QAPair]) -> RetrievalPool:
     """A sub-pool of ``pool`` (some of its candidates and QA inputs) under the same rules: its
     question unit and the gold rule that goes with it (text for ReQA, id for MultiReQA and a
-    collection)."""
+    collection).
+
+    Args:
+        pool: the pool whose rules apply.
+        name: the sub-pool's name.
+        candidates: its candidates.
+        pairs: its QA inputs.
+    """
     gold_by = "id" if pool.by_id else "text"
     return assemble_pool(pool.dataset, name, candidates, pairs, gold_by, pool.source,
                          pool.question_unit)
@@ -82,7 +101,14 @@ def reassemble(pool: RetrievalPool, name: str, candidates: list[Candidate],
 def build_reqa(paragraphs: Iterable[SquadParagraph], dataset: str = "reqa_squad",
                pool: str = "dev", source: str = "") -> tuple[RetrievalPool, dict]:
     """Build the ReQA pool of a SQuAD-format file. Returns (pool, notes) where notes counts
-    the answers that fell outside every sentence (they are attached to the next sentence)."""
+    the answers that fell outside every sentence (they are attached to the next sentence).
+
+    Args:
+        paragraphs: the SQuAD paragraphs.
+        dataset: the pool's dataset name.
+        pool: the pool's name.
+        source: the pool's ``source`` sentence.
+    """
     candidates: list[Candidate] = []
     cand_key: dict[tuple[str, str], str] = {}
     doc_ids: dict[str, str] = {}

@@ -71,7 +71,13 @@ class ResumableShuffleLoader(DataLoader):
     seed) continue from epoch to epoch, with ``state_dict``/``load_state_dict`` (Lightning's
     stateful-loader protocol): the generator's state when the epoch began and the batches
     handed out in it (at an epoch's end: its state then, for the next epoch). A resumed run
-    draws the uninterrupted run's orders. A map-style dataset only."""
+    draws the uninterrupted run's orders. A map-style dataset only.
+
+    Args:
+        dataset: a map-style dataset.
+        seed: the generator's seed.
+        **kwargs: the other ``DataLoader`` arguments (not ``shuffle`` nor ``generator``).
+    """
 
     def __init__(self, dataset, *, seed: int, **kwargs) -> None:
         super().__init__(dataset, shuffle=True,

@@ -67,15 +67,18 @@ class _EpochView:
 class NoDuplicatesBatchSampler:
     """Yields lists of indices into ``pairs`` (this rank's share of each global batch).
 
-    pairs: the training pairs; only ``question`` and ``answer`` texts are read.
-    batch_size: pairs per batch *per rank*; the global batch is ``batch_size * num_replicas``.
-    seed: with the epoch, fixes the order.
-    drop_last: drop the trailing incomplete batch(es) of the epoch.
-    bucket_by_length: sort within chunks by ``lengths`` (see the module docstring).
-    lengths: one length per pair (e.g. estimated question + answer tokens), for bucketing.
-    shuffle: shuffle the pairs (and, with bucketing, the batches) each epoch.
-    num_replicas / rank: distributed training (see the module docstring).
-    bucket_chunk_batches: chunk size of the length sort, in global batches.
+    Args:
+        pairs: the training pairs; only ``question`` and ``answer`` texts are read.
+        batch_size: pairs per batch *per rank*; the global batch is
+            ``batch_size * num_replicas``.
+        seed: with the epoch, fixes the order.
+        drop_last: drop the trailing incomplete batch(es) of the epoch.
+        bucket_by_length: sort within chunks by ``lengths`` (see the module docstring).
+        lengths: one length per pair (e.g. estimated question + answer tokens), for bucketing.
+        shuffle: shuffle the pairs (and, with bucketing, the batches) each epoch.
+        num_replicas: the ranks of distributed training (see the module docstring).
+        rank: this process's rank, in ``[0, num_replicas)``.
+        bucket_chunk_batches: chunk size of the length sort, in global batches.
     """
 
     def __init__(self, pairs: Sequence[QAPair], batch_size: int, seed: int = 0,

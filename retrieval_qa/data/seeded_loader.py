@@ -27,14 +27,24 @@ from torch.utils.data import DataLoader, RandomSampler
 
 def loader_seed(seed: int, epoch: int, role: str) -> int:
     """The seed of a loader's generator for ``epoch``: a 63-bit hash of (the run's ``seed``,
-    ``epoch``, ``role`` such as ``"train"`` or ``"val/questions"``)."""
+    ``epoch``, ``role`` such as ``"train"`` or ``"val/questions"``).
+
+    Args:
+        seed: the run's seed.
+        epoch: the epoch.
+        role: the loader's role (``"train"``, ``"val/questions"``...).
+    """
     words = [int(seed) % 2**64, int(epoch), zlib.crc32(role.encode())]
     return int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def current_epoch(owner: Any) -> int:
     """The epoch of the Trainer that ``owner`` (a LightningDataModule or LightningModule) is
-    attached to; 0 without one."""
+    attached to; 0 without one.
+
+    Args:
+        owner: a LightningDataModule or LightningModule.
+    """
     trainer = getattr(owner, "trainer", None)
     return int(trainer.current_epoch) if trainer is not None else 0
 
@@ -46,9 +56,17 @@ class SeededDataLoader(DataLoader):
     worker iterator draws a base seed, a reused persistent one does not, and that draw must
     not shift the order.
 
-    ``epoch_of``: the data module whose Trainer's epoch counts (None: epoch 0). The epoch is
-    read when the first batch is drawn, not when ``iter()`` is called: Lightning creates the
-    training iterator of a resumed run before it has restored the epoch counter."""
+    The epoch is read when the first batch is drawn, not when ``iter()`` is called: Lightning
+    creates the training iterator of a resumed run before it has restored the epoch counter.
+
+    Args:
+        dataset: the dataset.
+        seed: the run's seed.
+        role: the loader's role (``"train"``, ``"val/questions"``...).
+        epoch_of: the data module whose Trainer's epoch counts; None: epoch 0.
+        shuffle: draw the order from the seeded generator.
+        **kwargs: the other ``DataLoader`` arguments (not ``generator``).
+    """
 
     def __init__(self, dataset, *, seed: int, role: str, epoch_of: Any = None,
                  shuffle: bool = False, **kwargs) -> None:

@@ -15,6 +15,13 @@ MULTIREQA_URL = "https://github.com/google-research-datasets/MultiReQA (data/<sp
 
 @dataclass(frozen=True)
 class MultiReQASpec:
+    """Where a MultiReQA set's files are.
+
+    Attributes:
+        folder: the MultiReQA folder name.
+        mrqa_name: the MRQA file stem.
+        in_domain: in-domain sets have a train split.
+    """
     folder: str        # MultiReQA folder name
     mrqa_name: str     # MRQA file stem
     in_domain: bool    # in-domain datasets have a train split
@@ -61,7 +68,12 @@ def resolve_data_dir(explicit: str | Path | None = None, configured: str | Path 
     """The data folder: the first given of --data-dir (or the ``data_dir`` a caller passes),
     $RQA_DATA_DIR and the config's ``data_dir``; else ``../shared/data`` beside the repository
     (the developers' and CI's layout). A folder given explicitly that does not exist is an
-    error naming it: it is never replaced by another one. Returned as a one-element list."""
+    error naming it: it is never replaced by another one. Returned as a one-element list.
+
+    Args:
+        explicit: ``--data-dir`` (or the ``data_dir`` a caller passes); None: not given.
+        configured: the config's ``data_dir``; None: not set.
+    """
     for value, given_by in ((explicit, "--data-dir"),
                             (os.environ.get("RQA_DATA_DIR"), "$RQA_DATA_DIR"),
                             (configured, "data.data_dir")):
@@ -74,6 +86,14 @@ def resolve_data_dir(explicit: str | Path | None = None, configured: str | Path 
 
 
 def find_file(relative: str, dirs: list[Path], how_to_get: str) -> Path:
+    """The first of ``dirs`` holding ``relative`` (a ``.gz`` name also matches the
+    file unzipped); else a DataFileNotFoundError saying how to get it.
+
+    Args:
+        relative: the file's path under a data folder.
+        dirs: the data folders.
+        how_to_get: a sentence saying how to get the file.
+    """
     for d in dirs:
         if (d / relative).is_file():
             return d / relative
@@ -84,11 +104,24 @@ def find_file(relative: str, dirs: list[Path], how_to_get: str) -> Path:
 
 @dataclass(frozen=True)
 class SourceFiles:
+    """The files a pool is built from.
+
+    Attributes:
+        kind: ``squad`` or ``multireqa``.
+        paths: squad: ``(json,)``; multireqa: ``(boundaries, mrqa)``.
+    """
     kind: str                  # "squad" or "multireqa"
     paths: tuple[Path, ...]    # squad: (json,), multireqa: (boundaries, mrqa)
 
 
 def source_files(dataset: str, pool: str, dirs: list[Path]) -> SourceFiles:
+    """The source files of a dataset's pool, found in ``dirs``.
+
+    Args:
+        dataset: ``reqa_squad`` or ``multireqa_<set>``.
+        pool: the pool (split).
+        dirs: the data folders (:func:`resolve_data_dir`).
+    """
     if dataset == "reqa_squad":
         if pool not in REQA_POOLS:
             raise ValueError(f"pool {pool!r} is not one of {REQA_POOLS} for {dataset} (fix: "

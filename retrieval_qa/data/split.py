@@ -40,7 +40,13 @@ def train_val_split(pool: RetrievalPool, val_fraction: float = 0.1, seed: int = 
     sentence of the paragraphs that hold a validation answer (a retrieval problem of its own,
     small enough to evaluate every epoch); its questions are the validation questions, in the
     pool's question unit (strings for ReQA, qids for MultiReQA; groups always join inputs
-    that share a string, so no question string is on both sides either way)."""
+    that share a string, so no question string is on both sides either way).
+
+    Args:
+        pool: the training pool.
+        val_fraction: the share of QA inputs held out, in (0, 1).
+        seed: the split's seed.
+    """
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     groups = _groups(pool.pairs)

@@ -141,7 +141,11 @@ RULES: tuple[Rule, ...] = (
 
 
 def mark_breaks(text: str) -> str:
-    """``text`` with a newline at every sentence break (same length as ``text``)."""
+    """``text`` with a newline at every sentence break (same length as ``text``).
+
+    Args:
+        text: a paragraph.
+    """
     marked = text.replace("\n", " ")
     for rule in RULES:
         marked = rule.pattern.sub(rule.replacement, marked)
@@ -150,7 +154,11 @@ def mark_breaks(text: str) -> str:
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Character spans (start, end-exclusive) of the sentences of ``text``, whitespace
-    stripped, in order and non-overlapping. Newlines in ``text`` count as spaces."""
+    stripped, in order and non-overlapping. Newlines in ``text`` count as spaces.
+
+    Args:
+        text: a paragraph.
+    """
     marked = mark_breaks(text)
     spans: list[tuple[int, int]] = []
     start = 0

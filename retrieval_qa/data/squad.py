@@ -13,12 +13,25 @@ from .read_report import ReadReport
 
 @dataclass(frozen=True)
 class SquadAnswer:
+    """One answer of a SQuAD question.
+
+    Attributes:
+        start: its first character in the paragraph.
+        text: its text.
+    """
     start: int
     text: str
 
 
 @dataclass(frozen=True)
 class SquadQuestion:
+    """One question of a SQuAD paragraph.
+
+    Attributes:
+        id: its id.
+        question: its text.
+        answers: its answers.
+    """
     id: str
     question: str
     answers: tuple[SquadAnswer, ...]
@@ -26,6 +39,14 @@ class SquadQuestion:
 
 @dataclass(frozen=True)
 class SquadParagraph:
+    """One paragraph of a SQuAD file with its questions.
+
+    Attributes:
+        title: its article's title.
+        index: its position within its article.
+        context: its text.
+        qas: its questions.
+    """
     title: str
     index: int  # position of the paragraph within its article
     context: str
@@ -71,8 +92,14 @@ def _question(qa: Any, context: str, path: Path, record: str) -> SquadQuestion:
 
 def parse_squad(data: Any, path: str | Path = "<memory>", strict: bool = True
                 ) -> tuple[list[SquadParagraph], ReadReport]:
-    """Validate a parsed SQuAD object. Strict mode raises on the first bad record; lenient
-    mode skips bad questions (or whole paragraphs whose context is unusable) and lists them."""
+    """Validate a parsed SQuAD object. Returns (paragraphs, report of skipped records).
+
+    Args:
+        data: the parsed JSON.
+        path: the file it came from, for the errors.
+        strict: raise on the first bad record; False: skip bad questions (or whole paragraphs
+            whose context is unusable) and list them in the report.
+    """
     path = Path(path)
     report = ReadReport(str(path))
     articles = _require(data, "data", list, path, "top level")
@@ -118,12 +145,21 @@ def parse_squad(data: Any, path: str | Path = "<memory>", strict: bool = True
 
 
 def read_squad(path: str | Path, strict: bool = True) -> tuple[list[SquadParagraph], ReadReport]:
-    """Read a SQuAD v1.1 JSON file (plain or gzip)."""
+    """Read a SQuAD v1.1 JSON file (plain or gzip).
+
+    Args:
+        path: the file.
+        strict: as :func:`parse_squad`.
+    """
     return parse_squad(load_json(path), path, strict)
 
 
 def squad_from_hub_rows(rows: Any) -> dict:
-    """Regroup the flat rows of the hub's `rajpurkar/squad` into the SQuAD v1.1 layout."""
+    """Regroup the flat rows of the hub's `rajpurkar/squad` into the SQuAD v1.1 layout.
+
+    Args:
+        rows: the hub dataset's rows (``id``, ``title``, ``context``, ``question``, ``answers``).
+    """
     articles: dict[str, dict[str, list]] = {}
     for row in rows:
         paras = articles.setdefault(row["title"], {})

@@ -20,7 +20,11 @@ def pool_stats(pool: RetrievalPool) -> dict:
     candidates of each paragraph (``doc_id``), ``whole_context_candidates`` those whose
     sentence is their whole paragraph (for these a model that reads the paragraph beside the
     sentence is given nothing more), and ``questions_with_a_whole_context_gold`` the questions
-    with such a gold sentence."""
+    with such a gold sentence.
+
+    Args:
+        pool: the pool.
+    """
     answers_per_question: dict[str, set[str]] = {}
     questions_per_answer: dict[str, set[str]] = {}
     whole = [c.whole_paragraph for c in pool.candidates]

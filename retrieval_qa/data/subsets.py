@@ -11,9 +11,13 @@ from .types import RetrievalPool
 def one_to_many_subset(pool: RetrievalPool, min_questions_per_answer: int) -> RetrievalPool:
     """Keep the questions whose answer sentence is shared by at least ``k`` distinct questions
     (questions and answers counted in the pool's units: strings and sentence texts for ReQA,
-    qids and candidates for MultiReQA);
-    the candidate pool is unchanged (the task stays just as hard), so only the denominator
-    changes."""
+    qids and candidates for MultiReQA); the candidate pool is unchanged (the task stays just
+    as hard), so only the denominator changes.
+
+    Args:
+        pool: the pool.
+        min_questions_per_answer: ``k`` (>= 1).
+    """
     k = min_questions_per_answer
     if k < 1:
         raise ValueError(f"min_questions_per_answer must be >= 1, got {k}")
@@ -33,7 +37,13 @@ def document_subset(pool: RetrievalPool, max_documents: int | None, seed: int) -
     """The pool restricted to a seeded sample of ``max_documents`` paragraphs (all of them
     when None or more): their sentences as the candidates, the QA inputs whose answer is one
     of them; gold recomputed under the pool's rules. A smaller pool of the same kind (for
-    CPU profiles and smoke runs of the mining pipeline); the name says it was cut."""
+    CPU profiles and smoke runs of the mining pipeline); the name says it was cut.
+
+    Args:
+        pool: the pool.
+        max_documents: how many paragraphs to keep; None: all.
+        seed: the sample's seed.
+    """
     from .reqa import reassemble
 
     docs = list(dict.fromkeys(c.doc_id for c in pool.candidates))
@@ -50,7 +60,13 @@ def document_subset(pool: RetrievalPool, max_documents: int | None, seed: int) -
 def question_subset(pool: RetrievalPool, cap: int | None, seed: int) -> RetrievalPool:
     """``cap`` of the pool's questions drawn with ``seed`` (order kept), every candidate kept
     (the retrieval problem stays the pool's; only the questions are fewer; the pool keeps its
-    name, so the run files of the whole pool serve the subset)."""
+    name, so the run files of the whole pool serve the subset).
+
+    Args:
+        pool: the pool.
+        cap: how many questions to keep; None: all.
+        seed: the sample's seed.
+    """
     if cap is None or cap >= len(pool.questions):
         return pool
     keep = sorted(random.Random(seed).sample(range(len(pool.questions)), cap))

@@ -39,7 +39,11 @@ log = logging.getLogger(__name__)
 
 def tokenizer_fingerprint(tokenizer) -> str:
     """A digest of what decides the ids: class, special tokens, vocabulary and rules (not
-    where the tokenizer was loaded from)."""
+    where the tokenizer was loaded from).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer.
+    """
     h = hashlib.sha256()
     h.update(type(tokenizer).__name__.encode() + b"\0")
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -70,7 +74,14 @@ def tokenize_rows(tokenizer, texts: Sequence[str], max_length: int,
                   contexts: Sequence[str] | None = None) -> dict[str, list[list[int]]]:
     """Unpadded ids of each text (``input_ids``, and ``token_type_ids`` where the tokenizer
     makes them), truncated at ``max_length``. With ``contexts`` each row is the pair (text,
-    context) with only the context truncated, unless the text alone is too long (then both)."""
+    context) with only the context truncated, unless the text alone is too long (then both).
+
+    Args:
+        tokenizer: a Hugging Face tokenizer.
+        texts: the texts.
+        max_length: the cap, in tokens.
+        contexts: a second segment per text; None: none.
+    """
     keys = ("input_ids", "token_type_ids")
     if contexts is None:
         enc = tokenizer(list(texts), truncation=True, max_length=max_length)
@@ -106,7 +117,15 @@ def _flat(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 class TokenizedTexts:
     """Ids of ``n`` texts stored flat: row ``i`` is ``ids[offsets[i]:offsets[i + 1]]``;
-    ``type_ids`` alike (or None: the tokenizer makes no segment ids)."""
+    ``type_ids`` alike.
+
+    Args:
+        ids: the ids of every text, one after another.
+        offsets: ``[n + 1]`` where each text's ids start (and the last ends).
+        type_ids: the segment ids, laid out as ``ids``; None: the tokenizer makes none.
+        pad_id: the padding id.
+        padding_side: ``right`` or ``left``.
+    """
 
     def __init__(self, ids: np.ndarray, offsets: np.ndarray, type_ids: np.ndarray | None,
                  pad_id: int, padding_side: str = "right") -> None:

@@ -1,8 +1,9 @@
 """DataModule over cached base embeddings of the paragraph task (residual-embedding paper,
 4.3), given as vectors (:mod:`retrieval_qa.embeddings.paragraph_data` computes them and
-builds this module, so data/ needs nothing of embeddings/): training batches of (question vector, its paragraph vector, paragraph id) from the
-train file, minus ``val_questions`` held-out questions ranked against every train paragraph
-for model selection; the test pool (dev file) for the final numbers."""
+builds this module, so data/ needs nothing of embeddings/): training batches of (question
+vector, its paragraph vector, paragraph id) from the train file, minus ``val_questions``
+held-out questions ranked against every train paragraph for model selection; the test pool
+(dev file) for the final numbers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ from .seeded_loader import SeededDataLoader
 
 @dataclass
 class VectorSplit:
+    """One file's vectors of the paragraph task.
+
+    Attributes:
+        questions: ``[Q, D]`` the questions' vectors.
+        paragraphs: ``[P, D]`` the paragraphs' vectors.
+        gold: ``[Q]`` each question's paragraph (row of ``paragraphs``).
+    """
     questions: torch.Tensor       # [Q, D]
     paragraphs: torch.Tensor      # [P, D]
     gold: torch.Tensor            # [Q] paragraph index
@@ -28,7 +36,19 @@ class ParagraphVectorDataModule(pl.LightningDataModule):
                  batch_size: int, eval_batch_size: int, max_train_pairs: int | None, seed: int,
                  notes: dict | None = None) -> None:
         """The keyword arguments are those of conf/data/squad_paragraphs.yaml (``seed``: its
-        ``split_seed``), given by :func:`~retrieval_qa.embeddings.paragraph_data.paragraph_vector_data`."""
+        ``split_seed``), given by
+        :func:`~retrieval_qa.embeddings.paragraph_data.paragraph_vector_data`.
+
+        Args:
+            train: the train file's vectors.
+            test: the dev file's (the test pool); None: no test.
+            val_questions: train questions held out for validation.
+            batch_size: training pairs per batch.
+            eval_batch_size: questions per evaluation batch.
+            max_train_pairs: the most training pairs; None: all.
+            seed: the split's and the loaders' seed.
+            notes: extra entries of :meth:`describe`; None: none.
+        """
         super().__init__()
         n = train.questions.shape[0]
         if not 0 < val_questions < n:
