@@ -25,7 +25,8 @@ seed-to-seed variation.
 
 The statistics are ours (:mod:`.significance`) and run on our per-question scores: the ReQA
 rank rules (average rank over ties, the best gold copy, one-to-many answers) are the
-evaluator's, so nothing is re-ranked by another library (ranx is not a dependency).
+evaluator's, so nothing is re-ranked by another library (ranx is not a dependency). Where a
+difference lies (per question type, per answer length): :mod:`.breakdown`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ ALPHA = 0.05
 
 @dataclass
 class Setting:
+    """One setting compared: a name and its records, one per seed.
+
+    Attributes:
+        name: the setting's name (``NAME=`` of the command line, or taken from the path).
+        records: its per-question records, one per seed.
+    """
+
     name: str
     records: list[PerQuestion]  # one per seed
 
@@ -201,6 +209,14 @@ def _check_paired(settings: list[Setting]) -> None:
 
 
 def metric_names(settings: list[Setting], metrics: list[str] | None = None) -> list[str]:
+    """The metrics to compare, checked against what the records hold: ``metrics``, or by
+    default ``mrr``, the records' ``r@k`` and ``doc_mrr`` when every record has doc ranks.
+
+    Args:
+        settings: the settings compared.
+        metrics: the names given (``mrr``, ``r@K``, ``doc_mrr``, ``doc_r@K``); None: the
+            default.
+    """
     ks = settings[0].records[0].ks
     docs = all(r.doc_ranks is not None for s in settings for r in s.records)
     names = metrics or ["mrr", *(f"r@{k}" for k in ks), *(["doc_mrr"] if docs else [])]
@@ -235,7 +251,16 @@ def scores(record: PerQuestion, metrics: list[str]) -> np.ndarray:
 def compare_settings(settings: list[Setting], *, metrics: list[str] | None = None,
                      pairs: str = "first", samples: int = sig.BOOTSTRAP_SAMPLES,
                      permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED) -> dict:
-    """The comparison as a JSON-able dict (see the module's docstring)."""
+    """The comparison as a JSON-able dict (see the module's docstring).
+
+    Args:
+        settings: the settings compared (at least two), the first the baseline.
+        metrics: the metrics (:func:`metric_names`); None: the default.
+        pairs: ``first`` (each setting against the first) or ``all`` (every pair).
+        samples: bootstrap resamples.
+        permutations: sign flips of the randomisation test.
+        seed: the resampling's seed.
+    """
     _check_paired(settings)
     names = metric_names(settings, metrics)
     per_seed = [[scores(r, names) for r in s.records] for s in settings]
@@ -286,6 +311,11 @@ def _p(p: float) -> str:
 
 
 def marker(stats: dict) -> str:
+    """``*`` when a comparison is significant after Holm's correction, else "".
+
+    Args:
+        stats: one metric's statistics of a comparison (its ``significant``).
+    """
     return "*" if stats["significant"] else ""
 
 
@@ -329,6 +359,19 @@ def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: st
                 output: str | None = None, samples: int = sig.BOOTSTRAP_SAMPLES,
                 permutations: int = sig.PERMUTATIONS, seed: int = sig.SEED,
                 trec_qrels: str | None = None) -> dict:
+    """``rqa compare``: load the inputs, compare them (:func:`compare_settings`), print the
+    markdown table on stderr and write it (and its JSON) to ``output`` when given.
+
+    Args:
+        specs: ``[NAME=]PATH`` inputs (:func:`load_settings`), the first the baseline.
+        metrics: the metrics (:func:`metric_names`); None: the default.
+        pairs: ``first`` or ``all``.
+        output: the markdown file (its JSON beside, ``.json``); None: none.
+        samples: bootstrap resamples (>= 1).
+        permutations: sign flips of the randomisation test (>= 1).
+        seed: the resampling's seed.
+        trec_qrels: the judgements of TREC runs; None: no TREC run.
+    """
     import sys
     import time
 
@@ -351,48 +394,3 @@ def run_compare(specs: list[str], *, metrics: list[str] | None = None, pairs: st
     result["seconds"] = round(time.perf_counter() - start, 3)
     return result
 
-
-QUESTION_WORDS = ("what", "who", "when", "where", "which", "how", "why")
-ANSWER_BINS = (10, 20, 30, 40)  # answer-sentence words: <=10, 11-20, ..., >40
-
-
-def question_type(word: str) -> str:
-    """The question's first word when it is a wh-word (or how), else "other"."""
-    return word if word in QUESTION_WORDS else "other"
-
-
-def answer_bin(words: int, bins=ANSWER_BINS) -> str:
-    lo = 0
-    for hi in bins:
-        if words <= hi:
-            return f"{lo + 1}-{hi}"
-        lo = hi
-    return f">{bins[-1]}"
-
-
-def breakdown(a: PerQuestion, b: PerQuestion, by: str) -> list[dict]:
-    """Wins / ties / losses of B over A on the reciprocal rank, and both MRRs, per group of
-    questions: ``by="qword"`` (question type, :func:`question_type`) or ``"answer_words"``
-    (answer length bins, :func:`answer_bin`); needs those columns in the records."""
-    _check_paired([Setting("A", [a]), Setting("B", [b])])
-    source = a if by in a.extra else b
-    if by not in source.extra:
-        raise ValueError(f"{a.path}: no {by!r} column (per-question records of "
-                         "`rqa evaluate` / `rqa train` carry it; run files carry qword only)")
-    group = question_type if by == "qword" else answer_bin
-    keys = [group(v) for v in source.extra[by]]
-    rr_a, rr_b = 100.0 / a.ranks, 100.0 / b.ranks
-    order = (list(QUESTION_WORDS) + ["other"] if by == "qword" else
-             [answer_bin(h) for h in ANSWER_BINS] + [answer_bin(ANSWER_BINS[-1] + 1)])
-    keys_arr = np.array(keys)
-    rows = []
-    for g in order:
-        m = keys_arr == g
-        if not m.any():
-            continue
-        d = rr_b[m] - rr_a[m]
-        rows.append({"group": g, "questions": int(m.sum()), "wins": int((d > 1e-9).sum()),
-                     "ties": int((np.abs(d) <= 1e-9).sum()), "losses": int((d < -1e-9).sum()),
-                     "mrr_a": float(rr_a[m].mean()), "mrr_b": float(rr_b[m].mean()),
-                     "diff": float(d.mean())})
-    return rows

@@ -154,7 +154,7 @@ def test_a_record_without_a_text_digest_pairs_by_id_with_a_warning(tmp_path, cap
 
 
 def test_breakdown_by_question_type_and_answer_length(tmp_path):
-    from retrieval_qa.analysis.compare import answer_bin, breakdown, question_type
+    from retrieval_qa.analysis.breakdown import answer_bin, breakdown, question_type
 
     a = read_per_question(record(tmp_path / "a.jsonl.gz", 1))
     b = read_per_question(record(tmp_path / "b.jsonl.gz", 2, 0.5))
