@@ -42,7 +42,6 @@ def run(args) -> dict:
         args: the parsed options.
     """
     from ..analysis.results_tables import render, stray_figures
-
     from ..errors import InputFileError
 
     repo = Path(args.repo)
