@@ -101,8 +101,10 @@ def test_a_quiet_sweep_runs_each_run_quiet(tmp_path, monkeypatch, capsys):
         "command": ["rqa", "train", "experiment=dual_gru", "profile=cpu", "${args_no_hyphens}"],
         "parameters": {"seed": {"values": [1, 2]}}}))
     given = []
+    from retrieval_qa.sweeps.runner import Call
+
     monkeypatch.setattr(sys.modules[command.run_sweep.__module__], "_train",
-                        lambda run: (given.append(list(run.overrides)), (1, None))[1])
+                        lambda run: Call(lambda: (given.append(list(run.overrides)), 1)[1]))
     assert main(["sweep", str(path), "--output-dir", str(tmp_path / "out"), "--quiet"],
                 stdout=io.StringIO()) == 1  # the stand-in runs fail: exit status 1
     assert len(given) == 2 and all(o[-2:] == list(QUIET_TRAINING) for o in given)
