@@ -177,8 +177,8 @@ def checkpoint_use(encoder: Any, label: str) -> str:
         'only the tokenizer and token-embedding table of bert-base-uncased'
     """
     enc = plain(encoder)
-    if _over_model(enc):
-        return label
+    if not (enc.get("_target_") or enc.get("type")) or _over_model(enc):
+        return label  # a method's own towers (no encoder class named) or the checkpoint's model
     if enc.get("embedding_dim") is not None:
         return f"only the tokenizer of {label} (a random token-embedding table)"
     return f"only the tokenizer and token-embedding table of {label}"
