@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
     pr.add_argument("overrides", nargs="+", metavar="KEY=VALUE",
                     help="experiment=NAME profile=... and any rqa train setting")
     pr.add_argument("--rebuild", action="store_true",
-                    help="start the step's output over (e.g. score the teacher again)")
+                    help="start the step's output over (e.g. score the teacher again; "
+                         "default: keep its finished work and resume)")
 
 
 def run(args) -> dict:
