@@ -30,25 +30,12 @@ def resolve_threads(value: int | str | None = None) -> int:
         value: an int, ``"auto"`` (half the usable cores, at most :data:`MAX_AUTO_THREADS`), or
             None / "": $RQA_THREADS, then the ``threads`` of conf/train.yaml.
     """
-    source = "threads"
-    if value is None or value == "":
-        from .config import load_yaml
+    from .config import threads_setting
 
-        # conf/train.yaml: threads: ${oc.env:RQA_THREADS,auto}
-        value = load_yaml("train.yaml").get("threads", "auto")
-        source = "$RQA_THREADS or threads in conf/train.yaml"
-    if str(value).strip().lower() == "auto":
+    setting = threads_setting(value)  # checked; None: conf/train.yaml's
+    if setting == "auto":
         return max(1, min(MAX_AUTO_THREADS, usable_cores() // 2))
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1:
-        from .errors import UsageError
-
-        raise UsageError(f"{source}={value!r}: expected a positive integer or auto (fix: "
-                         "give a number of threads, e.g. threads=1, or auto)")
-    return n
+    return int(setting)
 
 
 def apply_threads(value: int | str | None = None) -> int:

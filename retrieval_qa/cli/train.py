@@ -54,11 +54,11 @@ def run(args) -> dict | str:
     Args:
         args: the parsed options.
     """
-    from ..training.compose import compose_traced
+    from ..config import compose_traced
 
     composed = compose_traced(overrides(args, quiet=args.quiet))  # checked before Lightning is imported
     if args.cfg:  # what would run, each value with its source; nothing trained
-        from ..training.provenance import annotated_yaml
+        from ..config import annotated_yaml
 
         return annotated_yaml(composed.cfg, composed.sources())
     from ..training.run import train
@@ -67,7 +67,7 @@ def run(args) -> dict | str:
 
 
 def _epilog() -> str:
-    from ..training.compose import experiment_profiles
+    from ..config import experiment_profiles
 
     profiles = experiment_profiles()
     width = max(map(len, profiles)) if profiles else 0

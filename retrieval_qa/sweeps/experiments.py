@@ -52,8 +52,8 @@ def _conf_key() -> str:
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     files = [(str(p.relative_to(d)), p) for d in conf_dirs() for p in sorted(d.rglob("*.yaml"))]
-    files += [(f"code/{n}", package / n) for n in ("config.py", "registry.py",
-                                                    "training/compose.py")]
+    files += [(f"code/{p.relative_to(package).as_posix()}", p)
+              for p in [*sorted((package / "config").glob("*.py")), package / "registry.py"]]
     for name, path in files:
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

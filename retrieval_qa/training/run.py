@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from pytorch_lightning.utilities import rank_zero_only
 
+from ..config import Composed
 from ..portable_paths import portable
 from ..registry import target_of
 from ..runtime import apply_threads, machine_info
@@ -23,7 +24,6 @@ from ..written import read_report, write_text
 from . import run_folder
 from .checkpoints import check_checkpoint
 from .compile import compile_encoders, compile_mode
-from .compose import Composed
 from .guards import check_trained
 from .resumable_checkpoints import ResumableCheckpoints
 from .trainer import build_trainer, resolve_precision

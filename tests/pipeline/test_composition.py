@@ -17,14 +17,13 @@ from helpers import eval_conf
 from omegaconf import OmegaConf
 
 from retrieval_qa.cli import main
-from retrieval_qa.config import conf_names
+from retrieval_qa.config import COMMAND_LINE, conf_names, model_defaults
+from retrieval_qa.config.ranges import leaves, load_rules, out_of_range, rule_for
 from retrieval_qa.errors import OutOfRangeError, UnknownKeyError, UsageError
 from retrieval_qa.evaluation.search import DenseScorer
 from retrieval_qa.pipeline.composition import load_pipeline, parse_pipeline
 from retrieval_qa.pipeline.retrievers import BM25Retriever
 from retrieval_qa.pipeline.run import run_pipeline
-from retrieval_qa.ranges import leaves, load_rules, out_of_range, rule_for
-from retrieval_qa.training.provenance import COMMAND_LINE
 from tests.pipeline.pools import tiny_pool
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -191,7 +190,11 @@ def test_the_reranker_training_settings_are_strict_and_ranged():
         train_main(["hard_negative=3"])
 
 
-def test_the_bm25_stage_reads_conf_model_bm25_under_its_settings():
-    stage = BM25Retriever(name="b", settings={"k1": 0.9})
-    assert stage.run_settings(7) == {"kind": "bm25", "top_k": 7, "bm25": {
-        **OmegaConf.to_container(OmegaConf.load(CONF / "model" / "bm25.yaml")), "k1": 0.9}}
+def test_the_bm25_stage_is_given_conf_model_bm25_under_its_settings():
+    """The stage reads no config: the composition gives it conf/model/bm25.yaml's settings."""
+    file = OmegaConf.to_container(OmegaConf.load(CONF / "model" / "bm25.yaml"))
+    stage = BM25Retriever(name="b", settings={"k1": 0.9}, defaults=model_defaults("bm25"))
+    assert stage.run_settings(7) == {"kind": "bm25", "top_k": 7, "bm25": {**file, "k1": 0.9}}
+    composed = load_pipeline("bm25_context").retrievers[0]
+    assert composed.defaults == file
+    assert composed.bm25_settings() == {**file, "with_context": True}

@@ -5,9 +5,8 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import OmegaConf
 
-from retrieval_qa.config import conf_dir, load_group, load_yaml
+from retrieval_qa.config import compose, conf_dir, load_experiment, load_group, load_yaml
 from retrieval_qa.registry import locate
-from retrieval_qa.training.compose import compose, load_experiment
 
 EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 PROFILES = [(e, p) for e in EXPERIMENTS for p in load_experiment(e).get("profiles", {})]
@@ -105,7 +104,7 @@ def test_profiles_extend_shared_reductions_and_add_to_the_parents(tmp_path, monk
     assert compose(["experiment=toy_child"]).description == "child"
     # what `rqa train` reads to report a profile's settings: the shared ones included, the
     # block's own keys first
-    from retrieval_qa.training.compose import load_group as load_composed
+    from retrieval_qa.config import load_group as load_composed
 
     block = load_composed("experiment", "toy_child").profiles.small
     assert "extends" not in block and list(block) == ["description", "data", "trainer"]

@@ -10,8 +10,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from retrieval_qa.cli import main
-from retrieval_qa.training.compose import compose_traced, experiment_profiles, load_experiment
-from retrieval_qa.training.provenance import COMMAND_LINE, annotated_yaml
+from retrieval_qa.config import (
+    COMMAND_LINE,
+    annotated_yaml,
+    compose_traced,
+    experiment_profiles,
+    load_experiment,
+)
 from retrieval_qa.training.run import command_line_settings, profile_settings
 
 # each experiment at its first reduced profile (every layer kind: groups, parents, profiles)

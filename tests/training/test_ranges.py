@@ -13,11 +13,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from retrieval_qa.cli import main
-from retrieval_qa.config import load_yaml
+from retrieval_qa.config import compose, experiment_profiles, load_yaml
+from retrieval_qa.config import experiment as compose_module
+from retrieval_qa.config.ranges import Rule, leaves, load_rules, out_of_range, rule_for
 from retrieval_qa.errors import InputFileError, OutOfRangeError
-from retrieval_qa.ranges import Rule, leaves, load_rules, out_of_range, rule_for
-from retrieval_qa.training import compose as compose_module
-from retrieval_qa.training.compose import compose, experiment_profiles
 
 # a list of mappings is empty in every experiment: one given here has its keys listed too
 EXTRA_PAIRS = "data.extra_pairs=[{path: pairs.jsonl, weight: 1.0}]"

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from .config import conf_dir, conf_dirs, load_yaml_file
-from .errors import InputFileError
+from ..errors import InputFileError
+from .files import conf_dir, conf_dirs, load_yaml_file
 
 __all__ = ["FILE", "Rule", "leaves", "load_rules", "out_of_range", "rule_for"]
 
@@ -66,7 +66,14 @@ def _alternative(text: str) -> tuple[Callable[[Any], bool], str]:
 @dataclass(frozen=True)
 class Rule:
     """A rule of ``ranges.yaml``: alternatives joined by ``or``; a value passes when one of
-    them allows it. A list passes when the rule allows ``list``, else when each item does."""
+    them allows it. A list passes when the rule allows ``list``, else when each item does.
+
+    Args:
+        text: the rule as written.
+        where: the file that declares it.
+        allowed: the alternatives in words, for a message.
+        tests: each alternative's test of a value.
+    """
 
     text: str  # as written
     where: str  # the file that declares it
@@ -75,12 +82,22 @@ class Rule:
 
     @classmethod
     def parse(cls, text: str, where: str) -> Rule:
-        """A ValueError names the part that is none of the grammar's forms."""
+        """The rule ``text``; a ValueError names the part that is none of the grammar's forms.
+
+        Args:
+            text: the rule (``int >= 1``, ``[0, 1) or null``).
+            where: the file that declares it.
+        """
         parts = [_alternative(part.strip()) for part in text.split(" or ")]
         return cls(text, where, " or ".join(said for _, said in parts),
                    tuple(test for test, _ in parts))
 
     def allows(self, value) -> bool:
+        """Whether the rule allows ``value``.
+
+        Args:
+            value: a setting's value (a list: each item, unless the rule allows ``list``).
+        """
         if isinstance(value, list) and not any(test(value) for test in self.tests):
             return all(self.allows(v) for v in value)
         return any(test(value) for test in self.tests)
@@ -111,7 +128,12 @@ def load_rules() -> dict[str, Rule]:
 
 
 def rule_for(key: str, rules: dict[str, Rule]) -> Rule | None:
-    """The rule of a dotted key: its own, else the first glob that matches it."""
+    """The rule of a dotted key: its own, else the first glob that matches it.
+
+    Args:
+        key: the dotted key (``model.towers.encoder.dropout``).
+        rules: the rules (:func:`load_rules`).
+    """
     if key in rules:
         return rules[key]
     return next((rule for pattern, rule in rules.items()
@@ -121,7 +143,12 @@ def rule_for(key: str, rules: dict[str, Rule]) -> Rule | None:
 def leaves(node: DictConfig | ListConfig, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted key, value) of each value set in a config, interpolations left out (the value
     they point to is checked where it is set); a list of mappings is walked with its indices
-    as keys (``data.extra_pairs.0.weight``), a list of values is one value (a plain list)."""
+    as keys (``data.extra_pairs.0.weight``), a list of values is one value (a plain list).
+
+    Args:
+        node: the config (or a node of it).
+        prefix: the dotted key of ``node``, with its trailing dot.
+    """
     keys = node.keys() if isinstance(node, DictConfig) else range(len(node))
     for key in keys:
         if OmegaConf.is_interpolation(node, key) or OmegaConf.is_missing(node, key):
@@ -143,7 +170,12 @@ def leaves(node: DictConfig | ListConfig, prefix: str = "") -> Iterator[tuple[st
 def out_of_range(cfg: DictConfig, rules: dict[str, Rule] | None = None
                  ) -> tuple[str, Any, Rule] | None:
     """The first (key, value, rule) of ``cfg`` whose value its rule does not allow; keys
-    without a rule are not restricted."""
+    without a rule are not restricted.
+
+    Args:
+        cfg: the composed config.
+        rules: the rules; None: :func:`load_rules`.
+    """
     rules = load_rules() if rules is None else rules
     for key, value in leaves(cfg):
         rule = rule_for(key, rules)
