@@ -15,6 +15,7 @@ file). A new one is a module and a block that names it in ``_target_``::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -25,20 +26,18 @@ from ..errors import did_you_mean
 __all__ = ["BM25Retriever", "DenseRetriever", "paragraph_vectors"]
 
 
-def _bm25_defaults() -> dict:
-    from ..config import load_yaml, plain
-
-    return plain(load_yaml("model/bm25.yaml"))
-
-
 class BM25Retriever:
     """BM25 over the pool's candidates: conf/model/bm25.yaml's settings under ``settings``.
+    It reads no config: the composition gives it that file's settings as ``defaults`` (its
+    :attr:`defaults_from` names the file).
 
     Args:
         name: the retriever's name in the pipeline (it keys the fusion weights and names the
             run file).
         settings: keys of conf/model/bm25.yaml over its values, e.g. ``{"with_context":
             True}`` (index "sentence + paragraph"; the candidate is still the sentence).
+        defaults: conf/model/bm25.yaml's settings
+            (:func:`retrieval_qa.config.model_defaults`, ``"bm25"``).
 
     Example:
 
@@ -47,19 +46,24 @@ class BM25Retriever:
         ...     Candidate("c0", "Paris is the capital of France.", "", "d0"),
         ...     Candidate("c1", "The Nile flows through Egypt.", "", "d1")],
         ...     questions=["What is the capital of France?"], gold=[[0]])
-        >>> stage = BM25Retriever(name="bm25_context", settings={"with_context": True})
+        >>> from retrieval_qa.config import model_defaults
+        >>> stage = BM25Retriever(name="bm25_context", settings={"with_context": True},
+        ...                       defaults=model_defaults("bm25"))
         >>> scores = stage.scorer(pool).score(range(0, 1))
         >>> scores.shape, bool(scores[0, 0] > scores[0, 1])
         (torch.Size([1, 2]), True)
     """
 
     kind = "bm25"
+    #: the file of conf/model whose settings the composition gives as ``defaults``
+    defaults_from = "bm25"
 
-    def __init__(self, *, name: str, settings: dict) -> None:
+    def __init__(self, *, name: str, settings: dict, defaults: Mapping) -> None:
         if not isinstance(settings, dict):
             raise ValueError(f"settings={settings!r} is not a mapping (fix: give keys of "
                              "conf/model/bm25.yaml, e.g. {with_context: true})")
-        allowed = sorted(set(_bm25_defaults()) - {"name"})
+        self.defaults = dict(defaults)
+        allowed = sorted(set(self.defaults) - {"name"})
         for key in settings:
             if key not in allowed:
                 raise ValueError(f"settings.{key}: unknown key; {did_you_mean(key, allowed)}"
@@ -69,7 +73,7 @@ class BM25Retriever:
 
     def bm25_settings(self) -> dict:
         """conf/model/bm25.yaml with this stage's settings over it."""
-        return {**_bm25_defaults(), **self.settings}
+        return {**self.defaults, **self.settings}
 
     def run_settings(self, top_k: int) -> dict:
         """What determines its lists: its kind, ``top_k`` and the BM25 settings."""
