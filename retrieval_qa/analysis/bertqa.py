@@ -46,7 +46,7 @@ import torch
 
 from ..classifiers.pair_classifier import CrossAttentionClassifier
 from ..classifiers.train_classifier import train_cross_classifier
-from ..config import load_yaml
+from ..config import table_layout
 from ..data.types import RetrievalPool
 from ..evaluation import metrics_from_ranks
 from ..evaluation.ranking import gold_ranks
@@ -233,7 +233,7 @@ def bertqa_analysis(pool: RetrievalPool, train_pool: RetrievalPool,
     """
     start = time.perf_counter()
     out = Path(output_dir)
-    paper_sample = load_yaml("tables/endx_table6.yaml").sample
+    paper_sample = table_layout("endx_table6").sample
     passages = int(paper_sample.passages if passages is None else passages)
     pairs = int(paper_sample.qa_pairs if pairs is None else pairs)
     sample = sample_test_pool(pool, passages, pairs, seed, choice)

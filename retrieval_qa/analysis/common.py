@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ..config import load_yaml
+from ..config import table_layout
 from ..data.types import Candidate, RetrievalPool
 from ..errors import UsageError
 from ..portable_paths import portable
@@ -32,7 +32,7 @@ def paper_table(name: str) -> dict[str, dict[str, float]]:
         name: the table's name (a file of conf/tables/).
     """
     return {row["name"]: OmegaConf.to_container(row["paper"])
-            for row in load_yaml(f"tables/{name}.yaml").rows}
+            for row in table_layout(name).rows}
 
 
 def paper_table_rows(name: str) -> list[dict]:
@@ -41,7 +41,7 @@ def paper_table_rows(name: str) -> list[dict]:
     Args:
         name: the table's name (a file of conf/tables/).
     """
-    return OmegaConf.to_container(load_yaml(f"tables/{name}.yaml").rows)  # type: ignore[return-value]
+    return OmegaConf.to_container(table_layout(name).rows)  # type: ignore[return-value]
 
 
 def parse_named(specs: Iterable[str], what: str = "model") -> list[tuple[str, str]]:

@@ -91,9 +91,9 @@ def _sweep_settings(root: Path) -> list[Setting]:
 
 def eval_ks() -> tuple[int, ...]:
     """The ``ks`` of conf/eval/default.yaml, the eval group's (a run file keeps none)."""
-    from ..config import load_yaml
+    from ..config import eval_settings
 
-    return tuple(load_yaml("eval/default.yaml")["ks"])
+    return tuple(eval_settings()["ks"])
 
 
 def load_input(path: str | Path, trec_qrels: str | Path | None = None) -> list[Setting]:

@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import eval_settings
 from ..data.subsets import one_to_many_subset
 from ..data.types import RetrievalPool
 from ..evaluation import DenseScorer, evaluate, ledger
 from ..evaluation.evaluator import evaluator_settings
-from ..training.compose import load_group
 from .common import (
     DEFAULT_OUTPUT_DIR,
     METRIC_LABELS,
@@ -89,7 +89,7 @@ def one_to_many_analysis(pool: RetrievalPool, models: Sequence[tuple[str, str]],
     loaded = load_models(models)
     runs: list[dict] = []
     embeddings: dict[str, tuple] = {}
-    settings = evaluator_settings(load_group("eval", "default"))  # the evaluator's (conf/eval)
+    settings = evaluator_settings(eval_settings())  # the evaluator's (conf/eval)
     for name, folder in models:
         if folder not in embeddings:
             model = loaded[folder]

@@ -56,9 +56,9 @@ def _table_setting(table: str | None, key: str, default=None):
     """A top-level setting of conf/tables/<table>.yaml (``pools``, ``paper_pool``)."""
     if table is None:
         return default
-    from ..config import load_yaml
+    from ..config import table_layout
 
-    value = load_yaml(f"tables/{table}.yaml").get(key, default)
+    value = table_layout(table).get(key, default)
     return list(value) if hasattr(value, "__len__") and not isinstance(value, str) else value
 
 
@@ -150,13 +150,13 @@ def _table_entries(data: dict, path: Path, rel: str) -> list[dict]:
 def _reference_entries(root: Path) -> list[dict]:
     """The seed references declared by the rows of every paper table (conf/tables, a row's
     ``reference:``) whose files are in ``root``."""
-    from ..config import load_yaml
+    from ..config import table_layout
     from .references import table_references
 
     out = []
     for table in paper_tables():
         for (name, pool), ref in table_references(
-                load_yaml(f"tables/{table}.yaml"), root, f"conf/tables/{table}.yaml").items():
+                table_layout(table), root, f"conf/tables/{table}.yaml").items():
             source = ref.path.removeprefix("results/")
             extra = [f"{ref.profile} profile", *_seeds(ref.seeds), f"{pool} pool"]
             tag = " [other settings]" if ref.differs else ""
@@ -309,9 +309,9 @@ def table_title(table: str | None, entries: Iterable[dict] = ()) -> str:
     if table is None:
         sources = sorted({e["source"].split("/")[0] for e in entries})
         return f"results without a paper table ({', '.join(sources)})"
-    from ..config import load_yaml
+    from ..config import table_layout
 
-    return str(load_yaml(f"tables/{table}.yaml").get("title", table))
+    return str(table_layout(table).get("title", table))
 
 
 def grouped(entries: Sequence[dict]) -> dict[str | None, list[dict]]:

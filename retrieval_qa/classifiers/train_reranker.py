@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import load_yaml, load_yaml_file, plain
+from ..config import load_yaml_file, model_defaults, plain, reranker_training
 from ..runtime import machine_info
 from ..training.trainer import fit
 from ..written import write_text
@@ -82,7 +82,7 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
 
     Example::
 
-        cfg = plain(load_yaml("pipeline/training/reranker.yaml"))
+        cfg = plain(reranker_training())
         report = train_reranker({**cfg, "questions": 500, "output": "runs/reranker/small"})
     """
     from ..baselines.bm25 import BM25Scorer, BM25Settings
@@ -106,7 +106,7 @@ def train_reranker(cfg: dict, data_dir=None, progress: bool = True) -> dict:
     pool = question_subset(side, cfg["questions"], cfg["seed"])
     first_stage = _first_stage(cfg.get("first_stage"))
     if first_stage is None:
-        scorer = BM25Scorer(pool, BM25Settings.from_config(load_yaml("model/bm25.yaml")),
+        scorer = BM25Scorer(pool, BM25Settings.from_config(model_defaults("bm25")),
                             progress=progress)
         top, hard_source = bm25_top(pool, scorer, int(cfg["bm25_top_k"])), "bm25"
     else:
@@ -206,11 +206,10 @@ def _first_stage(block):
     ``evaluation``); None: BM25's top ``bm25_top_k``."""
     if block is None:
         return None
+    from ..config import eval_settings
     from ..registry import config_values, instantiate
-    from ..training.compose import load_group
 
-    return instantiate(block, "first_stage",
-                       evaluation=config_values(load_group("eval", "default")))
+    return instantiate(block, "first_stage", evaluation=config_values(eval_settings()))
 
 
 def main(argv=None) -> int:
@@ -226,13 +225,13 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     args = p.parse_args(argv)
+    from ..config import compose_file
     from ..errors import RunInterrupted, UsageError
     from ..runtime import apply_threads
-    from ..training.compose import compose_file
 
     apply_threads(None)
     cfg = (load_yaml_file(args.config) if args.config
-           else load_yaml("pipeline/training/reranker.yaml"))
+           else reranker_training())
     cfg = plain(compose_file(cfg, args.config or "conf/pipeline/training/reranker.yaml",
                              args.overrides))  # strict keys, conf/ranges.yaml
     import contextlib

@@ -236,9 +236,11 @@ def _record_of(result: dict) -> Path | None:
 
 
 def _evaluate(args) -> dict:
-    from ..config import apply_overrides, load_yaml
+    from omegaconf import OmegaConf
 
-    eval_cfg = load_yaml("eval/default.yaml")
+    from ..config import apply_overrides, eval_settings, model_defaults
+
+    eval_cfg = eval_settings()
     if evaluate_pipeline.wanted(args):  # so one of its options given without --pipeline is
         return evaluate_pipeline.run(args, eval_cfg)  # an error there
     check_options(args)
@@ -251,7 +253,7 @@ def _evaluate(args) -> dict:
 
         model = load_artifact(args.checkpoint)  # before the pool: a wrong folder fails at once
     else:  # the settings are checked before any data is read
-        bm25_cfg = apply_overrides(load_yaml("model/bm25.yaml"), args.overrides)
+        bm25_cfg = apply_overrides(OmegaConf.create(model_defaults("bm25")), args.overrides)
     pool, notes = load(args)
     if args.min_questions_per_answer:
         from ..data.subsets import one_to_many_subset
@@ -280,10 +282,10 @@ def _evaluate(args) -> dict:
 
 def _checkpoint(args, model, pool, notes, eval_cfg, start: float) -> dict:
     """An exported model (``--checkpoint``) on the pool."""
-    from ..config import load_yaml
+    from ..config import search_settings
     from ..evaluation.dense import evaluate_model
 
-    search = load_yaml("search.yaml")  # large pools: column chunks, or --index
+    search = search_settings()  # large pools: column chunks, or --index
     if args.index:
         search.index = args.index
     if args.work_dir:

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     Args:
         sub: the subparsers of ``rqa``.
     """
-    from ..config import load_yaml
+    from ..config import eval_settings
 
     met = add_command(sub, "metrics", run=run, epilog=EXAMPLES,
                       help="recompute metrics from a run file, a per-question record or a "
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
     met.add_argument("--trec-qrels", default=None, metavar="FILE",
                      help="the judgements of a TREC run: TREC qrels (qid 0 docid rel, e.g. "
                           "rqa evaluate --trec-qrels) or a collection's qrels/SPLIT.tsv")
-    met.add_argument("--ks", type=ks, default=list(load_yaml("eval/default.yaml").ks),
+    met.add_argument("--ks", type=ks, default=list(eval_settings().ks),
                      metavar="K,K,...",
                      help="the cut-offs of R@k / P@k (default: ks of conf/eval/default.yaml, "
                           "%(default)s)")

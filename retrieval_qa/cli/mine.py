@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import load_yaml
+from ..config import mine_defaults
 from ..errors import InputFileError
 from .parsing import add_command
 
@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
                    help="an exported dual encoder (the `checkpoint` of rqa train / rqa export)")
     p.add_argument("--output", required=True, help="the job's folder (resumes when it exists)")
     p.add_argument("--data-dir", default=None, help="folder with squad/, mrqa/, multireqa/")
-    defaults = load_yaml("mine/default.yaml")
+    defaults = mine_defaults()
     for key in _FLAGS:
         value = defaults[key]
         kind = float if isinstance(value, float) else int if isinstance(value, int) else str
@@ -69,7 +69,7 @@ def run(args) -> dict:
             raise InputFileError(option, path, "does not exist",
                                  "pass the `checkpoint` folder printed by `rqa train`")
     cfg = {k: (getattr(args, k) if getattr(args, k) is not None else v)
-           for k, v in load_yaml("mine/default.yaml").items()}
+           for k, v in mine_defaults().items()}
     pool, notes = load_pool(cfg["dataset"], cfg["pool"], args.data_dir)
     pool = document_subset(pool, cfg["max_documents"], int(cfg["seed"]))
     device = cfg["device"] or ("cuda" if torch.cuda.is_available() else "cpu")

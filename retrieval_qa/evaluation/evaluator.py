@@ -242,12 +242,11 @@ def search_settings(search: Mapping | None = None) -> dict:
     Args:
         search: the search settings; None: conf/search.yaml.
     """
-    from ..config import load_yaml
+    from ..config import search_settings as configured
     from ..registry import config_values
     from .approximate import check_search_settings
 
-    return check_search_settings(config_values(
-        search if search is not None else load_yaml("search.yaml")))
+    return check_search_settings(config_values(search if search is not None else configured()))
 
 
 def evaluate(pool: RetrievalPool, scorer: Scorer, *, top_k: int, memory_mb: float, ks,

@@ -176,9 +176,9 @@ class MiningClassifierData(pl.LightningDataModule):
     def _bm25_settings():
         """BM25 as the baseline runs it: conf/model/bm25.yaml."""
         from ..baselines.bm25 import BM25Settings
-        from ..config import load_yaml
+        from ..config import model_defaults
 
-        return BM25Settings.from_config(load_yaml("model/bm25.yaml"))
+        return BM25Settings.from_config(model_defaults("bm25"))
 
     def _pools(self) -> dict[str, tuple[RetrievalPool, dict]]:
         train, train_notes = load_pool(self.train_dataset, self.train_pool, self.data_dir)

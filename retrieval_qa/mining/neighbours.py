@@ -85,10 +85,10 @@ def bm25_neighbours(pool: RetrievalPool, exclude: Sequence[set[int]], k: int, se
         block_rows: the questions scored at a time.
     """
     from ..baselines.bm25 import BM25Scorer, BM25Settings
-    from ..config import load_yaml
+    from ..config import model_defaults
     from ..evaluation.sparse import top_k
 
-    settings = settings or BM25Settings.from_config(load_yaml("model/bm25.yaml"))
+    settings = settings or BM25Settings.from_config(model_defaults("bm25"))
     scorer = BM25Scorer(pool, settings)
     out: list[list[tuple[int, float]]] = []
     for lo in range(0, scorer.num_questions, block_rows):

@@ -34,7 +34,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ..config import load_group
+from ..config import trainer_settings
 from ..registry import instantiate
 from .progress_bar import on_gpu
 from .resumable_checkpoints import ResumableCheckpoints
@@ -123,7 +123,7 @@ def trainer_config(name: str, **settings) -> DictConfig:
         name: the file of conf/trainer.
         **settings: its keys, or other ``pl.Trainer`` arguments such as ``max_time``.
     """
-    cfg = OmegaConf.create({"trainer": load_group("trainer", name)})
+    cfg = OmegaConf.create({"trainer": trainer_settings(name)})
     for key, value in settings.items():
         OmegaConf.update(cfg, f"trainer.{key}", value, force_add=True)
     return cfg
