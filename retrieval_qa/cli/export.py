@@ -130,7 +130,7 @@ def run(args) -> dict:
         apply_threads(args.threads)
         return export_sentence_transformers(args.checkpoint, args.output,
                                             modules=args.st_modules)
-    from ..training.compose import compose
+    from ..config import compose
 
     cfg = compose(overrides(args))  # checked before Lightning is imported
     check_output(args.output, args.overwrite)

@@ -41,9 +41,9 @@ def run(args) -> dict:
     Args:
         args: the parsed options.
     """
+    from ..config import compose
     from ..registry import locate
     from ..runtime import apply_threads
-    from ..training.compose import compose
 
     cfg = compose(overrides(args))
     data = locate(cfg.data._target_)

@@ -94,7 +94,7 @@ class DistillDataModule(ReQADataModule):
     Example:
 
         >>> from retrieval_qa.registry import instantiate
-        >>> from retrieval_qa.training.compose import compose
+        >>> from retrieval_qa.config import compose
         >>> cfg = compose(["experiment=distill", "profile=cpu"])  # doctest: +SKIP
         >>> data = instantiate(cfg.data, "data", tokenizer=tokenizer)  # doctest: +SKIP
     """

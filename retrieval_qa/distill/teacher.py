@@ -157,7 +157,7 @@ def score_teacher(teacher: dict, data: dict, evaluation: dict, *, rebuild: bool 
     Example:
 
         >>> from retrieval_qa.registry import config_values
-        >>> from retrieval_qa.training.compose import compose
+        >>> from retrieval_qa.config import compose
         >>> cfg = compose(["experiment=distill", "profile=cpu"])  # doctest: +SKIP
         >>> summary = score_teacher(config_values(cfg.data.teacher),  # doctest: +SKIP
         ...                         config_values(cfg.data), config_values(cfg.eval))

@@ -60,7 +60,7 @@ Hugging Face model of ``pretrained``, loaded once, with ``checkpoint``, its
 
 Example::
 
-    from retrieval_qa.training.compose import compose
+    from retrieval_qa.config import compose
 
     cfg = compose(["experiment=dual_gru", "profile=cpu"])
     towers = build_dual_towers(cfg.model.towers)
@@ -217,7 +217,7 @@ def build_token_encoder(
 
     Example:
 
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> towers = compose_group("model", "dual_encoder", {"towers": {
         ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
         ...                 "hidden_size": 8},
@@ -306,7 +306,7 @@ def build_tower(towers: Any, *, token_encoder: TokenEncoder | None = None,
     Example:
 
         >>> import torch
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> towers = compose_group("model", "dual_encoder", {"towers": {
         ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
         ...                 "hidden_size": 8},
@@ -343,7 +343,7 @@ def build_dual_towers(towers: Any) -> DualTowers:
     Example:
 
         >>> import torch
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> towers = compose_group("model", "dual_encoder", {"towers": {
         ...     "encoder": {"type": "gru", "vocab_size": 50, "embedding_dim": 8,
         ...                 "hidden_size": 8},

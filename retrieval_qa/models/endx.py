@@ -70,7 +70,7 @@ class EndxModule(DualEncoderModule):
     Example:
 
         >>> from retrieval_qa.registry import config_values, instantiate
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
         ...                                 "embedding_dim": 12, "hidden_size": 12},
         ...                     "pooler": {"type": "mean"}}}

@@ -75,7 +75,7 @@ class ResidualRefinementModule(pl.LightningModule):
 
         >>> import torch
         >>> from retrieval_qa.registry import instantiate
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> model = compose_group("model", "residual")  # conf/model/residual.yaml
         >>> module = instantiate(model, "model", dim=8)
         >>> q, p = torch.randn(4, 8), torch.randn(4, 8)

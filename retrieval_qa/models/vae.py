@@ -119,7 +119,7 @@ class VAEModule(RetrievalModule):
     Example:
 
         >>> from retrieval_qa.registry import config_values, instantiate
-        >>> from retrieval_qa.training.compose import compose_group
+        >>> from retrieval_qa.config import compose_group
         >>> tiny = {"towers": {"encoder": {"type": "gru", "vocab_size": 50,
         ...                                 "embedding_dim": 8, "hidden_size": 8},
         ...                     "pooler": {"type": "mean"}}}
