@@ -29,8 +29,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, UsageError, did_you_mean
 from ..registry import FLAT_SETTINGS, PLACES, SHORT_NAMES, resolve_blocks
-from . import files
-from .files import chain, conf_dirs, conf_names, load_yaml, merge_chain, reading, yaml_error_line
+from .files import (
+    chain,
+    conf_dirs,
+    conf_names,
+    load_chain,
+    load_yaml,
+    merge_chain,
+    reading,
+    yaml_error_line,
+)
 from .merge import Composition, _set_whole_blocks, check_ranges, merge_strict
 from .provenance import layer_keys, leaves, resolve_sources
 from .settings import threads_setting
@@ -60,7 +68,7 @@ def load_group(group: str, name: str) -> DictConfig:
         group: the folder of conf/.
         name: the file's name in it.
     """
-    return load_experiment(name) if group == "experiment" else files.load_group(group, name)
+    return load_experiment(name) if group == "experiment" else load_chain(group, name)
 
 
 def _profile_block(block: DictConfig, where: str, label: str) -> tuple[DictConfig, Layers]:

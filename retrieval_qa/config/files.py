@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..errors import InputFileError, UsageError, did_you_mean
 
-__all__ = ["chain", "conf_dir", "conf_dirs", "conf_names", "load_group", "load_yaml",
+__all__ = ["chain", "conf_dir", "conf_dirs", "conf_names", "load_chain", "load_yaml",
            "load_yaml_file", "merge_chain", "merge_extends", "reading", "shown_path", "yaml_error_line"]
 
 #: the repository (the folder that holds conf/ and retrieval_qa/)
@@ -175,10 +175,10 @@ def merge_chain(files: list[tuple[str, DictConfig]]) -> DictConfig:
     return merged
 
 
-def load_group(group: str, name: str) -> DictConfig:
+def load_chain(group: str, name: str) -> DictConfig:
     """conf/<group>/<name>.yaml; a file with ``extends: OTHER`` is merged over OTHER's (of the
-    same group). (:func:`retrieval_qa.config.load_group` also composes an experiment's
-    profile blocks.)
+    same group). (:func:`retrieval_qa.config.load_group` is this for every group but
+    ``experiment``, whose profile blocks it composes too.)
 
     Args:
         group: the folder of conf/.
@@ -195,4 +195,4 @@ def merge_extends(group: str, cfg: DictConfig) -> DictConfig:
         cfg: the settings (their ``extends`` is removed).
     """
     parent = cfg.pop("extends", None)
-    return OmegaConf.merge(load_group(group, parent), cfg) if parent else cfg
+    return OmegaConf.merge(load_chain(group, parent), cfg) if parent else cfg

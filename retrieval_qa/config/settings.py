@@ -12,7 +12,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import UsageError
-from .files import conf_dirs, load_group, load_yaml
+from .files import conf_dirs, load_chain, load_yaml
 
 __all__ = ["eval_settings", "mine_defaults", "model_defaults", "reranker_training",
            "search_settings", "table_layout", "threads_setting", "trainer_settings"]
@@ -25,7 +25,7 @@ RERANKER_TRAINING = "conf/pipeline/training/reranker.yaml"
 @functools.lru_cache(maxsize=32)
 def _model_defaults(folders: tuple[str, ...], name: str) -> dict[str, Any]:
     del folders  # the cache key only: a later RQA_CONF_PATH or RQA_CONF_DIR is another search
-    return OmegaConf.to_container(load_group("model", name), resolve=False)  # type: ignore[return-value]
+    return OmegaConf.to_container(load_chain("model", name), resolve=False)  # type: ignore[return-value]
 
 
 def model_defaults(name: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def eval_settings() -> DictConfig:
     """The shared evaluator's settings (conf/eval/default.yaml: ``top_k``, ``memory_mb``,
     ``ks``, ``doc_level``, ``encode_batch_size``), for the commands that evaluate outside a
     composed run."""
-    return load_group("eval", "default")
+    return load_chain("eval", "default")
 
 
 def search_settings() -> DictConfig:
@@ -54,7 +54,7 @@ def search_settings() -> DictConfig:
 
 def mine_defaults() -> DictConfig:
     """``rqa mine``'s settings (conf/mine/default.yaml), which its flags override."""
-    return load_group("mine", "default")
+    return load_chain("mine", "default")
 
 
 def trainer_settings(name: str) -> DictConfig:
@@ -63,7 +63,7 @@ def trainer_settings(name: str) -> DictConfig:
     Args:
         name: the file of conf/trainer (``default``, ``classifier``).
     """
-    return load_group("trainer", name)
+    return load_chain("trainer", name)
 
 
 def reranker_training(name: str = "reranker") -> DictConfig:
