@@ -54,6 +54,16 @@ NORMALIZATIONS = ("minmax", "zscore")
 
 @dataclass(frozen=True)
 class Fusion:
+    """How the retrievers' lists are combined (the ``fusion`` block, checked).
+
+    Attributes:
+        method: ``none`` (one retriever), ``rrf`` or ``convex``.
+        rrf_k: the RRF constant (``rrf``), or ``"tune"``: the best of ``tuning.rrf_k_grid``.
+        normalization: how ``convex`` scales each list's scores: ``minmax`` or ``zscore``.
+        weights: ``convex``'s weight per retriever name (every retriever, floats, not all 0),
+            or ``"tune"``: the best on the simplex grid; None: not ``convex``.
+    """
+
     method: str                      # none | rrf | convex
     rrf_k: float | str               # rrf: a number, or "tune"
     normalization: str               # convex: minmax | zscore
@@ -62,6 +72,20 @@ class Fusion:
 
 @dataclass(frozen=True)
 class Tuning:
+    """Where and how what says ``tune`` is tuned (the ``tuning`` block): on the validation
+    side of a training pool, never a test pool.
+
+    Attributes:
+        dataset: the dataset whose pool is split (e.g. ``reqa_squad``).
+        pool: the pool that is split; always ``train``.
+        val_fraction: the share of its QA inputs held out for validation, in (0, 1).
+        split_seed: the seed of that split and of the question cap.
+        max_questions: the validation questions kept (their paragraphs' sentences the
+            candidates); None: all.
+        grid_step: the step of the weight grids (fusion's simplex, the reranker's weight).
+        rrf_k_grid: the RRF constants tried when ``fusion.rrf_k`` is ``"tune"``.
+    """
+
     dataset: str
     pool: str
     val_fraction: float
@@ -73,8 +97,19 @@ class Tuning:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A composed pipeline: its stages built, its settings checked. ``cfg``: the composed
-    config; ``sources``: where each of its values came from."""
+    """A composed pipeline: its stages built, its settings checked.
+
+    Attributes:
+        name: the pipeline's name (``name:``; null: its file's stem).
+        top_k: the length of each retriever's list per question.
+        retrievers: the first stages (:mod:`.retrievers`), each with its ``name``.
+        fusion: the checked :class:`Fusion`.
+        tuning: the :class:`Tuning` settings.
+        reranker: the reranking stage (:mod:`.rerankers`); None: none.
+        source: the pipeline's file (or the name given to :func:`parse_pipeline`).
+        cfg: the composed config.
+        sources: each dotted key of ``cfg`` -> the layer that set it (a file, the command line).
+    """
 
     name: str
     top_k: int
