@@ -9,8 +9,7 @@ of a method and of a run are built the same way, each from its own block: token 
 (``model.optimizer``), VAE decoders (``model.decoder``), the residual refiner and loss
 (``model.refiner``, ``model.loss``), the Trainer's callbacks (``trainer.callbacks.*``) and
 the experiment logger (``logger``). A new one is a module file and a block that names it in
-``_target_``; nothing lists it. Modules outside the package are found on ``sys.path`` (e.g.
-``PYTHONPATH``).
+``_target_``; nothing lists it. Modules outside the package are found on ``sys.path``.
 
 Short names. Blocks may name their class by a short name (``type: gru``, ``name: adamw``),
 as conf/ and the configs of earlier runs and exports do: :data:`SHORT_NAMES` is the one table
@@ -117,7 +116,11 @@ PLACES: dict[str, str] = {
 
 
 def locate(target: str) -> Any:
-    """The object named ``package.module.attr``, with an error that says what is missing."""
+    """The object named ``package.module.attr``, with an error that says what is missing.
+
+    Args:
+        target: its dotted path (a block's ``_target_``), e.g. ``torch.optim.AdamW``.
+    """
     module_name, _, attr = target.rpartition(".")
     if not module_name:
         raise ValueError(f"_target_={target!r}: expected a dotted path package.module.Name")
@@ -133,7 +136,11 @@ def locate(target: str) -> Any:
 
 
 def config_values(cfg: DictConfig | Mapping) -> dict:
-    """A config node as a plain dict, interpolations resolved, ``_target_`` removed."""
+    """A config node as a plain dict, interpolations resolved, ``_target_`` removed.
+
+    Args:
+        cfg: the node (a DictConfig, converted; a mapping, copied one level deep).
+    """
     values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
         else dict(cfg)
     values.pop("_target_", None)
@@ -153,7 +160,13 @@ def _short_name(cfg: DictConfig | Mapping, where: str, kind: str
 
 
 def target_of(cfg: DictConfig | Mapping, where: str, kind: str | None = None) -> Any:
-    """What ``cfg`` builds: its ``_target_``, else (with ``kind``) its short name's target."""
+    """What ``cfg`` builds (imported): its ``_target_``, else its short name's target.
+
+    Args:
+        cfg: the block.
+        where: the block's place, named in errors (e.g. ``model.towers.encoder``).
+        kind: the :data:`SHORT_NAMES` kind of a block named by a short name; None: no short name.
+    """
     target = cfg.get("_target_")
     if not target and kind is not None:
         target = _short_name(cfg, where, kind)[1]["_target_"]
@@ -163,7 +176,12 @@ def target_of(cfg: DictConfig | Mapping, where: str, kind: str | None = None) ->
 
 
 def takes(target: Any, name: str) -> bool:
-    """Whether ``target`` has a keyword parameter ``name`` (or ``**kwargs``)."""
+    """Whether ``target`` has a keyword parameter ``name`` (or ``**kwargs``).
+
+    Args:
+        target: a callable (a class: its constructor's); True if its signature is unreadable.
+        name: the parameter's name.
+    """
     try:
         parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):  # no signature to read: let the call decide
@@ -235,9 +253,13 @@ def _source_parameters(target: str) -> tuple[frozenset[str], frozenset[str], boo
 
 
 def parameters_of(target: str) -> tuple[frozenset[str], frozenset[str], bool]:
-    """(every parameter name, the keyword-passable ones, takes ``**kwargs``) of the callable
-    ``target`` (``package.module.Name``): inspected when its module is imported already, else
-    read from its source (:func:`_source_parameters`), else imported and inspected."""
+    """(every parameter name, the keyword-passable ones, takes ``**kwargs``) of a callable:
+    inspected when its module is imported already, else read from its source
+    (:func:`_source_parameters`), else imported and inspected.
+
+    Args:
+        target: its dotted path ``package.module.Name`` (a class: its ``__init__``'s).
+    """
     module_name = target.rpartition(".")[0]
     found = None if module_name in sys.modules else _source_parameters(target)
     if found is not None:
@@ -266,8 +288,13 @@ def resolve(cfg: DictConfig | Mapping, where: str, kind: str) -> dict:
     interpolations as written): the target, the arguments its short name fixes, and of the
     block's keys those the class takes and those its builder reads (:data:`BUILDER_KEYS`);
     the settings of the kind's other classes are left out (a GRU takes no ``num_heads``), a
-    key that no class of the kind takes is an :class:`UnknownKeyError`. A block with a
-    ``_target_`` is returned as it is."""
+    key that no class of the kind takes is an :class:`UnknownKeyError`.
+
+    Args:
+        cfg: the block; one with a ``_target_`` is returned as it is (a plain dict).
+        where: the block's place, named in errors.
+        kind: its kind, a key of :data:`SHORT_NAMES`.
+    """
     block = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) \
         else dict(cfg)
     if block.get("_target_"):
@@ -287,7 +314,13 @@ def resolve(cfg: DictConfig | Mapping, where: str, kind: str) -> dict:
 
 def require_keys(block: Mapping, keys: Iterable[str], where: str) -> None:
     """An :class:`UnknownKeyError` naming the first of ``keys`` that ``block`` lacks: every
-    setting comes with the composed config (conf/ holds them all), none is filled in."""
+    setting comes with the composed config (conf/ holds them all), none is filled in.
+
+    Args:
+        block: the settings.
+        keys: the keys it must have.
+        where: the block's place, named in the error.
+    """
     for key in keys:
         if key not in block:
             raise UnknownKeyError(f"{where} has no {key!r} (fix: give {where}.{key}; a config "
@@ -310,7 +343,11 @@ def _flat_block(parent: DictConfig, leaf: str, kind: str) -> Any:
 def resolve_blocks(cfg: DictConfig) -> dict[str, str]:
     """Resolve, in place, the short names of the blocks at :data:`PLACES` (see the module
     docstring); a block that interpolates another (``${model.towers.encoder}``) follows it.
-    Returns ``{place: "key: short name"}`` of the blocks it resolved."""
+    Returns ``{place: "key: short name"}`` of the blocks it resolved.
+
+    Args:
+        cfg: the composed config, changed in place.
+    """
     resolved = {}
     for place, kind in PLACES.items():
         parent_path, _, leaf = place.rpartition(".")
@@ -333,12 +370,16 @@ def instantiate(cfg: DictConfig | Mapping, where: str, kind: str | None = None,
                 **context) -> Any:
     """The object a config block describes: ``target(**keys, **context)``.
 
-    The target is the block's ``_target_``; a block without one names it by the short name
-    of ``kind`` (:data:`SHORT_NAMES`, resolved by :func:`resolve`). Every key of the block is
-    an argument (a key the target does not take is an error naming the block), except the
-    keys that the kind's builder reads itself (:data:`BUILDER_KEYS`). ``context``: what the
-    caller supplies (a pooler's ``hidden_size``, an optimiser's ``params``, the run's folder),
-    given to the targets that take it."""
+    Every key of the block is an argument (a key the target does not take is an error naming
+    the block), except the keys that the kind's builder reads itself (:data:`BUILDER_KEYS`).
+
+    Args:
+        cfg: the block: ``_target_`` (or ``kind``'s short name: :func:`resolve`) and arguments.
+        where: the block's place, named in errors (e.g. ``model.optimizer``).
+        kind: the :data:`SHORT_NAMES` kind of a block named by a short name; None: no short name.
+        **context: what the caller supplies (a pooler's ``hidden_size``, an optimiser's
+            ``params``, the run's folder), given to a target that takes it (over the block).
+    """
     target = target_of(cfg, where, kind)
     values = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) \
         else dict(cfg)
