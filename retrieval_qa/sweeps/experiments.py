@@ -104,7 +104,12 @@ def same_profiles() -> dict[str, str]:
 @functools.cache
 def standalone(name: str, profile: str = "gpu") -> bool:
     """Whether ``rqa train experiment=NAME profile=PROFILE`` can run without a step before it
-    making its input: its data has none of :data:`CHAIN_INPUTS` and needs no mined pairs."""
+    making its input: its data has none of :data:`CHAIN_INPUTS` and needs no mined pairs.
+
+    Args:
+        name: the experiment (a file of conf/experiment/, without ``.yaml``).
+        profile: the profile it is composed with.
+    """
     from ..training.compose import compose
 
     data = compose([f"experiment={name}", f"profile={profile}"]).data
@@ -112,7 +117,12 @@ def standalone(name: str, profile: str = "gpu") -> bool:
 
 
 def with_profile(profile: str = "gpu") -> list[str]:
-    """The experiments offering ``profile``, less those whose profiles are another's."""
+    """The experiments offering ``profile``, less those whose profiles are another's
+    (:func:`same_profiles`).
+
+    Args:
+        profile: the profile's name (``paper``, or a ``profiles:`` block's, e.g. ``gpu``).
+    """
     from ..training.compose import experiment_profiles
 
     variants = same_profiles()

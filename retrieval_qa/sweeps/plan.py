@@ -1,37 +1,6 @@
-"""Planning a sweep (`rqa sweep FILE`): the file found, read and checked, its runs proposed
-and each composed into ``rqa train`` overrides and a run folder; nothing is run here
-(:mod:`.run` runs the plan).
-
-`rqa sweep FILE`: run a wandb sweep file (``conf/sweeps/``) here, without a wandb server.
-
-A sweep file is in wandb's own format and is given unchanged to ``wandb sweep FILE`` when
-online. Here the same file is run by a local controller built from wandb's own pieces:
-
-- the file is checked with the checks of wandb's local controller
-  (``wandb sweep --controller``: ``sweeps.schema_violations_from_proposed_config``, the
-  ``sweeps`` engine of ``wandb[sweeps]``), plus what this runner needs (the command calls
-  ``rqa train`` with ``${args_no_hyphens}``);
-- the runs are proposed by that engine (``sweeps.next_run``): a grid in wandb's order, a
-  random search sampled with a seed (so a rerun proposes the same settings); ``bayes`` needs the
-  metrics a server collects and is refused (``--method random`` samples the same space);
-- each run's command line is built as ``wandb agent`` builds it
-  (``create_sweep_command_args``: ``${args_no_hyphens}`` becomes ``key=value`` for every
-  parameter, ``str(value)``), so a parameter is an ``rqa train`` override: ``seed``,
-  ``experiment`` or any config key (``model.gam.detach_cross``); a dict value sets several keys
-  of one node at once (``model.cross_loss: {similarity: dot, scale: 1.0}``);
-- then the runner sets its own overrides in place of the command's: ``logger=wandb``,
-  ``logger.mode=offline`` (no server: ``wandb sync`` uploads the runs later), grouped by the
-  sweep's name, and ``output_dir`` = ``<output-dir>/<sweep>/<setting>`` (the setting: the swept
-  values other than the seed), so every run has its usual run folder,
-  ``<output-dir>/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/``, with ``sweep.json``
-  (its parameters and commands) beside ``result.json`` and the offline wandb files.
-
-A run whose folder holds a finished run of its settings (``result.json``, and ``config.yaml``
-equal to the run's composed config: ``rqa train``'s own check,
-:mod:`retrieval_qa.training.run_folder`) is reused, not run again; an interrupted run resumes
-from its last checkpoint (``rqa train``'s own resume); a folder holding a run of other
-settings (the sweep file changed since) stops the sweep before anything runs. Each run is
-``rqa train`` in a subprocess, or with ``--in-process`` in the runner's process.
+"""Planning a sweep (`rqa sweep FILE`; :mod:`.run` runs the plan and says what the command
+does): the file found, read and checked, its runs proposed and each composed into ``rqa train``
+overrides and a run folder; nothing is run here.
 """
 
 from __future__ import annotations
@@ -63,8 +32,7 @@ _PROGRAM = ("rqa", "train")
 
 
 def _sweeps_engine():
-    """The ``sweeps`` module exactly as wandb's local controller imports it (``wandb[sweeps]``;
-    its pydantic-v1 style models warn under pydantic 2, harmlessly)."""
+    """The ``sweeps`` module as wandb's local controller imports it (its warnings silenced)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from wandb import wandb_controller
@@ -76,7 +44,11 @@ def _sweeps_engine():
 
 
 def find_sweep_file(name_or_path: str | Path) -> Path:
-    """A path, or a name of ``conf/sweeps/NAME.yaml`` (also in ``$RQA_CONF_PATH`` folders)."""
+    """The sweep file: a path, or ``conf/sweeps/NAME.yaml`` (also in ``$RQA_CONF_PATH``).
+
+    Args:
+        name_or_path: a file's path, or a sweep's ``NAME`` (or ``NAME.yaml``).
+    """
     p = Path(name_or_path)
     if p.is_file():
         return p
@@ -108,16 +80,22 @@ def load_sweep(path: str | Path) -> dict:
 
 
 def wandb_violations(sweep: dict) -> list[str]:
-    """wandb's own checks of a sweep config: the JSON-schema violations that
-    ``wandb sweep --controller`` reports (``_WandbController._validate``) and that the server
-    returns as warnings; empty when wandb accepts the file."""
+    """wandb's own checks: the JSON-schema violations that ``wandb sweep --controller`` reports
+    (``_WandbController._validate``) and the server warns of; empty when wandb accepts it.
+
+    Args:
+        sweep: the sweep file's mapping (:func:`load_sweep`).
+    """
     return list(_sweeps_engine().schema_violations_from_proposed_config(sweep))
 
 
 def local_problems(sweep: dict) -> list[str]:
-    """What this runner needs beyond wandb's schema: a ``command`` that calls ``rqa train``
-    with ``${args_no_hyphens}`` (the parameters as ``key=value`` overrides), and a method it
-    can run without a server."""
+    """What this runner needs beyond wandb's schema: a ``command`` calling ``rqa train`` with
+    ``${args_no_hyphens}`` (no other macro but ``${env}``), no value PyYAML reads as text (1e4).
+
+    Args:
+        sweep: the sweep file's mapping.
+    """
     problems = []
     command = sweep.get("command")
     if not isinstance(command, list) or not command:
@@ -160,7 +138,12 @@ def _leaves(node):
 
 
 def check_sweep(sweep: dict, where: str = "sweep") -> None:
-    """Raise ValueError naming every problem (wandb's and this runner's)."""
+    """Raise ValueError naming every problem (wandb's and this runner's).
+
+    Args:
+        sweep: the sweep file's mapping.
+        where: the error's first words (the file's path).
+    """
     problems = wandb_violations(sweep) + local_problems(sweep)
     if problems:
         raise ValueError(f"{where}: " + "; ".join(problems))
@@ -176,9 +159,14 @@ def sweep_name(sweep: dict, path: str | Path) -> str:
 def propose(sweep: dict, *, method: str | None = None, count: int | None = None,
             seed: int = 0) -> list[dict[str, Any]]:
     """The runs of the sweep as ``{parameter: value}``, in the order wandb's engine proposes
-    them: every grid point (``count`` is then a limit applied later), or the first ``count``
-    random samples drawn with ``seed`` (the same list on every call: a prefix of a longer
-    one)."""
+    them: every grid point, or the first ``count`` random samples drawn with ``seed``.
+
+    Args:
+        sweep: the sweep file's mapping.
+        method: ``grid`` or ``random`` (``bayes`` is refused); None: the file's.
+        count: how many random samples (required: a prefix of a longer list); a grid ignores it.
+        seed: the seed of the random samples.
+    """
     engine = _sweeps_engine()
     method = method or sweep["method"]
     config = {**sweep, "method": method}
@@ -225,9 +213,13 @@ def _plain(value):
 
 
 def agent_command(sweep: dict, params: dict[str, Any]) -> list[str]:
-    """The command line ``wandb agent`` runs for these parameter values: the file's
-    ``command`` with each macro filled as the agent fills it (wandb's
-    ``create_sweep_command_args``; ``${env}`` dropped)."""
+    """The command line ``wandb agent`` runs for these values: the file's ``command``, each
+    macro filled as the agent fills it (``create_sweep_command_args``; ``${env}`` dropped).
+
+    Args:
+        sweep: the sweep file's mapping (its ``command``).
+        params: the run's values, ``{parameter: value}`` (:func:`propose`'s).
+    """
     from wandb.sdk.launch.sweeps.utils import create_sweep_command, create_sweep_command_args
 
     macros = create_sweep_command_args({"args": {k: {"value": v} for k, v in params.items()}})
@@ -244,7 +236,11 @@ def agent_command(sweep: dict, params: dict[str, Any]) -> list[str]:
 
 
 def varying(sweep: dict) -> list[str]:
-    """The swept parameters (more than one value, or a distribution), less ``seed``."""
+    """The swept parameters (more than one value, or a distribution), less ``seed``.
+
+    Args:
+        sweep: the sweep file's mapping (its ``parameters``).
+    """
     out = []
     for key, spec in (sweep.get("parameters") or {}).items():
         if key == "seed" or not isinstance(spec, dict) or "value" in spec:
@@ -267,7 +263,11 @@ def _fmt(value) -> str:
 
 def setting_label(setting: dict[str, Any]) -> str:
     """A folder name for a setting: ``key=value`` of each swept parameter (the last part of a
-    dotted key unless two share it), ``default`` for none; long ones shortened with a hash."""
+    dotted key unless two share it), ``default`` for none; long ones shortened with a hash.
+
+    Args:
+        setting: a run's values of the swept parameters (:func:`varying`), in their order.
+    """
     if not setting:
         return "default"
     tails = [k.rsplit(".", 1)[-1] for k in setting]
@@ -284,6 +284,23 @@ def setting_label(setting: dict[str, Any]) -> str:
 
 @dataclass
 class PlannedRun:
+    """One run of the plan.
+
+    Attributes:
+        index: its number, from 1, in the order proposed.
+        params: its values, ``{parameter: value}``.
+        setting: those of the swept parameters (:func:`varying`).
+        label: the setting's folder name (:func:`setting_label`).
+        command: what ``wandb agent`` runs (online, after ``wandb sweep FILE``).
+        overrides: what this runner gives ``rqa train``.
+        run_dir: its run folder.
+        status: planned | reused | running | finished | failed | interrupted | not run.
+        metric: the sweep's metric (:func:`metric_value`); None: none, or not finished.
+        seconds: how long ``rqa train`` ran; None: not run.
+        returncode: its exit status; None: not run.
+        config: its composed config (``rqa train``'s).
+    """
+
     index: int
     params: dict[str, Any]
     setting: dict[str, Any]
@@ -299,15 +316,13 @@ class PlannedRun:
 
     @property
     def train_command(self) -> str:
-        """The shell line that runs this run as the runner runs it: ``rqa train`` and the
-        overrides, each quoted for a POSIX shell."""
+        """The shell line that runs it as the runner does: ``rqa train``, the overrides quoted."""
         return " ".join(_shell_word(w) for w in (*_PROGRAM, *self.overrides))
 
 
 def _shell_word(word: str) -> str:
-    """``word`` as a POSIX shell reads it back: as is when it needs no quotes, in double quotes
-    when nothing in it is special there (a dict value: ``"k={'a': 1}"``), else in single
-    quotes (:func:`shlex.quote`)."""
+    """``word`` as a POSIX shell reads it back: bare, or in double quotes when nothing in it is
+    special there (a dict value: ``"k={'a': 1}"``), else :func:`shlex.quote`'s single quotes."""
     quoted = shlex.quote(word)
     if quoted == word or any(c in word for c in '"$`\\!'):
         return quoted
@@ -318,7 +333,17 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
               count: int | None = None, seed: int = 0,
               threads: str | None = None) -> list[PlannedRun]:
     """Every run of the sweep with its ``rqa train`` overrides and run folder (each composed
-    now, so a misspelt key fails before anything runs)."""
+    now, so a misspelt key fails before anything runs).
+
+    Args:
+        sweep: the sweep file's mapping.
+        name: the sweep's name (:func:`sweep_name`): its folder and wandb group.
+        output_dir: the sweeps' folder; a run's is ``OUTPUT_DIR/NAME/<setting>/...``.
+        method: as :func:`propose`'s.
+        count: as :func:`propose`'s.
+        seed: as :func:`propose`'s.
+        threads: a ``threads=`` override for the runs whose command sets none; None: none.
+    """
     keys = varying(sweep)
     sweep_dir = Path(output_dir) / name
     planned, labels, composed = [], {}, {}
@@ -355,9 +380,13 @@ def plan_runs(sweep: dict, name: str, output_dir: str | Path, *, method: str | N
 
 
 def metric_value(report: dict, name: str | None) -> float | None:
-    """The sweep metric of a finished run's report: ``test/X`` the test pool's metric X;
-    ``val/X`` the best validation score when X is the monitored one (model selection), else
-    the last validation value."""
+    """The sweep metric of a finished run's report: ``test/X`` the test pool's X; ``val/X`` the
+    best validation score when X is the monitored one, else the last validation value.
+
+    Args:
+        report: the run's ``result.json``, read.
+        name: the sweep's ``metric.name`` (``test/mrr``, ``val/...``); None or "": none.
+    """
     if not name:
         return None
     stage, _, key = name.partition("/")

@@ -62,6 +62,15 @@ from .experiments import standalone, with_profile
 
 @dataclass(frozen=True)
 class Run:
+    """One line of the queue.
+
+    Attributes:
+        folder: its FOLDER, under the output root.
+        words: a training line's ``rqa train`` overrides, or ``["rqa", SUBCOMMAND, ...]``;
+            ``{root}`` and ``{out}`` not filled in yet (:func:`expand`).
+        section: the title of the ``# --- TITLE ---`` comment above it; "": none.
+    """
+
     folder: str
     words: list[str]          # rqa train overrides, or ["rqa", SUBCOMMAND, ...]
     section: str = ""         # the title of the `# --- TITLE ---` comment above it
@@ -77,7 +86,17 @@ def _seed(words: list[str]) -> str | None:
 
 def expand_experiments(words: list[str], folders: list[tuple[str, list[str]]],
                        earlier: list[Run], section: str) -> list[Run]:
-    """The lines of ``@experiments WORDS`` (see the module docstring)."""
+    """The lines of ``@experiments WORDS`` (see the module docstring).
+
+    Args:
+        words: the words after ``@experiments``: ``key=value`` overrides (``profile=`` picks
+            the profile, default ``gpu``) and ``except=A,B``.
+        folders: the ``@folder`` lines above it, ``(FOLDER, [PATTERN, ...])``; the first
+            match names an experiment's FOLDER.
+        earlier: the runs of the lines above it (an experiment there with the same ``seed``
+            is left out).
+        section: the title of its section.
+    """
     excepted = {n for w in words if w.startswith("except=") for n in w[7:].split(",") if n}
     words = [w for w in words if not w.startswith("except=")]
     profile = next((w.split("=", 1)[1] for w in words if w.startswith("profile=")), "gpu")
@@ -95,6 +114,12 @@ def expand_experiments(words: list[str], folders: list[tuple[str, list[str]]],
 
 
 def parse_queue(path: Path) -> list[Run]:
+    """The runs of a queue file (see the module docstring), ``@experiments`` lines expanded;
+    a line of neither form is a ValueError naming it.
+
+    Args:
+        path: the queue file.
+    """
     runs: list[Run] = []
     folders: list[tuple[str, list[str]]] = []
     section = ""
@@ -124,7 +149,12 @@ def parse_queue(path: Path) -> list[Run]:
 
 
 def through(runs: list[Run], text: str | None) -> list[Run]:
-    """The runs up to the end of the first section whose title holds ``text`` (all: None)."""
+    """The runs up to the end of the first section whose title holds ``text``.
+
+    Args:
+        runs: the queue's runs, in order.
+        text: part of a section title, in any case; None: every run.
+    """
     if text is None:
         return runs
     titles = list(dict.fromkeys(r.section for r in runs))
@@ -135,11 +165,23 @@ def through(runs: list[Run], text: str | None) -> list[Run]:
 
 
 def expand(words: list[str], root: Path, folder: str) -> list[str]:
+    """``words`` with ``{out}`` as ``root/folder`` and ``{root}`` as ``root``.
+
+    Args:
+        words: a line's words after FOLDER.
+        root: the output root (OUTPUT_ROOT).
+        folder: the line's FOLDER.
+    """
     return [w.replace("{out}", str(root / folder)).replace("{root}", str(root)) for w in words]
 
 
 def present(words: list[str], caps: list[str]) -> list[str]:
-    """The ``data.KEY=N`` of ``caps`` whose key the data config of ``words`` has."""
+    """The ``data.KEY=N`` of ``caps`` whose key the data config of ``words`` has.
+
+    Args:
+        words: a training line's overrides (composed, to read its data config).
+        caps: ``data.KEY=N`` settings; empty: none (nothing is composed).
+    """
     if not caps:
         return []
     data = compose(words).data
@@ -150,7 +192,14 @@ def plan(run: Run, root: Path, train_overrides: list[str] = (), caps: list[str] 
          ) -> tuple[list[str], Path, Path, Path | None, object]:
     """(command, what it is called in the output, its log, the marker written on success
     or None when the command leaves its own: result.json, and the composed config of a
-    training line, None for a command line)."""
+    training line, None for a command line).
+
+    Args:
+        run: the line.
+        root: the output root.
+        train_overrides: settings added to a training line (``--train-overrides``).
+        caps: ``data.KEY=N`` caps, added to a training line whose data config has the key.
+    """
     words = expand(run.words, root, run.folder)
     if run.is_command:
         where = root / run.folder
@@ -168,7 +217,16 @@ def plan(run: Run, root: Path, train_overrides: list[str] = (), caps: list[str] 
 def reusable(run: Run, where: Path, marker: Path | None, cfg, command: list[str]) -> bool:
     """Whether the run is finished under this line's settings (the marker of this command,
     or a finished run of the composed config); another command's marker or a run of other
-    settings raises a UsageError naming it and the fix, a damaged marker is refused."""
+    settings raises a UsageError naming it and the fix, a damaged marker is refused.
+
+    Args:
+        run: the line.
+        where: its run folder (a training line) or output path (a command line): :func:`plan`'s.
+        marker: a command line's ``.done`` marker; None: a training line.
+        cfg: a training line's composed config; None for a command line.
+        command: the command :func:`plan` made (an older marker records it less its first
+            three words, ``python -m retrieval_qa.cli``).
+    """
     if marker is None:
         return run_folder.finished(cfg, where, "delete that run folder to train it under this "
                                                "line's settings, or give the line another FOLDER")
@@ -188,7 +246,12 @@ def reusable(run: Run, where: Path, marker: Path | None, cfg, command: list[str]
 def is_done(where: Path, marker: Path | None) -> bool:
     """The run finished (its marker, or a training's ``result.json``, is there and reads
     back; a damaged one is refused). Whether it finished under this line's settings is
-    :func:`reusable`'s question."""
+    :func:`reusable`'s question.
+
+    Args:
+        where: a training line's run folder (where its ``result.json`` is).
+        marker: a command line's ``.done`` marker; None: a training line.
+    """
     done = where / run_folder.RESULT if marker is None else marker
     if not done.is_file():
         return False
@@ -199,7 +262,18 @@ def is_done(where: Path, marker: Path | None) -> bool:
 
 class QueueStep(runner.Step):
     """One line of the queue as a step of the runner: planned when reached (so a line
-    refused is reported and the queue goes on), its summary entry written when it ends."""
+    refused is reported and the queue goes on), its summary entry written when it ends.
+
+    Args:
+        run: the line.
+        index: its number in the progress lines, from 1.
+        total: how many lines the queue runs.
+        root: the output root.
+        extra: settings added to a training line (``--train-overrides``).
+        caps: ``data.KEY=N`` caps, added to a training line whose data config has the key.
+        start: the queue's start (``time.monotonic()``), for the elapsed time.
+        summary: the queue's summary entries; the step appends its own.
+    """
 
     def __init__(self, run: Run, index: int, total: int, root: Path, extra: list[str],
                  caps: list[str], start: float, summary: list[dict]) -> None:
@@ -264,7 +338,15 @@ class QueueStep(runner.Step):
 
 def run_queue(runs: list[Run], root: Path, *, deadline_s: float = float("inf"),
               extra: list[str] = (), caps: list[str] = ()) -> list[dict]:
-    """Run the queue's ``runs`` (see the module docstring); returns the summary entries."""
+    """Run the queue's ``runs`` (see the module docstring); returns the summary entries.
+
+    Args:
+        runs: the lines to run, in order.
+        root: the output root.
+        deadline_s: seconds from now after which no run starts; inf: no deadline.
+        extra: settings added to every training line (``--train-overrides``).
+        caps: ``data.KEY=N`` caps, added to a training line whose data config has the key.
+    """
     start = time.monotonic()
     summary: list[dict] = []
     steps = [QueueStep(run, i + 1, len(runs), root, list(extra), list(caps), start, summary)
@@ -274,6 +356,12 @@ def run_queue(runs: list[Run], root: Path, *, deadline_s: float = float("inf"),
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
+    """``experiments/run_queue.py``: run the queue file's lines (``--through``: up to that
+    section) and print the JSON summary as the last stdout line; returns the summary entries.
+
+    Args:
+        argv: the command-line words after the program; None: ``sys.argv[1:]``.
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("queue", type=Path)
     parser.add_argument("--output-root", type=Path, required=True)
@@ -295,7 +383,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    """``main``, a bad input reported in one line with exit status 2."""
+    """``main``, a bad input reported in one line with exit status 2.
+
+    Args:
+        argv: as :func:`main`'s.
+    """
     try:
         main(argv)
     except UsageError as e:

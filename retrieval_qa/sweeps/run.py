@@ -2,7 +2,39 @@
 (:mod:`.runner`): ``train(compose_traced(overrides))`` in a subprocess (``python -m
 retrieval_qa.cli train``, as ``wandb agent`` runs it) or in this process; finished runs are
 kept, signals stop the sweep after the run saves its checkpoint, and the summary and the
-comparison table are written at the end. The plan comes from :mod:`.plan`."""
+comparison table are written at the end. The plan comes from :mod:`.plan`.
+
+`rqa sweep FILE`: run a wandb sweep file (``conf/sweeps/``) here, without a wandb server.
+
+A sweep file is in wandb's own format and is given unchanged to ``wandb sweep FILE`` when
+online. Here the same file is run by a local controller built from wandb's own pieces:
+
+- the file is checked with the checks of wandb's local controller
+  (``wandb sweep --controller``: ``sweeps.schema_violations_from_proposed_config``, the
+  ``sweeps`` engine of ``wandb[sweeps]``), plus what this runner needs (the command calls
+  ``rqa train`` with ``${args_no_hyphens}``);
+- the runs are proposed by that engine (``sweeps.next_run``): a grid in wandb's order, a
+  random search sampled with a seed (so a rerun proposes the same settings); ``bayes`` needs the
+  metrics a server collects and is refused (``--method random`` samples the same space);
+- each run's command line is built as ``wandb agent`` builds it
+  (``create_sweep_command_args``: ``${args_no_hyphens}`` becomes ``key=value`` for every
+  parameter, ``str(value)``), so a parameter is an ``rqa train`` override: ``seed``,
+  ``experiment`` or any config key (``model.gam.detach_cross``); a dict value sets several keys
+  of one node at once (``model.cross_loss: {similarity: dot, scale: 1.0}``);
+- then the runner sets its own overrides in place of the command's: ``logger=wandb``,
+  ``logger.mode=offline`` (no server: ``wandb sync`` uploads the runs later), grouped by the
+  sweep's name, and ``output_dir`` = ``<output-dir>/<sweep>/<setting>`` (the setting: the swept
+  values other than the seed), so every run has its usual run folder,
+  ``<output-dir>/<sweep>/<setting>/<experiment>/<profile>-seed<seed>/``, with ``sweep.json``
+  (its parameters and commands) beside ``result.json`` and the offline wandb files.
+
+A run whose folder holds a finished run of its settings (``result.json``, and ``config.yaml``
+equal to the run's composed config: ``rqa train``'s own check,
+:mod:`retrieval_qa.training.run_folder`) is reused, not run again; an interrupted run resumes
+from its last checkpoint (``rqa train``'s own resume); a folder holding a run of other
+settings (the sweep file changed since) stops the sweep before anything runs. Each run is
+``rqa train`` in a subprocess, or with ``--in-process`` in the runner's process.
+"""
 
 from __future__ import annotations
 
@@ -106,7 +138,18 @@ def _in_process_code(run: PlannedRun) -> int:
 
 class SweepStep(Step):
     """A run of the sweep as a step of the runner: its ``sweep.json`` written when it starts,
-    its status and metric when it ends, a progress line each time."""
+    its status and metric when it ends, a progress line each time.
+
+    Args:
+        run: the planned run; its status, exit status, seconds and metric are set here.
+        sweep: the sweep file's mapping.
+        info: what each run's ``sweep.json`` says of the sweep: ``sweep`` (its name),
+            ``file``, ``method``, ``metric`` (the metric's name; None: none) and ``goal``.
+        runs: every run of the sweep (the progress line counts them by status).
+        t0: the sweep's start (``time.perf_counter()``), for the elapsed time.
+        in_process: run ``rqa train`` in this process, not in a subprocess.
+        quiet: add :data:`~retrieval_qa.progress.QUIET_TRAINING` to the run's overrides.
+    """
 
     def __init__(self, run: PlannedRun, sweep: dict, info: dict, runs: list[PlannedRun],
                  t0: float, in_process: bool, quiet: bool) -> None:
@@ -178,11 +221,24 @@ def run_sweep(file: str | Path, *, count: int | None = None, dry_run: bool = Fal
               seed: int = 0, threads: str | None = None, in_process: bool = False,
               only: list[int] | None = None, quiet: bool = False) -> dict:
     """Run (or with ``dry_run`` only plan) a sweep file; returns the summary: every run with
-    its parameters, folder, status and metric, and the comparison table's files. Each run is
-    ``rqa train`` in a subprocess (as ``wandb agent`` runs it), or with ``in_process`` in this
-    process. ``only``: run just these run numbers (as ``dry_run`` lists them), in this order;
-    their folders are the full sweep's, so the rest can be run later. ``quiet``: the runs
-    show no progress bar and no model summary (as ``rqa train --quiet``)."""
+    its parameters, folder, status and metric, and the comparison table's files.
+
+    Args:
+        file: the sweep file's path, or a name of conf/sweeps/.
+        count: grid: run at most this many of the runs not finished yet; random: how many
+            settings to sample (required); None: every grid point.
+        dry_run: plan and list the runs; run and write nothing.
+        output_dir: the runs go to ``OUTPUT_DIR/<sweep name>/<setting>/``.
+        method: ``grid`` or ``random`` in place of the file's; None: the file's.
+        seed: the seed of random sampling.
+        threads: the ``threads=`` override of every run whose command sets none; None: the
+            config's.
+        in_process: each run's ``rqa train`` in this process; False: in a subprocess, as
+            ``wandb agent`` runs it.
+        only: just these run numbers (as ``dry_run`` lists them), in this order; their
+            folders are the full sweep's, so the rest can be run later; None: every run.
+        quiet: the runs show no progress bar and no model summary (``rqa train --quiet``).
+    """
     start = time.perf_counter()
     path = find_sweep_file(file)
     sweep = load_sweep(path)

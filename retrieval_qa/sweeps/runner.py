@@ -5,22 +5,17 @@ planners: each makes a list of :class:`Step` and hands it to :func:`run_steps`, 
 * skips a step that is finished already (:meth:`Step.done`: its result is there under its
   settings; finished state of other settings raises :class:`Refused`: reported, not run);
 * starts the others in order, one at a time, or up to ``jobs`` :attr:`Step.parallel` ones at
-  once; each is a :class:`Job`: :class:`Process` (its commands in subprocesses, one after
-  another) or :class:`Call` (a function run here: ``rqa train`` in-process);
+  once, each a :class:`Job`: a :class:`Process` (subprocesses) or a :class:`Call` (a function);
 * obeys a deadline (a turn's end): a step starts only if its :attr:`Step.estimate_s` fits
-  before it, a step that waits for another (:meth:`Step.ready`) is passed over, and with
-  ``grace`` every running step gets SIGTERM that many seconds before the deadline
-  (``rqa train`` writes its last checkpoint and stops: the next call resumes it), then SIGKILL;
-* passes the signals of ``forward`` on to the running steps and starts none after one (nor
-  after a step that was stopped);
+  before it, one waiting for another (:meth:`Step.ready`) is passed over, and with ``grace``
+  the running ones get SIGTERM, then SIGKILL (``rqa train`` saves its checkpoint and resumes);
+* passes ``forward``'s signals on to the running steps; none starts after one (or a stopped step);
 * makes one :class:`Record` per step (its state, seconds, exit status), which the step writes
   where its planner keeps them (:meth:`Step.end`, :meth:`Step.passed`): the sweep's
   ``summary.json``, the queue's markers and summary line, the checklist's ``ID.json``.
 
-A step that was interrupted resumes by itself when run again: ``rqa train`` continues from
-its checkpoint, ``rqa mine`` from its finished shards, a checklist item restores its carry
-sets and a queue item its finished runs.
-"""
+An interrupted step resumes when run again: ``rqa train`` from its checkpoint, ``rqa mine`` from
+its finished shards, a checklist item restores its carry sets, a queue item its finished runs."""
 
 from __future__ import annotations
 
@@ -50,11 +45,17 @@ class Refused(Exception):
 
 @dataclass
 class Record:
-    """What became of one step. ``state``: ``reused`` (finished before), ``refused``,
-    ``left`` (not started: ``reason`` ``deadline``, ``stopped`` by a signal, or ``cut``: still
-    waiting when the running steps were stopped at the deadline), ``waiting`` (for another
-    step: ``reason``), ``finished``, ``failed`` or ``stopped`` (started, then stopped by a
-    signal or the deadline: it resumes at the next call)."""
+    """What became of one step.
+
+    Attributes:
+        step: the step's name.
+        state: ``reused`` (finished before), ``refused``, ``left`` (not started), ``waiting``,
+            ``finished``, ``failed`` or ``stopped`` (by a signal or the deadline; it resumes).
+        seconds: how long it ran; None: it did not start.
+        code: its exit status (its failed command's; 0: none failed); None: not started.
+        reason: a refusal's message, what it waits for, or why it was left: ``deadline``,
+            ``stopped`` (by a signal) or ``cut`` (pending when the running steps were cut).
+    """
 
     step: str
     state: str
@@ -92,8 +93,15 @@ class Step:
 
 @dataclass
 class Action:
-    """One command of a :class:`Process`: a subprocess (``argv``) or a function run here
-    (``call``: False means it failed and the step stops)."""
+    """One command of a :class:`Process`: a subprocess or a function run here.
+
+    Attributes:
+        argv: the subprocess's command line; None: a ``call``.
+        call: the function; returning False means it failed and the step stops.
+        shown: how the step's commands show it; None: ``argv``, quoted.
+        skip_if: a path that, when it exists (an earlier step made it), skips the action.
+        always: a call that runs even when the step was stopped (:meth:`Process.finish`).
+    """
 
     argv: list[str] | None = None
     call: Callable[[], bool] | None = None
@@ -106,11 +114,17 @@ class Action:
 
 
 class Process:
-    """A step's actions one after another, each command a subprocess (in its own session
-    with ``new_session``, so that SIGKILL ends its workers too). ``log``: each command's
-    stderr is appended there (None: this process's); ``stdout``: the file of the command
-    numbered N (counting every action), ``"inherit"`` for this process's, or None for no
-    stdout; ``note``: a line for the log.
+    """A step's actions one after another, each command a subprocess; the first starts here.
+
+    Args:
+        actions: the actions, in order.
+        cwd: the commands' working folder; None: this process's.
+        env: the commands' environment; None: this process's.
+        log: the file each command's stderr is appended to; None: this process's stderr.
+        stdout: the file of the command numbered N (from 1, counting every action),
+            ``"inherit"`` for this process's stdout, or None for none.
+        new_session: each command in its own session, so that SIGKILL ends its workers too.
+        note: given each line for the log (a command started, an action skipped).
     """
 
     def __init__(self, actions: Iterable[Action], *, cwd: Path | None = None,
@@ -218,8 +232,11 @@ class Process:
 
 
 class Call:
-    """A function run here, to its end, when the step starts (``rqa train`` in this process);
-    its return value is the exit status (130 / 143: stopped by a signal, it resumes)."""
+    """A function run here, to its end, when the step starts (``rqa train`` in this process).
+
+    Args:
+        fn: the function; it returns the exit status (130 / 143: stopped by a signal).
+    """
 
     def __init__(self, fn: Callable[[], int]) -> None:
         self.start = time.monotonic()
@@ -249,6 +266,14 @@ Job = Process | Call
 
 @dataclass
 class Report:
+    """What :func:`run_steps` did.
+
+    Attributes:
+        records: one :class:`Record` per step, in the order each was settled.
+        signal: the first signal forwarded (or that stopped a call); None: none.
+        cut: the running steps were stopped at the deadline.
+    """
+
     records: list[Record] = field(default_factory=list)
     signal: int | None = None      # the first signal forwarded (or that stopped a call)
     cut: bool = False              # the running steps were stopped at the deadline
@@ -281,9 +306,17 @@ def _forwarding(signals: tuple[int, ...], running: list, received: list[int]):
 def run_steps(steps: Iterable[Step], *, deadline_at: float = math.inf,
               grace: float | None = None, jobs: int = 1, forward: tuple[int, ...] = (),
               poll_s: float = 0.2) -> Report:
-    """Run ``steps`` (see the module docstring). ``deadline_at``: ``time.monotonic()`` by
-    which every step has ended when ``grace`` is given (SIGTERM ``grace`` seconds before it),
-    else after which no step starts."""
+    """Run ``steps`` (see the module docstring).
+
+    Args:
+        steps: the planned steps, in order.
+        deadline_at: a ``time.monotonic()`` time after which no step starts; inf: none.
+        grace: SIGTERM to the running steps this many seconds before the deadline (SIGKILL by
+            it), and a step starts only if it fits before that; None: no step is stopped.
+        jobs: how many :attr:`Step.parallel` steps may run at once.
+        forward: the signals passed on to the running steps (none starts after one).
+        poll_s: the seconds between polls of the running steps.
+    """
     report = Report()
     pending = list(steps)
     running: list[tuple[Step, Job]] = []

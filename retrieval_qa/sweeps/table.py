@@ -71,12 +71,21 @@ def _last_logged(run: dict, keys: Sequence[str]) -> dict[str, float | None]:
 def write_run_files(runs: Sequence[dict], sweep_dir: str | Path, out: Path, name: str,
                     logged: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
     """Each finished run's ``sweep.json`` and small ``result.json`` (the report without its
-    checkpoint paths, :func:`~retrieval_qa.analysis.common.run_copy`, with the ``last_logged``
-    values of ``logged``) under ``out/runs/<name>/<its folder in the sweep>/``, with the run
-    folder's JSON files named in ``extra`` where present (e.g. a study's evaluations of the run
-    on other pools); returns the result files written.
+    checkpoint paths, :func:`~retrieval_qa.analysis.common.run_copy`) under
+    ``out/runs/<name>/<its folder in the sweep>/``; returns the result files written.
     Nothing is written when ``out`` is the sweep folder or inside it (the runs are there, and
-    copies would be read as runs of the sweep)."""
+    copies would be read as runs of the sweep).
+
+    Args:
+        runs: the sweep's runs (``load_sweep_runs``: ``sweep``, ``report``, None when not
+            finished, and ``run_dir``).
+        sweep_dir: the sweep's folder, which the runs' folders are named relative to.
+        out: the table's folder.
+        name: the sweep's name.
+        logged: CSV-log keys whose last values the copied report keeps as ``last_logged``.
+        extra: names of other JSON files of a run folder, copied where present (e.g. a
+            study's evaluations of the run on other pools).
+    """
     root, where = Path(sweep_dir).resolve(), out.resolve()
     if where == root or root in where.parents:
         return []
@@ -104,14 +113,25 @@ def sweep_table(sweep_dir: str | Path, *, output_dir: str | Path | None = None,
                 metrics: Sequence[str] | None = None, title: str | None = None,
                 tag: str | None = None, logged: Sequence[str] = (),
                 merge: str | Path | None = None, baseline: str | None = None) -> dict:
-    """Writes ``sweep_table[_TAG].{md,json}`` (into ``output_dir``, default the sweep folder):
-    per setting the test metrics (``metrics``, default MRR / R@1 / R@5), the sweep's own
+    """Writes ``sweep_table[_TAG].{md,json}``: per setting the test metrics, the sweep's own
     metric, the best validation score, the training time and the last logged value of each
-    key of ``logged`` (the runs' CSV logs, e.g. ``train/gam_loss``), each as mean ± sample std
-    over its finished runs, with the seeds and how many runs are finished of those started.
-    ``merge``: an earlier ``sweep_table.json`` of this sweep whose rows the folder's runs are
-    pooled into (see ``merge_table``). ``baseline``: the label of the row the others are
-    tested against (:func:`baseline_column`)."""
+    key of ``logged``, each as mean ± sample std over its finished runs, with the seeds and
+    how many runs are finished of those started. Returns the rows' means, the best setting's
+    label and the files written.
+
+    Args:
+        sweep_dir: the sweep's folder (``runs/sweeps/<name>/``, or a table's run copies).
+        output_dir: the table's folder; None: the sweep folder. Elsewhere, the finished runs'
+            small files go beside it (:func:`write_run_files`).
+        metrics: the test metrics, e.g. ``mrr``, ``r@1``; None: MRR, R@1 and R@5.
+        title: the Markdown file's heading; None: ``Sweep <name>``.
+        tag: the files' name suffix (``sweep_table_TAG``); None: none.
+        logged: keys of the runs' CSV logs (e.g. ``train/gam_loss``), a column each.
+        merge: an earlier ``sweep_table.json`` of this sweep whose rows the folder's runs are
+            pooled into (:func:`merge_table`); None: none.
+        baseline: the label of the row the others are tested against on the first metric
+            (:func:`baseline_column`); None: no test.
+    """
     runs = load_sweep_runs(sweep_dir)
     first = runs[0]["sweep"]
     name, sweep_metric = first.get("sweep", Path(sweep_dir).name), first.get("metric")
@@ -266,7 +286,15 @@ def merge_table(previous: dict, rows: list[dict], metrics: Sequence[str],
     the same setting, then the folder's new settings. A seed in both is an error (a run is
     counted once), and so is a row to pool into that lacks a column of this table; a row kept
     as it was shows "–" there. The earlier table's unfinished runs are dropped (their folders
-    are gone: a rerun is in this folder)."""
+    are gone: a rerun is in this folder).
+
+    Args:
+        previous: the earlier table (its ``sweep_table.json``, read).
+        rows: this folder's rows.
+        metrics: the test metrics of the table's columns.
+        logged: the CSV-log keys of its ``last KEY`` columns.
+        source: the earlier table as errors name it (its path).
+    """
     fresh = {_setting_key(r["setting"]): r for r in rows}
     out = []
     for old in previous["rows"]:
@@ -303,7 +331,13 @@ def baseline_column(rows: list[dict], baseline: str, metric: str) -> dict:
     """The column "vs BASELINE": per row, ``metric``'s difference to the baseline row (seeds
     averaged per question), its paired bootstrap 95 % interval, the randomisation p-value
     Holm-corrected across the rows tested, and * where that p < 0.05; "no per-question
-    records" where a run of the row (or of the baseline) kept none."""
+    records" where a run of the row (or of the baseline) kept none.
+
+    Args:
+        rows: the table's rows; each row tested gets ``vs_baseline``, its statistics.
+        baseline: the baseline row's label (a ValueError when no row has it).
+        metric: the metric compared, e.g. ``mrr`` (a P@k is compared as R@k).
+    """
     from ..analysis.compare import Setting, compare_settings
     from ..evaluation.per_question import read_per_question
 
