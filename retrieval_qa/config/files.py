@@ -53,6 +53,28 @@ def conf_dirs() -> list[Path]:
     return [*extra, conf_dir()]
 
 
+def find_conf(group: str, name: str) -> Path | None:
+    """The file ``<group>/<name>.yaml`` (or ``<group>/<name>`` when it names a file) of the
+    first conf folder holding it (:func:`conf_dirs`), or None.
+
+    Args:
+        group: the folder of conf/ (``sweeps``, ``experiment``, ...).
+        name: the file's name, with or without ``.yaml``.
+    """
+    for d in conf_dirs():
+        for candidate in (d / group / f"{name}.yaml", d / group / str(name)):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def conf_files() -> list[tuple[str, Path]]:
+    """Every YAML file of every conf folder, as (its path relative to its folder, its path),
+    in the search order (for a digest of the whole configuration)."""
+    return [(p.relative_to(d).as_posix(), p) for d in conf_dirs()
+            for p in sorted(d.rglob("*.yaml"))]
+
+
 def conf_names(group: str) -> list[str]:
     """The config names of a group (``experiment``, ``model``, ...) across :func:`conf_dirs`.
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from ..config import conf_dirs, conf_names
+from ..config import conf_files, conf_names, find_conf, load_yaml_file
 
 #: the profiles two experiments must compose alike to be one experiment on a GPU
 SAME_PROFILES = ("paper", "gpu")
@@ -29,14 +29,12 @@ def _composed(name: str, profile: str) -> dict:
 
 
 def _extends(name: str) -> str | None:
-    import yaml
-
-    for d in conf_dirs():
-        path = d / "experiment" / f"{name}.yaml"
-        if path.is_file():
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            return raw.get("extends") if isinstance(raw, dict) else None
-    return None
+    """The experiment ``name`` extends (its file's ``extends:``), or None."""
+    path = find_conf("experiment", name)
+    if path is None:
+        return None
+    raw = load_yaml_file(path)
+    return raw.get("extends")
 
 
 def _ancestors(name: str) -> list[str]:
@@ -51,7 +49,7 @@ def _conf_key() -> str:
     """A digest of every config file and the code that composes them."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
-    files = [(str(p.relative_to(d)), p) for d in conf_dirs() for p in sorted(d.rglob("*.yaml"))]
+    files = conf_files()
     files += [(f"code/{p.relative_to(package).as_posix()}", p)
               for p in [*sorted((package / "config").glob("*.py")), package / "registry.py"]]
     for name, path in files:

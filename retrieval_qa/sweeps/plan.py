@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from ..config import conf_dirs, yaml_error_line
+from ..config import conf_names, find_conf, yaml_error_line
 from ..errors import InputFileError, did_you_mean
 from ..training.compose import compose
 from ..training.run_folder import run_dir
@@ -52,11 +52,10 @@ def find_sweep_file(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.is_file():
         return p
-    for d in conf_dirs():
-        for candidate in (d / "sweeps" / f"{name_or_path}.yaml", d / "sweeps" / str(name_or_path)):
-            if candidate.is_file():
-                return candidate
-    names = sorted({f.stem for d in conf_dirs() for f in (d / "sweeps").glob("*.yaml")})
+    found = find_conf("sweeps", str(name_or_path))
+    if found is not None:
+        return found
+    names = conf_names("sweeps")
     raise FileNotFoundError(f"sweep file {name_or_path!r} not found ("
                             f"{did_you_mean(Path(name_or_path).stem, names)}a path, or one of "
                             f"conf/sweeps/: {names})")
