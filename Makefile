@@ -26,8 +26,11 @@ TEST_ENV = RQA_CACHE_DIR=$${RQA_CACHE_DIR:-$(CURDIR)/.cache/rqa} \
 	MPLCONFIGDIR=$(CURDIR)/.cache/matplotlib WANDB_DIR=$(CURDIR)/.cache/wandb \
 	WANDB_CACHE_DIR=$(CURDIR)/.cache/wandb WANDB_MODE=offline HF_HUB_OFFLINE=1
 
+# The suite runs on every core (pytest-xdist, at most 4 workers); `make test PYTEST_WORKERS=0`
+# runs it in one process.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --maxprocesses 4
 
 test-all: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q
