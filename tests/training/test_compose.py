@@ -5,10 +5,17 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import OmegaConf
 
-from retrieval_qa.config import compose, conf_dir, load_experiment, load_group, load_yaml
+from retrieval_qa.config import (
+    compose,
+    conf_dir,
+    conf_names,
+    load_experiment,
+    load_group,
+    load_yaml,
+)
 from retrieval_qa.registry import locate
 
-EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+EXPERIMENTS = conf_names("experiment")  # $RQA_CONF_PATH's too: nothing listed by hand
 PROFILES = [(e, p) for e in EXPERIMENTS for p in load_experiment(e).get("profiles", {})]
 
 

@@ -181,3 +181,26 @@ def test_an_unknown_target_names_the_config_node(setup_dirs, tmp_path, capsys):
     assert main(["train", *tiny_overrides(setup_dirs, tmp_path,
                                           "model._target_=no_such_module.Method")]) == 2
     assert "_target_='no_such_module.Method'" in capsys.readouterr().err
+
+
+def test_a_new_method_joins_every_list_with_no_edit(toy, capsys):
+    """The toy method (a module on sys.path and an experiment in $RQA_CONF_PATH, with a gpu
+    profile) is found wherever the suite lists methods: rqa train --help, the composition and
+    profile tests (conf_names), the GPU queue's generated lines and the device checklist's
+    per-experiment items. No list names a method by hand."""
+    from experiments.device.checklist import CHECKLIST, parse_checklist
+    from retrieval_qa.config import compose, conf_names
+    from retrieval_qa.sweeps.queue import expand_experiments
+
+    path = toy / "conf" / "experiment" / "toy.yaml"
+    path.write_text(path.read_text() + '  gpu:\n    description: "toy, GPU profile (REDUCED)"\n'
+                    "    trainer: {max_epochs: 2}\n")  # a profile under `profiles:`
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--help"])
+    assert done.value.code == 0 and "toy" in capsys.readouterr().out
+    assert "toy" in conf_names("experiment")
+    assert compose(["experiment=toy", "profile=gpu"]).model._target_ == "toy_method.ToyMethod"
+    queued = expand_experiments(["profile=gpu", "seed=1"], [], [], "every method")
+    assert ["experiment=toy", "profile=gpu", "seed=1"] in [r.words for r in queued]
+    assert "smoke-toy" in [item.id for item in parse_checklist(CHECKLIST)]
+
