@@ -5,7 +5,7 @@ and its one-to-many subset (answers with more than 8 questions: ``--min-question
 the ``dual_gru`` experiment (the ENDX paper's settings): besides having no latent model it
 shares one tower between questions and answers, scores by the inner product and trains with the
 in-batch softmax, where the VAEs have separate encoders, the cosine of the latent means and
-eq. 7 (results/vaes/README.md, "Departures").
+eq. 7 (results/vaes/NOTES.md, "Departures").
 
 Plan (each step is skipped when finished, so an interrupted study resumes with the same
 command):
