@@ -347,3 +347,71 @@ def damage(path: Path, how: str) -> bool:
     else:
         return False
     return True
+
+
+#: a ``python -c`` script running ``rqa train ARGS`` that SIGKILLs itself at ``$KILL``:
+#: ``step:N`` (after training step N and what its end wrote), ``last:E`` (right after the first
+#: last.ckpt written in epoch E) or ``validation:E`` (at the first validation batch of epoch E)
+KILLER = """
+import os, signal, sys
+from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
+kind, _, at = os.environ["KILL"].partition(":")
+at = int(at)
+
+def kill():
+    os.kill(os.getpid(), signal.SIGKILL)  # no handler, nothing saved: a hard kill
+
+if kind == "step":  # after training step `at` and what its end wrote
+    end = ResumableCheckpoints.on_train_batch_end
+    def on_train_batch_end(self, trainer, *args):
+        end(self, trainer, *args)
+        if trainer.global_step == at:
+            kill()
+    ResumableCheckpoints.on_train_batch_end = on_train_batch_end
+elif kind == "last":  # right after the first last.ckpt written in epoch `at`
+    save = ResumableCheckpoints.save
+    def save_last(self, trainer):
+        path = save(self, trainer)
+        if trainer.current_epoch == at:
+            kill()
+        return path
+    ResumableCheckpoints.save = save_last
+elif kind == "validation":  # at the first validation batch of epoch `at`
+    def on_validation_batch_end(self, trainer, *args):
+        if trainer.current_epoch == at:
+            kill()
+    ResumableCheckpoints.on_validation_batch_end = on_validation_batch_end
+from retrieval_qa.cli import main
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def killed_run(overrides: list[str], kill: str, log: Path, cwd: Path, **env) -> int:
+    """``rqa train OVERRIDES`` in a new process killed with SIGKILL at ``kill`` (see
+    :data:`KILLER`); its return code. A hard kill can leave the run's loader workers behind
+    (orphans that do not always notice their parent's death): the output goes to ``log``, not to
+    pipes they would hold open, and the run's session is killed after it.
+
+    Args:
+        overrides: the run's ``key=value`` settings.
+        kill: where it kills itself (``step:N``, ``last:E``, ``validation:E``).
+        log: the file its stdout and stderr go to.
+        cwd: the folder it runs in.
+        env: more environment variables (e.g. ``RQA_THREADS="1"``).
+    """
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": str(repo), "KILL": kill, **env}
+    with open(log, "w") as output:
+        proc = subprocess.Popen([sys.executable, "-c", KILLER, *overrides], env=environment,
+                                cwd=cwd, stdout=output, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)

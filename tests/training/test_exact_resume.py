@@ -11,64 +11,25 @@ different random stream or a different data order after the restart."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import final_weights, signal_at_step, tiny, tiny_overrides
+from helpers import final_weights, killed_run, signal_at_step, tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training import callbacks
 from retrieval_qa.training.rng_state import rng_states, set_rng_states
 from retrieval_qa.training.run import train
 
-REPO = Path(__file__).resolve().parents[2]
 # 64 training pairs of batch 8: 7 full duplicate-free batches an epoch, steps 8-14 in epoch 2
 RUN = ("test_after_fit=false", "model.towers.encoder.dropout=0.3", "data.max_train_pairs=64",
        "trainer.checkpoint_every_minutes=0", "trainer.weights_every_minutes=0")
 WORKERS = "data.num_workers=2"  # persistent training workers (data.num_workers > 0)
 STEPS_PER_EPOCH = 7
-
-KILLER = """
-import os, signal, sys
-from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
-kind, _, at = os.environ["KILL"].partition(":")
-at = int(at)
-
-def kill():
-    os.kill(os.getpid(), signal.SIGKILL)  # no handler, nothing saved: a hard kill
-
-if kind == "step":  # after training step `at` and what its end wrote
-    end = ResumableCheckpoints.on_train_batch_end
-    def on_train_batch_end(self, trainer, *args):
-        end(self, trainer, *args)
-        if trainer.global_step == at:
-            kill()
-    ResumableCheckpoints.on_train_batch_end = on_train_batch_end
-elif kind == "last":  # right after the first last.ckpt written in epoch `at`
-    save = ResumableCheckpoints.save
-    def save_last(self, trainer):
-        path = save(self, trainer)
-        if trainer.current_epoch == at:
-            kill()
-        return path
-    ResumableCheckpoints.save = save_last
-elif kind == "validation":  # at the first validation batch of epoch `at`
-    def on_validation_batch_end(self, trainer, *args):
-        if trainer.current_epoch == at:
-            kill()
-    ResumableCheckpoints.on_validation_batch_end = on_validation_batch_end
-from retrieval_qa.cli import main
-sys.exit(main(["train", *sys.argv[1:]]))
-"""
-
 
 def _train(setup_dirs, out, monkeypatch, *extra) -> tuple[dict, dict]:
     """An in-process run: its report and the module's weights when training ended."""
@@ -79,23 +40,10 @@ def _train(setup_dirs, out, monkeypatch, *extra) -> tuple[dict, dict]:
 
 
 def _killed(setup_dirs, out, kill: str, *extra) -> Path:
-    """The run in a new process, killed with SIGKILL at ``kill``; its last.ckpt.
-
-    A hard kill can leave the run's loader workers behind (orphans that do not always notice
-    their parent's death): the output goes to a file, not to pipes they would hold open, and
-    the run's session is killed after it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RQA_THREADS": "1", "KILL": kill}
+    """The run in a new process, killed with SIGKILL at ``kill``; its last.ckpt."""
     log = out.parent / f"killed-{kill.replace(':', '-')}.log"
-    with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-c", KILLER,
-                                 *tiny_overrides(setup_dirs, out, *RUN, *extra)],
-                                env=env, cwd=out.parent, stdout=output,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            returncode = proc.wait(timeout=300)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+    returncode = killed_run(tiny_overrides(setup_dirs, out, *RUN, *extra), kill, log,
+                            out.parent, RQA_THREADS="1")
     assert returncode == -signal.SIGKILL, log.read_text()[-3000:]
     return out / "dual_gru" / "cpu-seed42" / "checkpoints" / "last.ckpt"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import signal_at_step, tiny, tiny_overrides
+from helpers import KILLER, signal_at_step, tiny, tiny_overrides
 
 from retrieval_qa.cli import main
 from retrieval_qa.training.compose import compose, compose_traced
@@ -132,20 +132,6 @@ def test_wandb_offline_json_is_the_last_line_of_stdout(setup_dirs, tmp_path):
     assert "wandb" in proc.stderr.lower() and "Epoch 1/1" in proc.stderr
 
 
-KILLER = """
-import os, signal, sys
-from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
-original = ResumableCheckpoints.on_train_batch_end
-def hook(self, trainer, *args):
-    original(self, trainer, *args)
-    if trainer.global_step == int(os.environ["KILL_AT_STEP"]):
-        os.kill(os.getpid(), signal.SIGKILL)  # no handler, no checkpoint: a hard kill
-ResumableCheckpoints.on_train_batch_end = hook
-from retrieval_qa.cli import main
-sys.exit(main(["train", *sys.argv[1:]]))
-"""
-
-
 def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
         setup_dirs, tmp_path, monkeypatch):
     """SIGKILL at step 6 of a run with dropout that checkpoints every 4 steps: a new process
@@ -159,7 +145,7 @@ def test_hard_kill_between_periodic_checkpoints_resumes_to_the_same_weights(
     straight = train(tiny(setup_dirs, tmp_path / "a", *extra))
     assert straight["global_steps"] > 8
     killed = tiny_overrides(setup_dirs, tmp_path / "b", *extra)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RQA_THREADS": "1", "KILL_AT_STEP": "6"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RQA_THREADS": "1", "KILL": "step:6"}
     proc = subprocess.run([sys.executable, "-c", KILLER, *killed], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]

@@ -19,19 +19,15 @@ another data order, random stream or step count after the restart."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
 import torch
-from helpers import tiny, tiny_overrides
+from helpers import killed_run, tiny, tiny_overrides
 from pytorch_lightning.callbacks import timer
 from torch.utils.data import TensorDataset
 
@@ -43,7 +39,6 @@ from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
 from retrieval_qa.training.run import train
 from retrieval_qa.training.trainer import build_trainer, fit, trainer_config
 
-REPO = Path(__file__).resolve().parents[2]
 # 64 pairs of batch 8: 7 steps an epoch (steps 1-7, 8-14, 15-21); dropout draws random masks
 RUN = ("test_after_fit=false", "model.towers.encoder.dropout=0.3", "data.max_train_pairs=64",
        "trainer.checkpoint_every_minutes=0", "trainer.weights_every_minutes=0", "threads=1",
@@ -136,20 +131,6 @@ def test_a_run_resumed_from_any_of_its_checkpoints_ends_as_the_uninterrupted_run
         _assert_same_run(straight, _run(setup_dirs, out, *extra), last)
 
 
-KILLER = """
-import os, signal, sys
-from retrieval_qa.training.resumable_checkpoints import ResumableCheckpoints
-end = ResumableCheckpoints.on_train_batch_end
-def on_train_batch_end(self, trainer, *args):
-    end(self, trainer, *args)
-    if trainer.global_step == int(os.environ["KILL_AT_STEP"]):
-        os.kill(os.getpid(), signal.SIGKILL)  # no handler, nothing saved: a hard kill
-ResumableCheckpoints.on_train_batch_end = on_train_batch_end
-from retrieval_qa.cli import main
-sys.exit(main(["train", *sys.argv[1:]]))
-"""
-
-
 def test_the_reported_command_killed_in_epoch_2_resumes_to_the_uninterrupted_run(
         setup_dirs, tmp_path):
     """The reported bug, in a new process: max_epochs=3 and max_steps=21 (three epochs),
@@ -158,18 +139,9 @@ def test_the_reported_command_killed_in_epoch_2_resumes_to_the_uninterrupted_run
     extra = ("trainer.max_steps=21",)
     straight = _run(setup_dirs, tmp_path / "a", *extra)
     out = tmp_path / "b"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "KILL_AT_STEP": "10"}
     log = tmp_path / "killed.log"
-    with open(log, "w") as output:
-        proc = subprocess.Popen([sys.executable, "-c", KILLER,
-                                 *tiny_overrides(setup_dirs, out, *RUN, *extra)],
-                                env=env, cwd=tmp_path, stdout=output, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            returncode = proc.wait(timeout=300)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+    returncode = killed_run(tiny_overrides(setup_dirs, out, *RUN, *extra), "step:10", log,
+                            tmp_path)
     assert returncode == -signal.SIGKILL, log.read_text()[-3000:]
     last = out / RUN_DIR / "checkpoints" / "last.ckpt"
     assert torch.load(last, weights_only=False, map_location="cpu")["global_step"] == 7
