@@ -26,6 +26,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from ..data.io import file_sha256
 from ..data.loading import load_pool
 from ..data.pool_index import known_positives
 from ..data.resumable import ResumableDataLoader
@@ -53,11 +54,7 @@ def file_digest(path: Path) -> str:
     Args:
         path: the file (read in blocks of 1 MiB).
     """
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def artifact_digest(folder: str | Path) -> str:

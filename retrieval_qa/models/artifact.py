@@ -20,7 +20,6 @@ loads with a default in its place (a tokenizer without its vocabulary maps every
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -65,11 +64,9 @@ def file_record(path: str | Path) -> dict:
     Args:
         path: the file (read in blocks of 1 MiB).
     """
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"bytes": Path(path).stat().st_size, "sha256": h.hexdigest()}
+    from ..data.io import file_sha256
+
+    return {"bytes": Path(path).stat().st_size, "sha256": file_sha256(path)}
 
 
 def record_files(folder: str | Path, names: Iterable[str]) -> dict[str, dict]:
