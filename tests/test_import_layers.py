@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "retrieval_qa"
 #: modules) in it: a package imports only from the layers below its own, never from its own
 #: layer or above. Every package is listed, so a new one gets its place here.
 LAYERS = (
-    ("errors",),
+    ("errors", "lazy"),
     ("written", "requirements", "registry", "portable_paths", "progress", "pretrained"),
     ("config",),  # conf/'s one reader: composition (registry), ranges, provenance, settings
     ("runtime",),  # the threads setting: config's

@@ -5,7 +5,7 @@ The names are imported on first use (PEP 562), so ``rqa evaluate --model bm25`` 
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_names
 
 _WHERE = {"EvaluationResult": "evaluator", "evaluate": "evaluator",
           "metrics_from_ranks": "metrics", "MeanReciprocalRank": "rank_metrics",
@@ -15,15 +15,4 @@ _WHERE = {"EvaluationResult": "evaluator", "evaluate": "evaluator",
           "DenseScorer": "search", "Scorer": "search"}
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -5,22 +5,11 @@ relation names of GAM (:mod:`.relations`) imports no torch."""
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_names
 
 _WHERE = {"InBatchSoftmaxLoss": "in_batch_softmax",
           "QuadraticConditionalLoss": "quadratic_conditional",
           "BatchHardTripletLoss": "triplet"}
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
