@@ -332,21 +332,6 @@ def pool_text(claim: Claim, figure: Figure) -> str:
     return f"{pool} ({figure.questions:,} q)"
 
 
-def ledger_looks(results: Path) -> dict[tuple, int]:
-    """``{(family, pool): configurations}`` from the committed ledger, the pool as
-    ``dataset/pool`` (``+ " (subset)"`` for looks at a subset).
-
-    Args:
-        results: the ``results/`` folder.
-    """
-    from ..evaluation.ledger import read, summarise
-
-    path = Path(results) / LEDGER
-    if not path.is_file():
-        return {}
-    return {(r["family"], r["pool"]): r["configurations"] for r in summarise(read(path))}
-
-
 def ledger_pool(pool: str, subset: bool) -> str:
     """A pool as the ledger's summary names it (a subset named in the pool, such as
     ``dev[qpa>=9]``, is the pool's subset).
@@ -365,7 +350,7 @@ def looks_text(claim: Claim, figure: Figure, looks: dict) -> str:
     Args:
         claim: the claim.
         figure: its computed :class:`Figure`.
-        looks: :func:`ledger_looks`.
+        looks: :func:`~.results_tables.ledger_looks`.
     """
     if not claim.family:
         return "–"

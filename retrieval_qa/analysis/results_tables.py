@@ -17,7 +17,6 @@ from .claims import (
     Claim,
     Study,
     compute,
-    ledger_looks,
     ledger_pool,
     load_studies,
     looks_text,
@@ -41,13 +40,55 @@ def _link(claim: Claim, base: Path) -> str:
     return ", ".join(names)
 
 
+def ledger_entries(results: Path) -> list[dict]:
+    """The looks of the committed ledger (``results/ledger.jsonl``; none when it is absent).
+
+    Args:
+        results: the ``results/`` folder.
+    """
+    from ..evaluation.ledger import read
+
+    path = Path(results) / LEDGER
+    return read(path) if path.is_file() else []
+
+
+def ledger_looks(entries: list[dict]) -> dict[tuple, int]:
+    """``{(family, pool): configurations}`` of ledger looks, the pool as ``dataset/pool``
+    (``+ " (subset)"`` for looks at a subset).
+
+    Args:
+        entries: the looks (:func:`ledger_entries`).
+    """
+    from ..evaluation.ledger import summarise
+
+    return {(r["family"], r["pool"]): r["configurations"] for r in summarise(entries)}
+
+
+def kept_looks(studies: list[Study]) -> dict[str, str]:
+    """``{ranks digest: the claims}`` of the per-question records the studies' claims keep
+    (a record kept by several claims names them all).
+
+    Args:
+        studies: the studies (:func:`load_studies`).
+    """
+    from ..evaluation.ledger import ranks_digest
+
+    kept: dict[str, set[str]] = {}
+    for study in studies:
+        for claim in study.claims:
+            for path in claim.files():
+                if path.name.endswith(".jsonl.gz"):
+                    kept.setdefault(ranks_digest(read_record(path).ranks), set()).add(claim.key)
+    return {digest: ", ".join(sorted(keys)) for digest, keys in kept.items()}
+
+
 def study_table(study: Study, base: Path, looks: dict) -> str:
     """The study's table of established figures.
 
     Args:
         study: the study.
         base: the folder of the page the table goes in (links are relative to it).
-        looks: :func:`~.claims.ledger_looks`.
+        looks: :func:`ledger_looks`.
     """
     lines = ["| what | figure | seeds | pool | chosen by (validation) | test looks | command "
              "| record |", "|---|---|---|---|---|---|---|---|"]
@@ -61,19 +102,17 @@ def study_table(study: Study, base: Path, looks: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def looks_table(results: Path, family: str, kept: set[str]) -> str:
+def looks_table(entries: list[dict], family: str, kept: set[str]) -> str:
     """Every configuration of ``family`` evaluated on a test pool (from the committed ledger):
     its seeds, the mean MRR of its looks, and whether a headline keeps it.
 
     Args:
-        results: the ``results/`` folder (its ``ledger.jsonl``).
+        entries: the committed ledger's looks (:func:`ledger_entries`).
         family: the ledger family.
-        kept: the ranks digests of the records the study's claims keep.
+        kept: the ranks digests of the records the claims keep (:func:`kept_looks`).
     """
-    from ..evaluation.ledger import read
-
     groups: dict[tuple, list[dict]] = {}
-    for e in read(Path(results) / LEDGER):
+    for e in entries:
         if e["family"] == family:
             pool = ledger_pool(f"{e['dataset']}/{e['pool']}", bool(e.get("subset")))
             label = e.get("config") or " ".join([e["name"], *e.get("overrides", [])])
@@ -90,18 +129,6 @@ def looks_table(results: Path, family: str, kept: set[str]) -> str:
         lines.append(f"| {pool} | {label} | {', '.join(seeds) or '–'} | {len(group)} | "
                      f"{mrr} | {mark} |")
     return "\n".join(lines) + "\n"
-
-
-def kept_digests(study: Study) -> set[str]:
-    """The ranks digests of the per-question records a study's claims are computed from.
-
-    Args:
-        study: the study.
-    """
-    from ..evaluation.ledger import ranks_digest
-
-    return {ranks_digest(read_record(p).ranks) for c in study.claims for p in c.files()
-            if p.name.endswith(".jsonl.gz")}
 
 
 def summary_text(study: Study) -> str:
@@ -158,7 +185,9 @@ def blocks(results: Path, repo: Path) -> dict[Path, dict[str, str]]:
         repo: the repository.
     """
     studies = {s.name: s for s in load_studies(results)}
-    looks = ledger_looks(results)
+    entries = ledger_entries(results)
+    looks = ledger_looks(entries)
+    kept = set(kept_looks(list(studies.values())))
     out: dict[Path, dict[str, str]] = {}
     for page in pages(results, repo):
         if not page.is_file():
@@ -169,17 +198,17 @@ def blocks(results: Path, repo: Path) -> dict[Path, dict[str, str]]:
         if page == repo / "README.md":
             names.append("overview")
         for name in dict.fromkeys(names):
-            out.setdefault(page, {})[name] = _block(name, studies, looks, results, page.parent)
+            out.setdefault(page, {})[name] = _block(name, studies, looks, entries, kept,
+                                                    page.parent)
     return out
 
 
-def _block(name: str, studies: dict, looks: dict, results: Path, base: Path) -> str:
+def _block(name: str, studies: dict, looks: dict, entries: list[dict], kept: set[str],
+           base: Path) -> str:
     if name == "overview":
         return overview_table(list(studies.values()), base)
     if name.startswith("looks:"):
-        family = name.split(":", 1)[1]
-        kept = set().union(*(kept_digests(s) for s in studies.values()))
-        return looks_table(results, family, kept)
+        return looks_table(entries, name.split(":", 1)[1], kept)
     if name not in studies:
         raise ValueError(f"<!-- claims:{name} -->: no study {name!r} (results/*/claims.yaml) "
                          "and not 'overview' or 'looks:FAMILY'")

@@ -36,29 +36,6 @@ def add_parser(sub) -> None:
                      help="the results folder whose claims mark the kept looks")
 
 
-def kept_looks(results: Path) -> dict[str, str]:
-    """``{ranks digest: claims}`` of the records that the headlines of ``results`` keep.
-
-    Args:
-        results: the ``results/`` folder.
-    """
-    from ..analysis.claims import load_studies
-    from ..evaluation.ledger import ranks_digest
-    from ..evaluation.per_question import read_per_question
-
-    kept = {}
-    if not Path(results).is_dir():
-        return kept
-    for study in load_studies(Path(results)):
-        for claim in study.claims:
-            for path in claim.files():
-                if path.name.endswith(".jsonl.gz"):
-                    digest = ranks_digest(read_per_question(path).ranks)
-                    keys = kept.get(digest, "").split(", ") if digest in kept else []
-                    kept[digest] = ", ".join(sorted({*keys, claim.key}))
-    return kept
-
-
 def run(args) -> dict:
     """The ledger's summary (a markdown table on stderr, its rows as JSON).
 
@@ -67,10 +44,14 @@ def run(args) -> dict:
     """
     import sys
 
+    from ..analysis.claims import load_studies
+    from ..analysis.results_tables import kept_looks
     from ..evaluation.ledger import ledger_path, read, summarise
 
     path = Path(args.ledger) if args.ledger else ledger_path()
-    rows = summarise(read(path), args.family, kept_looks(Path(args.results)))
+    results = Path(args.results)
+    kept = kept_looks(load_studies(results)) if results.is_dir() else {}
+    rows = summarise(read(path), args.family, kept)
     lines = ["| family | test pool | configurations | evaluations | seeds | MRR range | kept |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
