@@ -11,7 +11,10 @@ import argparse
 from ..errors import did_you_mean
 
 POOL_HELP = ("evaluation pool: dev|train for reqa_*, test|train for multireqa_*, a split "
-             "(qrels/SPLIT.tsv) for a collection")
+             "(qrels/SPLIT.tsv) for a collection; validation: the validation side of the "
+             "training pool (the training runs' 9:1 split, conf/data/reqa_squad.yaml; not a test "
+             "pool: it chooses)")
+VALIDATION = "validation"
 
 
 def dataset_type(names: tuple[str, ...]):
@@ -88,12 +91,31 @@ def load(args, dataset: str | None = None, pool: str | None = None) -> tuple:
         pool = default_split(folder)
     with stage(f"pool {dataset}/{pool or default_pool(dataset)}",
                enabled=not getattr(args, "quiet", False)) as s:
-        built, notes = load_pool(dataset, pool, args.data_dir, strict=not args.lenient,
+        built, notes = load_pool(dataset, "train" if pool == VALIDATION else pool,
+                                 args.data_dir, strict=not args.lenient,
                                  use_cache=not args.no_cache)
+        if pool == VALIDATION:
+            built = validation_side(built)
         s.done = ("read from the cache" if "cache" in notes
                   else "built" + ("" if args.no_cache else " and cached"))
         s.detail = f"{len(built.questions)} questions, {len(built.candidates)} candidates"
     return built, notes
+
+
+def validation_side(train_pool):
+    """The validation pool of ``train_pool`` as the training runs hold it out: their 9:1 split
+    with the data config's ``val_fraction`` and ``split_seed`` (candidates: the sentences of
+    the validation questions' paragraphs), uncapped.
+
+    Args:
+        train_pool: a training pool (``reqa_*``/``multireqa_*`` ``train``, a collection's
+            ``train`` split).
+    """
+    from ..config import compose_group
+    from ..data.split import train_val_split
+
+    data = compose_group("data", "reqa_squad")
+    return train_val_split(train_pool, float(data.val_fraction), int(data.split_seed))[1]
 
 
 def unit_counts(notes: dict) -> dict:

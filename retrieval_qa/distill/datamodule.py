@@ -15,7 +15,12 @@ plus, for the ``B`` questions of the batch and lists of ``L = teacher.list_size`
 * ``negatives``: the token batch of every list's negatives, row-major (question 0's, then
   question 1's, ...), absent when the batch has none;
 * ``list_mask``: ``BoolTensor[B, L]``, which entries exist (column 0: the gold sentence);
-* ``teacher``: ``FloatTensor[B, L]``, the teacher's scores (0 where an entry does not exist).
+* ``teacher``: ``FloatTensor[B, L]``, the teacher's scores (0 where an entry does not exist);
+* ``shared``: ``BoolTensor[N]`` over the rows of ``negatives``, which of them may serve as a
+  negative of every question of the batch (``model.distillation.shared_negatives``): not
+  those whose text is the gold sentence of a question of the batch, nor those the teacher
+  scores above their own question's gold sentence (likely unlabelled answers: RocketQA's
+  denoising).
 """
 
 from __future__ import annotations
@@ -64,14 +69,20 @@ class ListCollator:
         mask = torch.zeros(len(index), self.list_size, dtype=torch.bool)
         teacher = torch.zeros(len(index), self.list_size)
         rows: list[int] = []
+        shared: list[bool] = []
+        golds = {self.lists[i]["gold"][1] for i in index}
         for b, i in enumerate(index):
-            n = len(self.lists[i]["negatives"])
+            record, scores = self.lists[i], self.scores[i]
+            n = len(record["negatives"])
             mask[b, :1 + n] = True
-            teacher[b, :1 + n] = torch.tensor(self.scores[i], dtype=torch.float32)
+            teacher[b, :1 + n] = torch.tensor(scores, dtype=torch.float32)
             rows += range(self.first[i], self.first[i] + n)
+            shared += [text not in golds and score <= scores[0]
+                       for (_, text), score in zip(record["negatives"], scores[1:], strict=True)]
         batch["list_mask"], batch["teacher"] = mask, teacher
         if rows:
             batch["negatives"] = self.negatives.batch(rows, self.pad_to_multiple_of)
+            batch["shared"] = torch.tensor(shared, dtype=torch.bool)
         return batch
 
 

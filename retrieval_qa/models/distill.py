@@ -10,6 +10,11 @@ similarity (``scale * cos`` under the CPU profile) of the question with the gold
 
     in_batch_weight * in-batch softmax(q, gold sentences) + weight * distillation(list scores)
 
+With ``shared_negatives``, the in-batch softmax's candidates are the gold sentences and the
+batch's list negatives that the data module marks ``shared`` (not a gold sentence of the
+batch, not scored by the teacher above their own question's gold): every question of the
+batch then contrasts its gold sentence with every other question's hard negatives as well
+(the cross-batch hard negatives of RocketQA, denoised by the teacher), at no extra encoding.
 (plus the pooler's penalty of the gold pairs, for a pooler that has one).
 
 Export, evaluation and inference are the dual encoder's: the export is a
@@ -28,7 +33,7 @@ from .dual_encoder import DualEncoderModule
 class DistillDualEncoderModule(DualEncoderModule):
     """The dual encoder's keyword arguments plus ``distillation`` (``loss``: kl |
     margin_mse, ``weight``, ``in_batch_weight``, ``student_temperature``,
-    ``teacher_temperature``; conf/model/distill.yaml).
+    ``teacher_temperature``, ``shared_negatives``; conf/model/distill.yaml).
 
     Args:
         towers: the ``model.towers`` block (the student dual encoder).
@@ -67,6 +72,7 @@ class DistillDualEncoderModule(DualEncoderModule):
             teacher_temperature=distillation["teacher_temperature"])
         self.distill_weight = float(distillation["weight"])
         self.in_batch_weight = float(distillation["in_batch_weight"])
+        self.shared_negatives = bool(distillation["shared_negatives"])
 
     def list_scores(self, q: torch.Tensor, a: torch.Tensor, negatives: torch.Tensor | None,
                     mask: torch.Tensor) -> torch.Tensor:
@@ -83,9 +89,12 @@ class DistillDualEncoderModule(DualEncoderModule):
 
     def training_step(self, batch, batch_idx):
         q, a, penalty = self.towers.encode_pair(batch["question"], batch["answer"])
-        in_batch = self.loss(q, a)
         negatives = batch.get("negatives")
         n = self.towers.encode_answer(**negatives) if negatives is not None else None
+        candidates = a
+        if self.shared_negatives and n is not None:
+            candidates = torch.cat([a, n[batch["shared"]]])
+        in_batch = self.loss(q, candidates)
         student = self.list_scores(q, a, n, batch["list_mask"])
         distill = self.distill_loss(student, batch["teacher"], batch["list_mask"])
         logs = {"train/in_batch_loss": in_batch, "train/distill_loss": distill}

@@ -88,6 +88,44 @@ def test_a_step_is_the_weighted_sum_over_batches_of_lists(world, tmp_path, kind)
     assert grads and sum(float(g.abs().sum()) for g in grads) > 0
 
 
+def test_shared_negatives_join_the_in_batch_softmax_less_golds_and_denoised(world, tmp_path):
+    overrides = _overrides(world, tmp_path, "model.distillation.shared_negatives=true")
+    _score(overrides)
+    cfg = compose(overrides)
+    built = method_class(cfg).build(cfg)
+    module, data = built.module, built.data
+    data.setup("fit")
+    collate = data.train_dataloader().collate_fn
+    index = [0, 1, 2, 3]
+    items = [(i, data.train_pairs[i]) for i in index]
+    lists, scores = collate.lists, collate.scores
+    saved = [(list(lists[i]["negatives"]), list(scores[i])) for i in index]
+    # question 1's first negative is question 0's gold sentence; question 2's first negative
+    # is scored by the teacher above its gold sentence
+    lists[index[1]]["negatives"][0] = (-1, lists[index[0]]["gold"][1])
+    scores[index[2]][1] = scores[index[2]][0] + 1.0
+    golds = {lists[i]["gold"][1] for i in index}
+    expected = [text not in golds and score <= scores[i][0] for i in index
+                for (_, text), score in zip(lists[i]["negatives"], scores[i][1:])]
+    try:
+        batch = collate(items)
+    finally:
+        for i, (negatives, values) in zip(index, saved):
+            lists[i]["negatives"][:], scores[i][:] = negatives, values
+    assert batch["shared"].tolist() == expected
+    first = [sum(len(lists[i]["negatives"]) for i in index[:k]) for k in (1, 2)]
+    assert not expected[first[0]] and not expected[first[1]] and any(expected)
+    module.eval()  # no dropout: the step can be recomputed
+    towers = module.towers
+    q = F.normalize(towers.encode_question(**batch["question"]), dim=-1)
+    a = F.normalize(towers.encode_answer(**batch["answer"]), dim=-1)
+    n = F.normalize(towers.encode_answer(**batch["negatives"]), dim=-1)
+    candidates = torch.cat([a, n[batch["shared"]]])
+    in_batch = F.cross_entropy(20 * q @ candidates.T, torch.arange(4))
+    module.distill_weight = 0.0  # the in-batch softmax alone
+    torch.testing.assert_close(module.training_step(batch, 0), in_batch, atol=1e-5, rtol=1e-5)
+
+
 def test_rqa_train_distill_exports_evaluates_and_serves_as_a_pipeline_stage(world, tmp_path):
     from helpers import assert_ranks_fit_scores, eval_conf, pool_scores
 

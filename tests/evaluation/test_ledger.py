@@ -92,3 +92,22 @@ def test_rqa_evaluate_appends_its_look(tiny_squad_file, tmp_path, monkeypatch):
     rows = json.loads(out.getvalue().strip().splitlines()[-1])["rows"]
     assert [(r["family"], r["pool"], r["configurations"]) for r in rows] == [
         ("baselines", "reqa_squad/dev", 1)]
+
+
+def test_the_validation_side_chooses_off_the_ledger(tmp_path, monkeypatch):
+    from helpers import TINY_SQUAD, make_dirs
+
+    from retrieval_qa.data import load_pool
+    from retrieval_qa.data.split import train_val_split
+
+    path = tmp_path / "looks.jsonl"
+    monkeypatch.setenv(ledger.ENV, str(path))
+    data = make_dirs(tmp_path, TINY_SQUAD)[0] / "data"
+    out = io.StringIO()
+    assert main(["evaluate", "--model", "bm25", "--dataset", "reqa_squad", "--pool",
+                 "validation", "--data-dir", str(data), "--quiet"], stdout=out) == 0
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    _, val = train_val_split(load_pool("reqa_squad", "train", data)[0], 0.1, 0)
+    assert (result["pool"], result["questions"], result["candidates"]) == (
+        "train-val", len(val.questions), len(val.candidates))
+    assert not path.exists()  # a validation pool is not a look at a test pool
