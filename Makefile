@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour notebook-inputs notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-slim device-unslim device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -148,19 +148,39 @@ reproduce-distill: $(STAMP)
 # wall time appended to runs/distill_hour/times-seed$(SEED).tsv (experiments/timed.sh). The
 # reranker is seed 0 for SEED=42, else SEED; the fine-tuned first stage is reproduce-distill's.
 HOUR_RERANKER = runs/reranker/listwise-hour$(if $(NOT_42),-seed$(SEED))
+# the steps before the teacher's scores, each timed into $(1): the off-the-shelf export, the
+# fine-tuned first stage, the reranker on 4,000 questions
+define hour_first_steps
+	test -f runs/off_the_shelf/model.json || $(RQA) export --output runs/off_the_shelf \
+		experiment=dual_bert profile=cpu
+	$(1) fine-tuning $(RQA) train experiment=dual_bert profile=cpu output_dir=runs/ft \
+		seed=$(SEED) test_after_fit=false
+	$(1) reranker $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
+		--config conf/pipeline/training/reranker_listwise.yaml questions=4000 \
+		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED))
+endef
 HOUR_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-hour)
 TIMED = bash experiments/timed.sh runs/distill_hour/times-seed$(SEED).tsv
 reproduce-distill-hour: $(STAMP)
-	test -f runs/off_the_shelf/model.json || $(RQA) export --output runs/off_the_shelf \
-		experiment=dual_bert profile=cpu
-	$(TIMED) fine-tuning $(RQA) train experiment=dual_bert profile=cpu output_dir=runs/ft \
-		seed=$(SEED) test_after_fit=false
-	$(TIMED) reranker $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
-		--config conf/pipeline/training/reranker_listwise.yaml questions=4000 \
-		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED))
+	$(call hour_first_steps,$(TIMED))
 	$(TIMED) teacher $(RQA) prepare experiment=distill_hour \
 		profile=cpu $(HOUR_ARGS)
 	$(TIMED) distillation $(RQA) train experiment=distill_hour profile=cpu $(HOUR_ARGS)
+
+# One MiniLM dual encoder past SDE T5-base (results/distill_plus/README.md): the one-hour
+# recipe's first stage and reranker, the teacher's scores of 14,400 questions and the student of
+# conf/experiment/distill_plus.yaml with its ReQA SQuAD dev-pool test, then MultiReQA SQuAD test
+# (the issue's pool); each step timed into runs/distill_plus/times-seed$(SEED).tsv, the test
+# looks on the ledger as family distill_plus. Every step resumes.
+PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-plus)
+TIMED_PLUS = bash experiments/timed.sh runs/distill_plus/times-seed$(SEED).tsv
+reproduce-distill-plus: $(STAMP)
+	$(call hour_first_steps,$(TIMED_PLUS))
+	$(TIMED_PLUS) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(TIMED_PLUS) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
+		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
+		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),

@@ -80,6 +80,23 @@ def test_the_one_hour_distillation_recipe_times_every_step_and_reads_its_own_tea
     assert "data.teacher.reranker=runs/reranker/listwise-hour seed=42" in flat
 
 
+def test_the_distill_plus_recipe_shares_the_hour_steps_and_tests_on_its_pool():
+    """reproduce-distill-plus: the one-hour recipe's first steps, its own teacher folder per
+    seed, the student of conf/experiment/distill_plus.yaml, then MultiReQA SQuAD test on the
+    ledger as family distill_plus; every step timed."""
+    flat = " ".join(make_n("reproduce-distill-plus", "SEED=2").replace("\\\n", " ").split())
+    timed = "bash experiments/timed.sh runs/distill_plus/times-seed2.tsv"
+    for step in ("fine-tuning", "reranker", "teacher", "distillation", "multireqa-squad"):
+        assert f"{timed} {step} " in flat
+    assert "questions=4000 output=runs/reranker/listwise-hour-seed2 seed=2" in flat
+    assert flat.count("experiment=distill_plus profile=cpu data.teacher.reranker="
+                      "runs/reranker/listwise-hour-seed2 data.teacher.pipeline="
+                      "conf/pipeline/seeds/hybrid_ft_rerank10_seed2.yaml "
+                      "data.teacher.output=runs/distill/teacher-cpu-plus-seed2 seed=2") == 2
+    assert ("--checkpoint runs/distill_plus/cpu-seed2/model --dataset multireqa_squad --pool "
+            "test --family distill_plus") in flat
+
+
 def test_timed_steps_append_their_time_and_keep_the_exit_status(tmp_path):
     log = tmp_path / "times.tsv"
     def timed(step, command):
