@@ -209,6 +209,9 @@ def log_look(args, result: dict, keep_record: bool = True) -> dict | None:
         name = args.checkpoint and (result.get("settings") or {}).get("experiment") \
             or args.model or "checkpoint"
         settings, checkpoint = result.get("settings"), args.checkpoint
+        training = args.checkpoint and _training_config(args.checkpoint)
+        if training:  # two trainings of one architecture are two configurations
+            settings = {"model": settings, "training": training}
     subset = None
     if getattr(args, "max_questions", None):
         subset = f"{result.get('questions')} questions drawn by --max-questions"
@@ -222,6 +225,18 @@ def log_look(args, result: dict, keep_record: bool = True) -> dict | None:
                          family=getattr(args, "family", None),
                          seed=(result.get("settings") or {}).get("seed")
                          if isinstance(result.get("settings"), dict) else None)
+
+
+def _training_config(checkpoint: str) -> dict | None:
+    """The composed config of the run that trained ``checkpoint`` (``config.yaml`` in its run
+    folder, beside ``model/``), None for an export without one (an off-the-shelf model, a
+    copied folder)."""
+    path = Path(checkpoint).parent / "config.yaml"
+    if not path.is_file():
+        return None
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
 
 def _record_of(result: dict) -> Path | None:

@@ -47,7 +47,7 @@ DEFAULT = Path("runs") / "ledger.jsonl"
 #: settings that do not make another configuration (where things are written, the seed,
 #: how many threads or workers, progress output)
 NOT_CONFIGURATION = frozenset({
-    "seed", "output_dir", "run_dir", "pipeline_dir", "work_dir", "run_file", "threads",
+    "seed", "output_dir", "output", "run_dir", "pipeline_dir", "work_dir", "run_file", "threads",
     "num_workers", "progress", "quiet", "data_dir", "cache_dir", "resume", "wandb",
     "logger", "description"})
 #: the metrics a ledger line keeps

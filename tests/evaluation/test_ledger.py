@@ -111,3 +111,28 @@ def test_the_validation_side_chooses_off_the_ledger(tmp_path, monkeypatch):
     assert (result["pool"], result["questions"], result["candidates"]) == (
         "train-val", len(val.questions), len(val.candidates))
     assert not path.exists()  # a validation pool is not a look at a test pool
+
+
+def test_a_checkpoint_look_is_named_by_the_training_that_made_it(tmp_path, monkeypatch):
+    """Two trainings of one architecture are two configurations; two seeds of one training
+    (other folders) are one."""
+    from argparse import Namespace
+
+    from retrieval_qa.cli.evaluate import log_look
+
+    monkeypatch.setenv(ledger.ENV, str(tmp_path / "looks.jsonl"))
+    result = {"dataset": "reqa_squad", "pool": "dev", "metrics": {"mrr": 50.0}, "questions": 3,
+              "settings": {"experiment": "distill", "towers": {"pooler": "mean"}}}
+
+    def look(run, config):
+        (tmp_path / run / "model").mkdir(parents=True)
+        (tmp_path / run / "config.yaml").write_text(config)
+        args = Namespace(checkpoint=str(tmp_path / run / "model"), pipeline=None, model=None,
+                         overrides=[], family="f", max_questions=None,
+                         min_questions_per_answer=0)
+        return log_look(args, result, keep_record=False)["configuration"]
+
+    a = look("a", "seed: 42\noutput_dir: a\ndata: {questions: 4800, output: t/a}\n")
+    b = look("b", "seed: 1\noutput_dir: b\ndata: {questions: 4800, output: t/b}\n")
+    c = look("c", "seed: 42\noutput_dir: c\ndata: {questions: 14400, output: t/c}\n")
+    assert a == b != c
