@@ -217,14 +217,15 @@ def log_look(args, result: dict, keep_record: bool = True) -> dict | None:
         subset = f"{result.get('questions')} questions drawn by --max-questions"
     elif getattr(args, "min_questions_per_answer", 0):
         subset = f"answers asked by >= {args.min_questions_per_answer} questions"
+    seed = None
+    if isinstance(settings, dict):  # a training's seed, else the model's or pipeline's
+        seed = (settings.get("training") or settings).get("seed")
     return ledger.record(dataset=result["dataset"], pool=result["pool"],
                          metrics=result["metrics"], questions=int(result.get("questions", 0)),
                          kind=kind, name=str(name), settings=settings,
                          overrides=list(args.overrides or ()), checkpoint=checkpoint,
                          ranks=ranks, record_file=record, subset=subset,
-                         family=getattr(args, "family", None),
-                         seed=(result.get("settings") or {}).get("seed")
-                         if isinstance(result.get("settings"), dict) else None)
+                         family=getattr(args, "family", None), seed=seed)
 
 
 def _training_config(checkpoint: str) -> dict | None:

@@ -130,9 +130,10 @@ def test_a_checkpoint_look_is_named_by_the_training_that_made_it(tmp_path, monke
         args = Namespace(checkpoint=str(tmp_path / run / "model"), pipeline=None, model=None,
                          overrides=[], family="f", max_questions=None,
                          min_questions_per_answer=0)
-        return log_look(args, result, keep_record=False)["configuration"]
+        line = log_look(args, result, keep_record=False)
+        return line["configuration"], line["seed"]
 
     a = look("a", "seed: 42\noutput_dir: a\ndata: {questions: 4800, output: t/a}\n")
     b = look("b", "seed: 1\noutput_dir: b\ndata: {questions: 4800, output: t/b}\n")
     c = look("c", "seed: 42\noutput_dir: c\ndata: {questions: 14400, output: t/c}\n")
-    assert a == b != c
+    assert a[0] == b[0] != c[0] and (a[1], b[1]) == (42, 1)
