@@ -10,12 +10,13 @@ similarity (``scale * cos`` under the CPU profile) of the question with the gold
 
     in_batch_weight * in-batch softmax(q, gold sentences) + weight * distillation(list scores)
 
+(plus the pooler's penalty of the gold pairs, for a pooler that has one).
+
 With ``shared_negatives``, the in-batch softmax's candidates are the gold sentences and the
 batch's list negatives that the data module marks ``shared`` (not a gold sentence of the
 batch, not scored by the teacher above their own question's gold): every question of the
 batch then contrasts its gold sentence with every other question's hard negatives as well
 (the cross-batch hard negatives of RocketQA, denoised by the teacher), at no extra encoding.
-(plus the pooler's penalty of the gold pairs, for a pooler that has one).
 
 Export, evaluation and inference are the dual encoder's: the export is a
 ``DualEncoderInference`` folder (a pipeline stage's ``checkpoint:``, ``rqa evaluate
