@@ -96,14 +96,14 @@ def test_no_run_file_no_record(tmp_path):
 @pytest.mark.parametrize("content, where", [
     (b"not gzip", "not gzipped"),
     (b"", "empty file"),
-    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
+    (gzip.compress(mtime=0, data=b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
                    b'"gold_rank": 1}\n')[:-9], "not gzipped"),  # truncated
-    (gzip.compress(b'{"id": "0", "gold_rank": 1}\n'), "no header"),
-    (gzip.compress(b'{"format": "rqa-per-question/0"}\n'),
+    (gzip.compress(mtime=0, data=b'{"id": "0", "gold_rank": 1}\n'), "no header"),
+    (gzip.compress(mtime=0, data=b'{"format": "rqa-per-question/0"}\n'),
      "format 'rqa-per-question/0'; this version reads 'rqa-per-question/1'"),
-    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 2}\n{"id": "0", '
+    (gzip.compress(mtime=0, data=b'{"format": "rqa-per-question/1", "questions": 2}\n{"id": "0", '
                    b'"gold_rank": 1}\n'), "1 rows, the header says 2"),
-    (gzip.compress(b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
+    (gzip.compress(mtime=0, data=b'{"format": "rqa-per-question/1", "questions": 1}\n{"id": "0", '
                    b'"gold_rank": 0}\n'), "line 2"),
 ])
 def test_bad_record_names_the_file_and_the_fix(tmp_path, content, where):
