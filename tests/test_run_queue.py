@@ -130,10 +130,14 @@ def test_committed_queues_compose_and_parse(name, tmp_path):
     if name == "gpu_all.txt":                   # every experiment, once at least
         experiments = {p.stem for p in (Path(Q.__file__).parents[1] / "conf/experiment")
                        .glob("*.yaml")}
-        # but distill: it needs its teacher's scores first (experiments/distill_teacher.py),
-        # which no queue line can make; the device checklist's smoke item makes them. Nor the
-        # CPU recipes whose gpu profile is another experiment's (distill_hour: distill's)
-        assert seen == experiments - {"distill", *SAME_GPU_PROFILE}
+        # but the distillations (distill, distill_plus): they need their teacher's scores
+        # first (experiments/distill_teacher.py), which no queue line can make; the device
+        # checklist's smoke items make them. Nor the CPU recipes whose gpu profile is another
+        # experiment's (distill_hour: distill's)
+        teacher = {e for e in experiments - set(SAME_GPU_PROFILE)
+                   if "teacher" in compose([f"experiment={e}", "profile=gpu"]).data}
+        assert teacher == {"distill", "distill_plus"}
+        assert seen == experiments - teacher - set(SAME_GPU_PROFILE)
 
 
 @pytest.mark.parametrize("damaged", ["m/retriever.done", "m/dual_gru/paper-seed42/result.json"])

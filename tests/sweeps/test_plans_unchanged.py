@@ -24,6 +24,13 @@ from retrieval_qa.sweeps import queue as Q
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = Path("/PLAN/root")
+#: checklist items added since the record, derived from experiments added to conf/ since then
+#: (their own smoke items: tests/test_device_check.py); the record's items are compared alone
+ADDED = {"smoke-distill_plus"}
+
+
+def recorded_items() -> list:
+    return [i for i in C.parse_checklist() if i.id not in ADDED]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +58,7 @@ def checklist_plan(device: str) -> list[dict]:
     ctx = K.Context(device, Path("/PLAN/out"), Path("/PLAN/work"), math.inf,
                     grace=C.GRACE_S[device])
     rows = []
-    for item in C.parse_checklist():
+    for item in recorded_items():
         steps = K.steps_of(item, ctx)
         rows.append({"id": item.id, "minutes": item.minutes, "kind": item.kind,
                      "command": item.command, "needs": item.needs(),
@@ -96,7 +103,7 @@ def test_the_checklist_plans_the_same_items_and_steps(before, device):
 
 
 def test_the_checklist_makes_the_same_turns_and_variants(before):
-    turns, _ = C.plan_turns(C.parse_checklist(), set())
+    turns, _ = C.plan_turns(recorded_items(), set())
     assert [[i.id for i in t] for t in turns] == before["checklist"]["turns"]
     assert dict(C.SAME_GPU_PROFILE) == before["checklist"]["same_gpu_profile"]
 
