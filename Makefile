@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus notebook-inputs notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus reproduce-pipeline-plus notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-slim device-unslim device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -181,6 +181,31 @@ reproduce-distill-plus: $(STAMP)
 	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
 		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
 		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
+
+# The pipeline past 86 (results/distill_plus/README.md, part 2): reproduce-distill-plus's
+# training steps (not its test look), the paragraph reader of
+# conf/pipeline/training/reader_q12k.yaml (seed SEED, no time cap), then
+# conf/pipeline/hybrid_plus_reader.yaml with this seed's checkpoints on the ReQA SQuAD dev pool
+# and on MultiReQA RelationExtraction test (one rule fixed before either; the looks on the
+# ledger as family pipeline_plus), each step timed into runs/pipeline_plus/times-seed$(SEED).tsv.
+# Every step resumes (a reranking from its last shard of scores). About 5 hours a seed on 2
+# CPU threads, most of it the reader's training and its dev-pool scores.
+READER = runs/reranker/reader-q12k$(if $(NOT_42),-seed$(SEED))
+TIMED_PP = bash experiments/timed.sh runs/pipeline_plus/times-seed$(SEED).tsv
+PP_OPTS = --pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed$(SEED) \
+	--family pipeline_plus
+PP_KEYS = retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed$(SEED)/model \
+	retrievers.minilm_distill.checkpoint=runs/distill_plus/cpu-seed$(SEED)/model \
+	reranker.checkpoint=$(READER)
+reproduce-pipeline-plus: $(STAMP)
+	$(call hour_first_steps,$(TIMED_PP))
+	$(TIMED_PP) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(TIMED_PP) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
+		--config conf/pipeline/training/reader_q12k.yaml seed=$(SEED) output=$(READER)
+	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev $(PP_KEYS)
+	$(TIMED_PP) relationextraction $(RQA) evaluate $(PP_OPTS) \
+		--dataset multireqa_relationextraction --pool test $(PP_KEYS)
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),

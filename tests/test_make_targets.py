@@ -97,6 +97,30 @@ def test_the_distill_plus_recipe_shares_the_hour_steps_and_tests_on_its_pool():
             "test --family distill_plus") in flat
 
 
+def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoints():
+    """reproduce-pipeline-plus: distill_plus's training steps without its test look, the
+    12,000-question paragraph reader of the seed, then hybrid_plus_reader with that seed's
+    checkpoints on the dev pool and RelationExtraction test, the looks as family
+    pipeline_plus; every step timed."""
+    flat = " ".join(make_n("reproduce-pipeline-plus", "SEED=2").replace("\\\n", " ").split())
+    timed = "bash experiments/timed.sh runs/pipeline_plus/times-seed2.tsv"
+    for step in ("fine-tuning", "reranker", "teacher", "distillation", "reader", "dev",
+                 "relationextraction"):
+        assert f"{timed} {step} " in flat
+    assert "--dataset multireqa_squad" not in flat
+    assert ("--config conf/pipeline/training/reader_q12k.yaml seed=2 "
+            "output=runs/reranker/reader-q12k-seed2") in flat
+    keys = ("retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed2/model "
+            "retrievers.minilm_distill.checkpoint=runs/distill_plus/cpu-seed2/model "
+            "reranker.checkpoint=runs/reranker/reader-q12k-seed2")
+    options = ("--pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed2 "
+               "--family pipeline_plus")
+    assert f"{options} --dataset reqa_squad --pool dev {keys}" in flat
+    assert f"{options} --dataset multireqa_relationextraction --pool test {keys}" in flat
+    flat = " ".join(make_n("reproduce-pipeline-plus").replace("\\\n", " ").split())
+    assert "seed=42 output=runs/reranker/reader-q12k " in flat
+
+
 def test_timed_steps_append_their_time_and_keep_the_exit_status(tmp_path):
     log = tmp_path / "times.tsv"
     def timed(step, command):

@@ -231,6 +231,24 @@ def test_the_listwise_config_has_the_default_files_keys_and_its_documented_overr
     assert listwise["first_stage"]["pipeline"] == "hybrid_distill_rerank10"
 
 
+def test_the_reader_config_is_the_listwise_one_reading_paragraphs_on_twice_the_questions():
+    """conf/pipeline/training/reader_q12k.yaml (the pipeline past 86's reranker) is a whole
+    settings file that differs from reranker_listwise.yaml only where its header says: 12,000
+    questions, no time cap, the paragraph read at 256 tokens, its own folder and seed."""
+    from retrieval_qa.training.compose import compose_file
+
+    path = "conf/pipeline/training/reader_q12k.yaml"
+    reader = plain(compose_file(load_yaml("pipeline/training/reader_q12k.yaml"), path, []))
+    listwise = plain(load_yaml("pipeline/training/reranker_listwise.yaml"))
+    differ = {k for k in listwise if k != "model" and reader[k] != listwise[k]}
+    assert differ == {"questions", "max_minutes", "output", "seed"}
+    assert (reader["questions"], reader["max_minutes"]) == (12000, None)
+    model = {k for k in listwise["model"] if reader["model"][k] != listwise["model"][k]}
+    assert model == {"max_length", "reads"}
+    assert (reader["model"]["reads"], reader["model"]["max_length"]) \
+        == ("sentence_and_paragraph", 256)
+
+
 def test_a_training_recorded_before_reads_existed_is_the_sentence_readers():
     from retrieval_qa.classifiers.train_reranker import _training_settings
 
