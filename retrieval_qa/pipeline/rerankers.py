@@ -105,13 +105,14 @@ class CrossEncoderStage:
     def pair_scorer(self, model=None):
         """``(questions, sentences) -> scores`` (a numpy array) of ``model`` (an object with
         ``score_pairs(questions, sentences, batch_size)``; default: the export of
-        ``checkpoint``, loaded now), with ``text_of`` (candidate -> the text ``model`` reads
-        for it: its ``candidate_text(sentence, paragraph)`` where it has one, else the
-        sentence)."""
+        ``checkpoint``, loaded now, on the GPU where there is one), with ``text_of``
+        (candidate -> the text ``model`` reads for it: its ``candidate_text(sentence,
+        paragraph)`` where it has one, else the sentence)."""
         if model is None:
             from ..classifiers.reranker import CrossEncoderReranker
+            from ..models.artifact import resolve_map_location
 
-            model = CrossEncoderReranker.load(self.checkpoint)
+            model = CrossEncoderReranker.load(self.checkpoint, resolve_map_location("auto"))
 
         def score_pairs(questions, sentences):
             return model.score_pairs(questions, sentences, self.batch_size).cpu().numpy()
