@@ -174,10 +174,14 @@ reproduce-distill-hour: $(STAMP)
 # looks on the ledger as family distill_plus. Every step resumes.
 PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-plus)
 TIMED_PLUS = bash experiments/timed.sh runs/distill_plus/times-seed$(SEED).tsv
+# the steps that train a seed's distill_plus student, each timed into $(1)
+define plus_training_steps
+	$(call hour_first_steps,$(1))
+	$(1) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(1) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+endef
 reproduce-distill-plus: $(STAMP)
-	$(call hour_first_steps,$(TIMED_PLUS))
-	$(TIMED_PLUS) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
-	$(TIMED_PLUS) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(call plus_training_steps,$(TIMED_PLUS))
 	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
 		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
 		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
@@ -198,9 +202,7 @@ PP_KEYS = retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed$(SEED)/mode
 	retrievers.minilm_distill.checkpoint=runs/distill_plus/cpu-seed$(SEED)/model \
 	reranker.checkpoint=$(READER)
 reproduce-pipeline-plus: $(STAMP)
-	$(call hour_first_steps,$(TIMED_PP))
-	$(TIMED_PP) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
-	$(TIMED_PP) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(call plus_training_steps,$(TIMED_PP))
 	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reader_q12k.yaml seed=$(SEED) output=$(READER)
 	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev $(PP_KEYS)
