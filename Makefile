@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus reproduce-pipeline-plus notebook-inputs notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus reproduce-pipeline-plus distill-plus-train pipeline-plus-reader notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-slim device-unslim device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -157,8 +157,12 @@ define hour_first_steps
 		seed=$(SEED) test_after_fit=false
 	$(1) reranker $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reranker_listwise.yaml questions=4000 \
-		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED))
+		output=$(HOUR_RERANKER)$(if $(NOT_42), seed=$(SEED)) $(RERANKER_ARGS)
 endef
+# RERANKER_ARGS: more key=value settings of every reranker training of a recipe (the device
+# checklist: model.training.accelerator=auto, since the training configs name the CPU);
+# TIMES: the TSV the recipe's steps are timed into (default: the recipe's own under runs/)
+RERANKER_ARGS ?=
 HOUR_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-hour)
 TIMED = bash experiments/timed.sh runs/distill_hour/times-seed$(SEED).tsv
 reproduce-distill-hour: $(STAMP)
@@ -171,17 +175,19 @@ reproduce-distill-hour: $(STAMP)
 # recipe's first stage and reranker, the teacher's scores of 14,400 questions and the student of
 # conf/experiment/distill_plus.yaml with its ReQA SQuAD dev-pool test, then MultiReQA SQuAD test
 # (the issue's pool); each step timed into runs/distill_plus/times-seed$(SEED).tsv, the test
-# looks on the ledger as family distill_plus. Every step resumes.
+# looks on the ledger as family distill_plus. Every step resumes. distill-plus-train: the
+# training steps alone (the device checklist's recipe-distill_plus).
 PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-plus)
-TIMED_PLUS = bash experiments/timed.sh runs/distill_plus/times-seed$(SEED).tsv
+TIMED_PLUS = bash experiments/timed.sh $(or $(TIMES),runs/distill_plus/times-seed$(SEED).tsv)
 # the steps that train a seed's distill_plus student, each timed into $(1)
 define plus_training_steps
 	$(call hour_first_steps,$(1))
 	$(1) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
 	$(1) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
 endef
-reproduce-distill-plus: $(STAMP)
+distill-plus-train: $(STAMP)
 	$(call plus_training_steps,$(TIMED_PLUS))
+reproduce-distill-plus: distill-plus-train
 	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
 		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
 		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
@@ -193,18 +199,25 @@ reproduce-distill-plus: $(STAMP)
 # and on MultiReQA RelationExtraction test (one rule fixed before either; the looks on the
 # ledger as family pipeline_plus), each step timed into runs/pipeline_plus/times-seed$(SEED).tsv.
 # Every step resumes (a reranking from its last shard of scores). About 5 hours a seed on 2
-# CPU threads, most of it the reader's training and its dev-pool scores.
+# CPU threads, most of it the reader's training and its dev-pool scores. pipeline-plus-reader:
+# the reader's training alone (the device checklist's recipe-reader_q12k).
 READER = runs/reranker/reader-q12k$(if $(NOT_42),-seed$(SEED))
-TIMED_PP = bash experiments/timed.sh runs/pipeline_plus/times-seed$(SEED).tsv
+TIMED_PP = bash experiments/timed.sh $(or $(TIMES),runs/pipeline_plus/times-seed$(SEED).tsv)
 PP_OPTS = --pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed$(SEED) \
 	--family pipeline_plus
 PP_KEYS = retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed$(SEED)/model \
 	retrievers.minilm_distill.checkpoint=runs/distill_plus/cpu-seed$(SEED)/model \
 	reranker.checkpoint=$(READER)
+define reader_step
+	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
+		--config conf/pipeline/training/reader_q12k.yaml seed=$(SEED) output=$(READER) \
+		$(RERANKER_ARGS)
+endef
+pipeline-plus-reader: $(STAMP)
+	$(reader_step)
 reproduce-pipeline-plus: $(STAMP)
 	$(call plus_training_steps,$(TIMED_PP))
-	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
-		--config conf/pipeline/training/reader_q12k.yaml seed=$(SEED) output=$(READER)
+	$(reader_step)
 	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev $(PP_KEYS)
 	$(TIMED_PP) relationextraction $(RQA) evaluate $(PP_OPTS) \
 		--dataset multireqa_relationextraction --pool test $(PP_KEYS)

@@ -30,7 +30,7 @@ its figures under self-explaining keys (``dev_pool_seconds``, ``ratio_ours_over_
 
 ``--device cpu`` is the rehearsal: every item on the CPU with tiny settings (2 training steps,
 batch 4, a few texts per bench, Table 2's BM25 and Dual-GRUs rows or the item's own row, a
-queue through its first pass), so that the checklist, its JSON, its carry sets and its resume
+queue through its first pass, a recipe's make composed with ``-n``, not run), so that the checklist, its JSON, its carry sets and its resume
 are tested without a GPU (tests/test_device_check.py, tests/test_device_stages.py, on tiny
 data and a tiny model standing in for the packaged MiniLM). Its JSONs say
 ``"rehearsal": true`` and its figures measure nothing. It writes into runs/device-rehearsal/

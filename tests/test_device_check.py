@@ -72,6 +72,9 @@ def test_the_checklist_in_priority_order_and_every_command_valid(tmp_path):
                 bench = importlib.import_module(argv[2])
                 bench.parse_args(argv[3:])           # every option exists
                 assert "--device" in argv and "cuda" in argv
+            elif argv[0] == "make" and item.kind == "recipe":  # timed, its rerankers on the GPU
+                assert f"TIMES={ctx.work_root / item.id}/times.tsv" in argv, item.id
+                assert "RERANKER_ARGS=model.training.accelerator=auto" in argv, item.id
             elif argv[0] == "make":
                 assert argv[1] == "reproduce-table2" and "JOBS=4" not in argv
                 assert len([w for w in argv if w.startswith("ROWS=")]) == 1
@@ -138,6 +141,29 @@ def test_rehearsal_shrinks_each_kind():
     assert queue[queue.index("--through") + 1] == "first pass"
     assert "--train-overrides" in queue
     assert D.resolve(["make", "x"])[-1] == "STAMP="
+    assert D.shrink(["make", "distill-plus-train", "SEED=1"], "recipe")[-1] == "-n"
+
+
+def test_a_recipe_records_its_trainings_and_its_steps_times(tmp_path):
+    """A recipe item's figures: every `rqa train` report and reranker report its make printed
+    (the last training's metrics at the top) and each timed step's seconds."""
+    from experiments.device.records import json_lines, recipe_figures
+
+    stdout = "\n".join([
+        "make: bash experiments/timed.sh ...", json.dumps({"steps_planned": 500, "steps_done": 500,
+                                                          "questions": 4000, "train_seconds": 21.5}),
+        "{not json", json.dumps({"experiment": "distill_plus", "global_steps": 900, "seed": 1,
+                                 "test": {"metrics": {"mrr": 77.1}, "dataset": "reqa_squad",
+                                          "pool": "dev", "questions": 10539}})])
+    reports = json_lines(stdout)
+    assert len(reports) == 2
+    (tmp_path / "times.tsv").write_text("2026-12-04T00:00:00Z\treranker\t41\t0\tdefault\n"
+                                        "2026-12-04T00:01:00Z\tdistillation\t95\t0\tdefault\n")
+    out = recipe_figures(reports, tmp_path)
+    assert out["mrr"] == 77.1 and out["seed"] == 1 and out["test_pool"]["pool"] == "dev"
+    assert [r["steps_done"] for r in out["rerankers"]] == [500]
+    assert out["step_seconds"] == {"reranker": 41, "distillation": 95}
+    assert recipe_figures([], tmp_path / "none") == {"runs": [], "rerankers": []}
     assert D.resolve(["rqa", "train"])[:3] == [sys.executable, "-m", "retrieval_qa.cli"]
 
 
@@ -189,6 +215,23 @@ def test_the_whole_checklist_rehearsed(world, tmp_path, monkeypatch, capsys):
     assert computed["complete"] and computed["jobs_seconds"] > 0
     evaluate = json.loads((tmp_path / "out/devpool-eval.json").read_text())
     assert evaluate["dev_pool_seconds"] > 0
+
+
+def test_rehearsal_composes_the_recipes_without_running_them(world, tmp_path, monkeypatch,
+                                                               capsys):
+    """A recipe item in the rehearsal: its make target composed (``-n``), nothing trained,
+    its record a recipe's with no figures."""
+    rehearsal_env(monkeypatch, world, tmp_path)
+    _main("--device", "cpu", "--output-root", str(tmp_path / "out"), "--work-root",
+          str(tmp_path / "work"), "--only", "recipe-distill_plus,recipe-reader_q12k",
+          capsys=capsys)
+    for item in ("recipe-distill_plus", "recipe-reader_q12k"):
+        record = json.loads((tmp_path / "out" / f"{item}.json").read_text())
+        assert FIELDS <= set(record) and record["status"] == "passed"   # instantly: -n
+        assert record["kind"] == "recipe" and record["rehearsal"] is True
+        assert record["command"].endswith(" -n") and "TIMES=" in record["command"]
+        assert record["runs"] == [] and record["rerankers"] == []
+    assert not (tmp_path / "work/recipe-distill_plus/times.tsv").exists()
 
 
 def test_rehearsal_of_the_paper_items_and_the_matched_bench(world, tmp_path, monkeypatch,

@@ -121,6 +121,24 @@ def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoi
     assert "seed=42 output=runs/reranker/reader-q12k " in flat
 
 
+def test_the_device_checklists_recipe_targets_time_into_TIMES_and_pass_RERANKER_ARGS():
+    """distill-plus-train (distill_plus's training steps, no test look) and
+    pipeline-plus-reader (the reader alone): each step timed into TIMES, RERANKER_ARGS on
+    every reranker training, the recipes themselves unchanged without them."""
+    args = ("SEED=1", "TIMES=T.tsv", "RERANKER_ARGS=model.training.accelerator=auto")
+    train = " ".join(make_n("distill-plus-train", *args).replace("\\\n", " ").split())
+    for step in ("fine-tuning", "reranker", "teacher", "distillation"):
+        assert f"bash experiments/timed.sh T.tsv {step} " in train
+    assert "--pool test" not in train and "evaluate" not in train
+    assert "output=runs/reranker/listwise-hour-seed1 seed=1 model.training.accelerator=auto" \
+        in train
+    reader = " ".join(make_n("pipeline-plus-reader", *args).replace("\\\n", " ").split())
+    assert reader.startswith("bash experiments/timed.sh T.tsv reader ")
+    assert reader.endswith("output=runs/reranker/reader-q12k-seed1 "
+                           "model.training.accelerator=auto")
+    assert "accelerator" not in make_n("reproduce-pipeline-plus", "SEED=1")
+
+
 def test_timed_steps_append_their_time_and_keep_the_exit_status(tmp_path):
     log = tmp_path / "times.tsv"
     def timed(step, command):

@@ -25,8 +25,9 @@ CARRY_IN = ROOT / ".device" / "carry"                 # carried in: the last tur
 #: smoke: 30 steps, capped pools; bench: a side-by-side bench; evaluate: `rqa evaluate`;
 #: train: full-pool `rqa train` runs (their reports recorded); table2: rows of
 #: `make reproduce-table2`; computed: figures computed from other items' records; queue: a
-#: resumable run_queue.py (kept for longer leases); cmd: any command
-KINDS = ("smoke", "bench", "evaluate", "train", "table2", "computed", "queue", "cmd")
+#: resumable run_queue.py (kept for longer leases); recipe: a `make` recipe whole, its
+#: trainings' reports and its steps' times recorded; cmd: any command
+KINDS = ("smoke", "bench", "evaluate", "train", "table2", "computed", "queue", "recipe", "cmd")
 VERSIONS = ("torch", "transformers", "pytorch-lightning", "sentence-transformers", "numpy")
 
 

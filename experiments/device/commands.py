@@ -223,6 +223,8 @@ def shrink(argv: list[str], kind: str) -> list[str]:
         return [*argv, *rehearsal_caps(argv[2:]), *REHEARSAL_TRAIN]
     if kind == "train" and argv[:2] == ["rqa", "mine"]:
         return set_option(argv, "--max-documents", REHEARSAL_MINE_DOCUMENTS)
+    if kind == "recipe" and argv[:1] == ["make"]:  # composed, not run: a CPU recipe of its own
+        return [*argv, "-n"]
     if kind == "table2":
         rows = [] if any(w.startswith("ROWS=") for w in argv) else REHEARSAL_TABLE2[:1]
         return [*argv, *rows, *REHEARSAL_TABLE2[1:],

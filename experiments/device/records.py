@@ -67,9 +67,35 @@ def _bench(output: dict) -> dict:
     return out
 
 
+#: what a recipe item records of each reranker training (train_reranker's report)
+RERANKER_KEYS = ("output", "questions", "steps_planned", "steps_done", "time_capped",
+                 "loss", "batch_size", "last_loss", "data_seconds", "train_seconds")
+
+
+def recipe_figures(output: list[dict], work: Path) -> dict:
+    """A recipe's figures: its `rqa train` runs (the last one's metrics at the top), its
+    reranker trainings, and each step's wall seconds from ``work/times.tsv`` (the recipe's
+    ``TIMES``, experiments/timed.sh's columns)."""
+    reports = [o for o in output or [] if isinstance(o, dict)]
+    runs = [train_figures(o) for o in reports if "experiment" in o and "global_steps" in o]
+    out = {"runs": runs, "rerankers": [{k: o.get(k) for k in RERANKER_KEYS}
+                                       for o in reports if "steps_planned" in o]}
+    if runs:
+        out.update({k: runs[-1][k] for k in (*METRICS, "seed", "description", "test_pool",
+                                             "full_pool") if k in runs[-1]})
+    times = work / "times.tsv"
+    if times.is_file():
+        rows = [line.split("\t") for line in times.read_text().splitlines() if line.strip()]
+        out["step_seconds"] = {r[1]: int(r[2]) for r in rows if len(r) >= 4}
+        out["step_exit_codes"] = {r[1]: int(r[3]) for r in rows if len(r) >= 4}
+    return out
+
+
 def figures(item: Item, output, work: Path) -> dict:
     """The self-explaining figures of ``item`` from its command's JSON ``output`` (a train
     item: the list of its steps' JSONs)."""
+    if item.kind == "recipe":
+        return recipe_figures(output, work)
     if not output:
         return {}
     if item.kind == "smoke":
@@ -223,6 +249,20 @@ def device_name(device: str) -> str:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every line of ``text`` that is a JSON object, in order (a recipe's reports)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
 
 
 def last_json(text: str) -> dict | None:

@@ -20,6 +20,7 @@ from .commands import Step as CommandStep
 from .records import (
     figures,
     finished,
+    json_lines,
     last_json,
     now_iso,
     queue_records,
@@ -158,6 +159,8 @@ class ItemStep(Step):
         job.flush()
         if self.item.kind == "train":
             return [last_json(p.read_text()) for p in job.outputs]
+        if self.item.kind == "recipe":  # every report its steps printed
+            return [o for p in job.outputs for o in json_lines(p.read_text())]
         return last_json(job.outputs[-1].read_text())
 
     def end(self, job: Process, record: Record) -> str:
