@@ -18,8 +18,11 @@ def make_n(*args: str) -> str:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     venv = Path(sys.prefix)
-    proc = subprocess.run(["make", "-n", "-o", str(venv / ".installed-stamp"), f"VENV={venv}",
-                           *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    # --no-print-directory: under `make test` this make is a sub-make, which would print
+    # "Entering directory" lines around the commands
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "-o",
+                           str(venv / ".installed-stamp"), f"VENV={venv}", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -106,11 +106,11 @@ def test_shared_negatives_join_the_in_batch_softmax_less_golds_and_denoised(worl
     scores[index[2]][1] = scores[index[2]][0] + 1.0
     golds = {lists[i]["gold"][1] for i in index}
     expected = [text not in golds and score <= scores[i][0] for i in index
-                for (_, text), score in zip(lists[i]["negatives"], scores[i][1:])]
+                for (_, text), score in zip(lists[i]["negatives"], scores[i][1:], strict=True)]
     try:
         batch = collate(items)
     finally:
-        for i, (negatives, values) in zip(index, saved):
+        for i, (negatives, values) in zip(index, saved, strict=True):
             lists[i]["negatives"][:], scores[i][:] = negatives, values
     assert batch["shared"].tolist() == expected
     first = [sum(len(lists[i]["negatives"]) for i in index[:k]) for k in (1, 2)]

@@ -24,9 +24,10 @@ from retrieval_qa.sweeps import queue as Q
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = Path("/PLAN/root")
-#: checklist items added since the record, derived from experiments added to conf/ since then
-#: (their own smoke items: tests/test_device_check.py); the record's items are compared alone
-ADDED = {"smoke-distill_plus"}
+#: checklist items added since the record (a smoke item derived from an experiment added to
+#: conf/ since then, and the recipe items; their own tests: tests/test_device_check.py); the
+#: record's items are compared alone
+ADDED = {"smoke-distill_plus", "recipe-distill_plus", "recipe-reader_q12k"}
 
 
 def recorded_items() -> list:
