@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UsageError
 from .parsing import add_command
 
 EXAMPLES = """\
 examples:
   rqa ledger                                   # this checkout's looks (runs/ledger.jsonl)
   rqa ledger --ledger results/ledger.jsonl     # the looks behind results/
-  rqa ledger --ledger results/ledger.jsonl --family distill_pipeline"""
+  rqa ledger --ledger results/ledger.jsonl --family distill_pipeline
+  rqa ledger --keep 8f8b8870d026 fb8b9bc18ab8 --records results/distill_plus/records \
+      --seed 1 --config "hybrid_plus_reader (...)"   # commit two looks and their records"""
 
 
 def add_parser(sub) -> None:
@@ -34,6 +37,23 @@ def add_parser(sub) -> None:
     led.add_argument("--family", default=None, metavar="NAME", help="only this family")
     led.add_argument("--results", default="results", metavar="DIR",
                      help="the results folder whose claims mark the kept looks")
+    keep = led.add_argument_group(
+        "committing looks", "--keep copies looks of --ledger, each with its per-question "
+        "record (checked against the look's ranks), into the committed ledger and a "
+        "results folder")
+    keep.add_argument("--keep", nargs="+", default=None, metavar="ID",
+                      help="the looks' ids (or unique prefixes), as this command lists them")
+    keep.add_argument("--records", default=None, metavar="DIR",
+                      help="where the records go (results/<study>/records); with --keep")
+    keep.add_argument("--into", default=None, metavar="FILE",
+                      help="the committed ledger (default: RESULTS/ledger.jsonl)")
+    keep.add_argument("--stem", default=None,
+                      help="the records' names: STEM.<dataset>_<pool>.questions.jsonl.gz "
+                           "(default: <family>_seed<seed>)")
+    keep.add_argument("--config", default=None, metavar="LABEL",
+                      help="the configuration's label in the results' looks tables")
+    keep.add_argument("--seed", type=int, default=None,
+                      help="the training seed of looks logged without one (a pipeline's)")
 
 
 def run(args) -> dict:
@@ -50,6 +70,11 @@ def run(args) -> dict:
 
     path = Path(args.ledger) if args.ledger else ledger_path()
     results = Path(args.results)
+    if args.keep:
+        return _keep(args, path, results)
+    if args.records or args.into or args.stem or args.config or args.seed is not None:
+        raise UsageError("rqa ledger: --records, --into, --stem, --config and --seed go with "
+                         "--keep (fix: add --keep ID ..., or leave them out)")
     kept = kept_looks(load_studies(results)) if results.is_dir() else {}
     rows = summarise(read(path), args.family, kept)
     lines = ["| family | test pool | configurations | evaluations | seeds | MRR range | kept |",
@@ -62,3 +87,17 @@ def run(args) -> dict:
                      f"| {', '.join(r['kept']) or '–'} |")
     sys.stderr.write("\n".join(lines) + "\n")
     return {"ledger": str(path), "family": args.family, "rows": rows}
+
+
+def _keep(args, path: Path, results: Path) -> dict:
+    from ..evaluation.ledger import keep
+
+    if not args.records:
+        raise UsageError("rqa ledger --keep: where the records go is not given (fix: add "
+                         "--records results/<study>/records)")
+    into = Path(args.into) if args.into else results / "ledger.jsonl"
+    kept = keep(args.keep, path, into, args.records, stem=args.stem, config=args.config,
+                seed=args.seed)
+    return {"ledger": str(path), "into": str(into),
+            "kept": [{"id": e["id"], "record": e["record"], "mrr": e["metrics"].get("mrr")}
+                     for e in kept]}

@@ -137,3 +137,58 @@ def test_a_checkpoint_look_is_named_by_the_training_that_made_it(tmp_path, monke
     b = look("b", "seed: 1\noutput_dir: b\ndata: {questions: 4800, output: t/b}\n")
     c = look("c", "seed: 42\noutput_dir: c\ndata: {questions: 14400, output: t/c}\n")
     assert a[0] == b[0] != c[0] and (a[1], b[1]) == (42, 1)
+
+
+def _look(tmp_path, ranks, seed=None, name="hybrid"):
+    """One look on a ledger in tmp_path/runs, with its per-question record."""
+    import numpy as np
+
+    from retrieval_qa.data import Candidate, RetrievalPool
+    from retrieval_qa.evaluation.per_question import write_per_question
+
+    pool = RetrievalPool("toy", "dev", [Candidate(f"c{i}", f"s{i}", "", f"d{i}")
+                                        for i in range(4)],
+                         questions=["q0", "q1", "q2"], gold=[[0], [1], [2]])
+    record = write_per_question(tmp_path / "runs" / f"{name}.questions.jsonl.gz", pool,
+                                np.asarray(ranks, dtype=np.float64), None, (1, 5))
+    return ledger.record(dataset="reqa_squad", pool="dev", metrics={"mrr": 50.0},
+                         questions=len(ranks), kind="pipeline", name=name, seed=seed,
+                         ranks=ranks, record_file=record, path=tmp_path / "runs" / "l.jsonl")
+
+
+def test_keep_copies_the_record_and_commits_the_look(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    look = _look(tmp_path, [1.0, 3.0, 2.0])
+    other = _look(tmp_path, [2.0, 1.0, 1.0], name="other")
+    out = io.StringIO()
+    assert main(["ledger", "--ledger", "runs/l.jsonl", "--keep", look["id"][:6], "--records",
+                 "results/s/records", "--seed", "1", "--config", "the pick"], stdout=out) == 0
+    (kept,) = ledger.read(tmp_path / "results" / "ledger.jsonl")
+    target = "results/s/records/hybrid_seed1.reqa_squad_dev.questions.jsonl.gz"
+    assert kept["record"] == target and kept["seed"] == 1 and kept["config"] == "the pick"
+    assert {k: v for k, v in kept.items() if k not in ("record", "seed", "config")} == \
+        {k: v for k, v in look.items() if k not in ("record", "seed")}
+    from retrieval_qa.evaluation.per_question import read_per_question
+
+    assert ledger.ranks_digest(read_per_question(tmp_path / target).ranks) == look["ranks"]
+    with pytest.raises(InputFileError, match="already holds"):   # twice: refused
+        ledger.keep([look["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/s/records",
+                    seed=1)
+    with pytest.raises(InputFileError, match="holds another look"):  # a name taken
+        ledger.keep([other["id"]], "runs/l.jsonl", "results/ledger.jsonl",
+                    "results/s/records", stem="hybrid_seed1")
+    with pytest.raises(InputFileError, match="ran with seed"):
+        seeded = _look(tmp_path, [1.0, 1.0, 1.0], seed=2, name="seeded")
+        ledger.keep([seeded["id"]], "runs/l.jsonl", "results/ledger.jsonl", "x", seed=1)
+    assert len(ledger.read(tmp_path / "results" / "ledger.jsonl")) == 1
+
+
+def test_keep_refuses_a_record_a_later_look_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = _look(tmp_path, [1.0, 3.0, 2.0])
+    _look(tmp_path, [1.0, 1.0, 1.0])        # the same record file, written again
+    with pytest.raises(InputFileError, match="its ranks differ"):
+        ledger.keep([first["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
+    assert not (tmp_path / "results").exists()
+    with pytest.raises(InputFileError, match="0 looks"):
+        ledger.keep(["ffff"], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
