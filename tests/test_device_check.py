@@ -157,7 +157,8 @@ def test_a_recipe_records_its_trainings_and_its_steps_times(tmp_path):
                                           "pool": "dev", "questions": 10539}})])
     reports = json_lines(stdout)
     assert len(reports) == 2
-    (tmp_path / "times.tsv").write_text("2026-12-04T00:00:00Z\treranker\t41\t0\tdefault\n"
+    (tmp_path / "times.tsv").write_text("start\tstep\tseconds\tstatus\tthreads\n"
+                                        "2026-12-04T00:00:00Z\treranker\t41\t0\tdefault\n"
                                         "2026-12-04T00:01:00Z\tdistillation\t95\t0\tdefault\n")
     out = recipe_figures(reports, tmp_path)
     assert out["mrr"] == 77.1 and out["seed"] == 1 and out["test_pool"]["pool"] == "dev"

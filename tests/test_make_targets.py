@@ -145,12 +145,17 @@ def test_the_device_checklists_recipe_targets_time_into_TIMES_and_pass_RERANKER_
 def test_timed_steps_append_their_time_and_keep_the_exit_status(tmp_path):
     log = tmp_path / "times.tsv"
     def timed(step, command):
-        return subprocess.run(["bash", "experiments/timed.sh", str(log), step, command],
-                              cwd=REPO).returncode
+        return subprocess.run(["bash", "experiments/timed.sh", str(log), step, "bash", "-c",
+                               command], cwd=REPO).returncode
 
     assert (timed("ok", "true"), timed("bad", "false")) == (0, 1)
-    rows = [line.split("\t") for line in log.read_text().splitlines()]
-    assert [(r[1], r[3]) for r in rows] == [("ok", "0"), ("bad", "1")]
+    # a step whose sitting is stopped by a signal (here the step signals its timer, then
+    # exits 3, as a training saves its checkpoint and exits) still leaves its row
+    stop = "import os, signal; os.kill(os.getppid(), signal.SIGTERM); raise SystemExit(3)"
+    assert timed("stopped", f"{sys.executable} -c '{stop}'") == 3
+    header, *rows = [line.split("\t") for line in log.read_text().splitlines()]
+    assert header == ["start", "step", "seconds", "status", "threads"]
+    assert [(r[1], r[3]) for r in rows] == [("ok", "0"), ("bad", "1"), ("stopped", "3")]
     assert all(r[2].isdigit() and r[0].endswith("Z") for r in rows)
 
 

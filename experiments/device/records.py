@@ -85,9 +85,10 @@ def recipe_figures(output: list[dict], work: Path) -> dict:
                                              "full_pool") if k in runs[-1]})
     times = work / "times.tsv"
     if times.is_file():
-        rows = [line.split("\t") for line in times.read_text().splitlines() if line.strip()]
-        out["step_seconds"] = {r[1]: int(r[2]) for r in rows if len(r) >= 4}
-        out["step_exit_codes"] = {r[1]: int(r[3]) for r in rows if len(r) >= 4}
+        rows = [r for r in (line.split("\t") for line in times.read_text().splitlines())
+                if len(r) >= 4 and r[2].isdigit()]            # the header line left out
+        out["step_seconds"] = {r[1]: int(r[2]) for r in rows}
+        out["step_exit_codes"] = {r[1]: int(r[3]) for r in rows}
     return out
 
 
