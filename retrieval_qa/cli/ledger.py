@@ -90,7 +90,7 @@ def run(args) -> dict:
 
 
 def _keep(args, path: Path, results: Path) -> dict:
-    from ..evaluation.ledger import keep
+    from ..evaluation.ledger_keep import keep
 
     if not args.records:
         raise UsageError("rqa ledger --keep: where the records go is not given (fix: add "

@@ -10,7 +10,7 @@ import pytest
 
 from retrieval_qa.cli.main import main
 from retrieval_qa.errors import InputFileError
-from retrieval_qa.evaluation import ledger
+from retrieval_qa.evaluation import ledger, ledger_keep
 
 
 @pytest.mark.parametrize("dataset, pool, test", [
@@ -172,14 +172,14 @@ def test_keep_copies_the_record_and_commits_the_look(tmp_path, monkeypatch):
 
     assert ledger.ranks_digest(read_per_question(tmp_path / target).ranks) == look["ranks"]
     with pytest.raises(InputFileError, match="already holds"):   # twice: refused
-        ledger.keep([look["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/s/records",
+        ledger_keep.keep([look["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/s/records",
                     seed=1)
     with pytest.raises(InputFileError, match="holds another look"):  # a name taken
-        ledger.keep([other["id"]], "runs/l.jsonl", "results/ledger.jsonl",
+        ledger_keep.keep([other["id"]], "runs/l.jsonl", "results/ledger.jsonl",
                     "results/s/records", stem="hybrid_seed1")
     with pytest.raises(InputFileError, match="ran with seed"):
         seeded = _look(tmp_path, [1.0, 1.0, 1.0], seed=2, name="seeded")
-        ledger.keep([seeded["id"]], "runs/l.jsonl", "results/ledger.jsonl", "x", seed=1)
+        ledger_keep.keep([seeded["id"]], "runs/l.jsonl", "results/ledger.jsonl", "x", seed=1)
     assert len(ledger.read(tmp_path / "results" / "ledger.jsonl")) == 1
 
 
@@ -188,7 +188,7 @@ def test_keep_refuses_a_record_a_later_look_replaced(tmp_path, monkeypatch):
     first = _look(tmp_path, [1.0, 3.0, 2.0])
     _look(tmp_path, [1.0, 1.0, 1.0])        # the same record file, written again
     with pytest.raises(InputFileError, match="its ranks differ"):
-        ledger.keep([first["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
+        ledger_keep.keep([first["id"]], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
     assert not (tmp_path / "results").exists()
     with pytest.raises(InputFileError, match="0 looks"):
-        ledger.keep(["ffff"], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
+        ledger_keep.keep(["ffff"], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
