@@ -13,6 +13,7 @@ examples:
   rqa ledger                                   # this checkout's looks (runs/ledger.jsonl)
   rqa ledger --ledger results/ledger.jsonl     # the looks behind results/
   rqa ledger --ledger results/ledger.jsonl --family distill_pipeline
+  rqa ledger --family pipeline_plus --looks   # each look with its id
   rqa ledger --keep 8f8b8870d026 fb8b9bc18ab8 --records results/distill_plus/records \
       --seed 1 --config "hybrid_plus_reader (...)"   # commit two looks and their records"""
 
@@ -37,12 +38,15 @@ def add_parser(sub) -> None:
     led.add_argument("--family", default=None, metavar="NAME", help="only this family")
     led.add_argument("--results", default="results", metavar="DIR",
                      help="the results folder whose claims mark the kept looks")
+    led.add_argument("--looks", action="store_true",
+                     help="list every look too: its id (for --keep), time, seed, pool, MRR and "
+                          "record")
     keep = led.add_argument_group(
         "committing looks", "--keep copies looks of --ledger, each with its per-question "
         "record (checked against the look's ranks), into the committed ledger and a "
         "results folder")
     keep.add_argument("--keep", nargs="+", default=None, metavar="ID",
-                      help="the looks' ids (or unique prefixes), as this command lists them")
+                      help="the looks' ids (or unique prefixes), as --looks lists them")
     keep.add_argument("--records", default=None, metavar="DIR",
                       help="where the records go (results/<study>/records); with --keep")
     keep.add_argument("--into", default=None, metavar="FILE",
@@ -76,7 +80,8 @@ def run(args) -> dict:
         raise UsageError("rqa ledger: --records, --into, --stem, --config and --seed go with "
                          "--keep (fix: add --keep ID ..., or leave them out)")
     kept = kept_looks(load_studies(results)) if results.is_dir() else {}
-    rows = summarise(read(path), args.family, kept)
+    entries = read(path)
+    rows = summarise(entries, args.family, kept)
     lines = ["| family | test pool | configurations | evaluations | seeds | MRR range | kept |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -85,8 +90,20 @@ def run(args) -> dict:
         lines.append(f"| {r['family']} | {r['pool']} | {r['configurations']} | "
                      f"{r['evaluations']} | {', '.join(map(str, r['seeds'])) or '–'} | {span} "
                      f"| {', '.join(r['kept']) or '–'} |")
+    looks = [e for e in entries if args.family in (None, e["family"])] if args.looks else []
+    if looks:
+        lines += ["", "| id | time | family | test pool | seed | MRR | record |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {e['id']} | {e['time']} | {e['family']} | {e['dataset']}/{e['pool']} | "
+                  f"{'–' if e.get('seed') is None else e['seed']} | "
+                  f"{e['metrics'].get('mrr', '–')} | {e.get('record') or '–'} |" for e in looks]
     sys.stderr.write("\n".join(lines) + "\n")
-    return {"ledger": str(path), "family": args.family, "rows": rows}
+    out = {"ledger": str(path), "family": args.family, "rows": rows}
+    if args.looks:
+        out["looks"] = [{k: e.get(k) for k in ("id", "time", "family", "dataset", "pool",
+                                                "seed", "record")} | {"mrr": e["metrics"].get("mrr")}
+                        for e in looks]
+    return out
 
 
 def _keep(args, path: Path, results: Path) -> dict:

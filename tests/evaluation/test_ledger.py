@@ -160,6 +160,11 @@ def test_keep_copies_the_record_and_commits_the_look(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     look = _look(tmp_path, [1.0, 3.0, 2.0])
     other = _look(tmp_path, [2.0, 1.0, 1.0], name="other")
+    out = io.StringIO()                     # --looks lists the ids that --keep takes
+    assert main(["ledger", "--ledger", "runs/l.jsonl", "--looks", "--family", "hybrid"],
+                stdout=out) == 0
+    listed = json.loads(out.getvalue().strip().splitlines()[-1])["looks"]
+    assert [(x["id"], x["mrr"]) for x in listed] == [(look["id"], 50.0)]
     out = io.StringIO()
     assert main(["ledger", "--ledger", "runs/l.jsonl", "--keep", look["id"][:6], "--records",
                  "results/s/records", "--seed", "1", "--config", "the pick"], stdout=out) == 0
