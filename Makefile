@@ -197,9 +197,11 @@ reproduce-distill-plus: distill-plus-train
 # conf/pipeline/training/reader_q12k.yaml (seed SEED, no time cap), then
 # conf/pipeline/hybrid_plus_reader.yaml with this seed's checkpoints on the ReQA SQuAD dev pool
 # and on MultiReQA RelationExtraction test (one rule fixed before either; the looks on the
-# ledger as family pipeline_plus), each step timed into runs/pipeline_plus/times-seed$(SEED).tsv.
-# Every step resumes (a reranking from its last shard of scores). About 5 hours a seed on 2
-# CPU threads, most of it the reader's training and its dev-pool scores. pipeline-plus-reader:
+# ledger as family pipeline_plus; each look's JSON in runs/pipeline_plus/seed$(SEED)/<pool>.json),
+# each step timed into runs/pipeline_plus/times-seed$(SEED).tsv.
+# Every step resumes (a reranking from its last shard of scores). About 4 hours a seed on 2
+# CPU threads, most of it the reader's training (seed 1: 100 minutes) and its dev-pool scores
+# (about an hour). pipeline-plus-reader:
 # the reader's training alone (the device checklist's recipe-reader_q12k).
 READER = runs/reranker/reader-q12k$(if $(NOT_42),-seed$(SEED))
 TIMED_PP = bash experiments/timed.sh $(or $(TIMES),runs/pipeline_plus/times-seed$(SEED).tsv)
@@ -218,9 +220,11 @@ pipeline-plus-reader: $(STAMP)
 reproduce-pipeline-plus: $(STAMP)
 	$(call plus_training_steps,$(TIMED_PP))
 	$(reader_step)
-	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev $(PP_KEYS)
+	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev \
+		--result runs/pipeline_plus/seed$(SEED)/reqa_squad-dev.json $(PP_KEYS)
 	$(TIMED_PP) relationextraction $(RQA) evaluate $(PP_OPTS) \
-		--dataset multireqa_relationextraction --pool test $(PP_KEYS)
+		--dataset multireqa_relationextraction --pool test \
+		--result runs/pipeline_plus/seed$(SEED)/multireqa_relationextraction-test.json $(PP_KEYS)
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),

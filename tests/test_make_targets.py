@@ -104,7 +104,7 @@ def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoi
     """reproduce-pipeline-plus: distill_plus's training steps without its test look, the
     12,000-question paragraph reader of the seed, then hybrid_plus_reader with that seed's
     checkpoints on the dev pool and RelationExtraction test, the looks as family
-    pipeline_plus; every step timed."""
+    pipeline_plus, each look's JSON kept; every step timed."""
     flat = " ".join(make_n("reproduce-pipeline-plus", "SEED=2").replace("\\\n", " ").split())
     timed = "bash experiments/timed.sh runs/pipeline_plus/times-seed2.tsv"
     for step in ("fine-tuning", "reranker", "teacher", "distillation", "reader", "dev",
@@ -118,8 +118,9 @@ def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoi
             "reranker.checkpoint=runs/reranker/reader-q12k-seed2")
     options = ("--pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed2 "
                "--family pipeline_plus")
-    assert f"{options} --dataset reqa_squad --pool dev {keys}" in flat
-    assert f"{options} --dataset multireqa_relationextraction --pool test {keys}" in flat
+    for dataset, pool in (("reqa_squad", "dev"), ("multireqa_relationextraction", "test")):
+        assert (f"{options} --dataset {dataset} --pool {pool} --result "
+                f"runs/pipeline_plus/seed2/{dataset}-{pool}.json {keys}") in flat
     flat = " ".join(make_n("reproduce-pipeline-plus").replace("\\\n", " ").split())
     assert "seed=42 output=runs/reranker/reader-q12k " in flat
 

@@ -182,6 +182,8 @@ def check_outputs(args: argparse.Namespace) -> None:
     """
     from ..written import write_target
 
+    if getattr(args, "result", None):
+        write_target(args.result, "--result")
     for command, attribute, option, folder in OUTPUTS:
         value = getattr(args, attribute, None)
         if args.command == command and isinstance(value, str) and value:
@@ -250,7 +252,23 @@ def dispatch(args: argparse.Namespace, out) -> int:
         return 0
     if result.get("global_rank", 0) == 0:  # a DDP worker's result stays off stdout
         emit(result, out)
+        if getattr(args, "result", None):
+            keep_result(result, args.result)
     return int(result.get("exit_code", 0))
+
+
+def keep_result(result: dict, path: str) -> None:
+    """``--result FILE``: the JSON result written to FILE too, atomically.
+
+    Args:
+        result: the command's result.
+        path: the file.
+    """
+    from ..portable_paths import portable
+    from ..written import write_text
+
+    write_text(path, json.dumps(portable(result), ensure_ascii=False, indent=1) + "\n",
+               "--result")
 
 
 def run() -> int:

@@ -15,6 +15,9 @@ COMMON.add_argument("--quiet", action="store_true",
                     help="no progress displays on stderr (rqa train and a sweep's runs: no "
                          "progress bar, no model summary); errors and the JSON result still "
                          "print")
+COMMON.add_argument("--result", default=None, metavar="FILE",
+                    help="also write the JSON result to FILE (atomically, the machine's paths "
+                         "named as on stdout): a long job's figures kept beside its log")
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -41,6 +41,17 @@ def test_evaluate_bm25_and_recompute_from_run_file(capsys, tiny_squad_file, tmp_
     assert record["question_unit"] == "question_text"
 
 
+def test_result_keeps_the_json_in_a_file_too(capsys, tiny_squad_file, tmp_path):
+    """--result FILE: the JSON printed, also in FILE; a device there is refused before any
+    work (exit 2, nothing replaced)."""
+    args = ["data", "stats", "--dataset", "reqa_squad", "--pool", "dev",
+            "--data-dir", str(tiny_squad_file.parents[1])]
+    code, obj, _ = _run(capsys, *args, "--result", str(tmp_path / "out" / "stats.json"))
+    assert code == 0 and json.loads((tmp_path / "out" / "stats.json").read_text()) == obj
+    code, obj, err = _run(capsys, *args, "--result", "/dev/null")
+    assert code == 2 and obj is None and "--result" in err
+
+
 def test_metrics_names_a_gzip_file_that_is_no_record(capsys, tmp_path):
     import gzip
 
