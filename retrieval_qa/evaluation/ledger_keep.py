@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import InputFileError
 from ..portable_paths import portable_path
+from ..written import atomic_path
 from .ledger import append, ranks_digest, read
 from .per_question import read_per_question
 
@@ -40,7 +41,6 @@ def keep(ids: Sequence[str], source: str | Path, into: str | Path, records: str 
     Returns:
         The lines appended.
     """
-
     entries, into, records = read(source), Path(into), Path(records)
     done = {e["id"] for e in read(into)} if into.is_file() else set()
     plan = []
@@ -48,7 +48,8 @@ def keep(ids: Sequence[str], source: str | Path, into: str | Path, records: str 
         found = [e for e in entries if e["id"].startswith(want)]
         if len(found) != 1:
             raise InputFileError("ledger", source, f"{len(found)} looks have the id {want!r}",
-                                 "give an id (or a unique prefix) that `rqa ledger` lists")
+                                 "give an id (or a unique prefix) that `rqa ledger --looks` "
+                                 "lists")
         entry = dict(found[0])
         if entry["id"] in done:
             raise InputFileError("ledger", into, f"already holds the look {entry['id']}",
@@ -81,9 +82,9 @@ def keep(ids: Sequence[str], source: str | Path, into: str | Path, records: str 
         if config is not None:
             entry["config"] = config
         plan.append((record, target, entry))
-    records.mkdir(parents=True, exist_ok=True)
     for record, target, entry in plan:
         if not target.exists():
-            shutil.copyfile(record, target)
+            with atomic_path(target, "--records") as tmp:
+                shutil.copyfile(record, tmp)
         append(entry, into)
     return [entry for _, _, entry in plan]
