@@ -35,11 +35,11 @@ def collect(seed: int, ledger: Path, runs: Path, results: Path) -> dict:
     lines go to ``results``' parent's ``ledger.jsonl``."""
     folder, records = runs / f"seed{seed}", results / "records"
     ids, copies = [], []
+    mine = [e for e in read(ledger) if e["family"] == FAMILY and e.get("record")
+            and Path(e["record"]).resolve().parent.parent == folder.resolve()]
     for dataset, pool in POOLS:
         where = f"{dataset}-{pool}"
-        looks = [e for e in read(ledger) if e["family"] == FAMILY and e["dataset"] == dataset
-                 and e["pool"] == pool and e.get("record")
-                 and Path(e["record"]).resolve().parent.parent == folder.resolve()]
+        looks = [e for e in mine if e["dataset"] == dataset and e["pool"] == pool]
         if not looks:
             raise InputFileError("ledger", ledger, f"holds no {FAMILY} look of seed {seed} on "
                                  f"{dataset}/{pool}", f"run make reproduce-pipeline-plus SEED={seed}")
