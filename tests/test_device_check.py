@@ -345,13 +345,20 @@ def test_the_rehearsal_never_writes_into_the_committed_results(tmp_path):
 
 
 def test_detach_status_bundle_unbundle(tmp_path, capsys):
-    checklist = _checklist(tmp_path, [
-        "wait  0.01  cmd  python -c \"import time, json; time.sleep(3); print(json.dumps({'x': 1}))\""])
+    # the item waits for a release file, so that "detach returns while it runs" holds however
+    # slow the machine is (no timed assertion)
+    release = tmp_path / "release"
+    script = tmp_path / "wait.py"
+    script.write_text(f"import json, pathlib, time\n"
+                      f"for _ in range(1200):\n"
+                      f"    if pathlib.Path({str(release)!r}).exists(): break\n"
+                      f"    time.sleep(0.05)\n"
+                      f"print(json.dumps({{'x': 1}}))\n")
+    checklist = _checklist(tmp_path, [f"wait  0.01  cmd  python {script}"])
     args = ("--checklist", str(checklist), "--device", "cpu", "--output-root",
             str(tmp_path / "out"), "--work-root", str(tmp_path / "work"))
-    t0 = time.monotonic()
     assert "started in the background" in _main(*args, "--detach", capsys=capsys)
-    assert time.monotonic() - t0 < 2
+    assert not (tmp_path / "out/wait.json").exists()      # returned while the item waits
     # at once, before the child has written its own status: already running (a poll waits)
     assert _main(*args, "--status", capsys=capsys).startswith("device-check running")
     for _ in range(100):
@@ -359,17 +366,20 @@ def test_detach_status_bundle_unbundle(tmp_path, capsys):
         if "running since" in status or (tmp_path / "out/wait.json").exists():
             break
         time.sleep(0.1)
-    assert "device-check running" in status or (tmp_path / "out/wait.json").exists()
-    for _ in range(200):
+    assert "device-check running" in status
+    release.touch()
+    for _ in range(600):
         if (tmp_path / "out/wait.json").exists():
             break
         time.sleep(0.1)
     time.sleep(0.5)
     status = _main(*args, "--status", capsys=capsys)
     assert "wait" in status and "passed in" in status and "device-check not running" in status
+    (tmp_path / "work/ledger.jsonl").write_text('{"id": "look"}\n')   # the turn's looks
     bundle = tmp_path / "b" / "device-check.tar.gz"
     _main(*args, "--bundle", str(bundle), capsys=capsys)
     written = D.unbundle(bundle, tmp_path / "collected", tmp_path / "logs")
+    assert (tmp_path / "logs/ledger.jsonl").read_text() == '{"id": "look"}\n'
     assert json.loads((tmp_path / "collected/wait.json").read_text())["output"] == {"x": 1}
     assert (tmp_path / "logs/device-check.log").is_file()
     assert str(tmp_path / "logs/wait/item.log") in written

@@ -66,7 +66,9 @@ TURN_DEADLINE_S = 690.0
 TURN_SECONDS = TURN_DEADLINE_S - GRACE_S["cuda"]
 STATUS_FILE, LOG_FILE, PID_FILE = "status.json", "device-check.log", "device-check.pid"
 BUNDLE_LIMIT = 15 * 2**20                   # one file back from the device: at most 16 MiB
-ARTEFACTS = ("result.json", "config.yaml", "table2.md")
+#: small files of the work root a bundle brings back; ledger.jsonl: the turn's test-pool looks
+#: (env.sh points $RQA_LEDGER there), for `rqa ledger --ledger` here
+ARTEFACTS = ("result.json", "config.yaml", "table2.md", "ledger.jsonl")
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 #: placeholders that make an item wait for another: {carried:ID} (its carry set, restored)
 #: and {record:ID} (its JSON, finished)

@@ -10,5 +10,7 @@ fi
 export RQA_DEVICE_HOME="${RQA_DEVICE_HOME:-/tmp/rqa}"
 export PYTHONPATH="$RQA_DEVICE_HOME/site-packages:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export RQA_DATA_DIR="$RQA_DEVICE_HOME/data" RQA_CACHE_DIR="$RQA_DEVICE_HOME/cache"
+# every test-pool look of the turn, into the work root, so that a bundle brings them back
+export RQA_LEDGER="$PWD/runs/device-check/ledger.jsonl"
 export HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 MPLCONFIGDIR="$RQA_DEVICE_HOME/mpl"
 export DEVICE_CHECK_ARGS="${DEVICE_CHECK_ARGS:---output-root runs/device-check/checklist --work-root runs/device-check}"
