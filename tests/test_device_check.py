@@ -105,7 +105,7 @@ def test_every_item_fits_one_turn_in_the_issues_order():
     papers = ["paper-fcrr", "paper-sde", "paper-ade", "table2-Dual-VAEs", "mining-chain",
               "paper-mining_dual_augmented", "paper-mining_dual_unweighted",
               "table2-ENDX-GRUs", "table2-Cross-VAEs", "paper-mining_dual"]
-    assert [i for i in ids if i in papers] == papers
+    assert [i for i in ids if i in papers] == [p for p in papers if p not in done]
     first_row = min(ids.index(i) for i in ids if i.startswith("table2-") and i not in papers)
     assert ids.index("paper-mining_dual") < first_row
     for item in items:                              # an awaited item comes first
