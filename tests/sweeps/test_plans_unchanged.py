@@ -9,6 +9,7 @@ in the same order too."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -28,10 +29,14 @@ ROOT = Path("/PLAN/root")
 #: conf/ since then, and the recipe items; their own tests: tests/test_device_check.py); the
 #: record's items are compared alone
 ADDED = {"smoke-distill_plus", "recipe-distill_plus", "recipe-reader_q12k"}
+#: estimates revised since the record from a measured turn (item: the recorded minutes), the
+#: checklist's data, not its planner: the record's items are compared with these minutes
+REVISED = {"smoke-distill_hour": 2.0}
 
 
 def recorded_items() -> list:
-    return [i for i in C.parse_checklist() if i.id not in ADDED]
+    return [dataclasses.replace(i, minutes=REVISED.get(i.id, i.minutes))
+            for i in C.parse_checklist() if i.id not in ADDED]
 
 
 @pytest.fixture(scope="module")
