@@ -75,8 +75,8 @@ def status_text(items: list[Item], output_root: Path, work_root: Path) -> str:
 def bundle(target: Path, output_root: Path, work_root: Path) -> Path:
     """One .tar.gz of the results so far (checklist/*.json) and the small artefacts of the
     work root (each run's result.json, config.yaml, Lightning CSV logs, Table 2's row JSONs,
-    the turn's ledger of test-pool looks),
-    the status and the log; artefacts are left out first if it would pass the limit."""
+    the turn's ledger of test-pool looks), the status and the log; artefacts are left out
+    first if it would pass the limit."""
     members = [(p, f"checklist/{p.name}") for p in sorted(output_root.glob("*.json"))]
     members += [(work_root / n, f"work/{n}") for n in (STATUS_FILE, LOG_FILE)
                 if (work_root / n).is_file()]
