@@ -3,12 +3,14 @@ Table 2, the queue) parse and their commands are valid; the CPU rehearsal runs i
 their JSON on tiny data and a tiny MiniLM; a finished item is never run again; the deadline
 stops a running item with SIGTERM and the next call runs it again, where it continues from
 its own checkpoint; a failed item keeps its error; a resumable queue restores its finished
-runs, except those a run still to do reads; detach, status, bundle and unbundle."""
+runs, except those a run still to do reads; detach, status, bundle and unbundle (a turn's
+looks come back with their per-question records and are kept here)."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import shlex
 import sys
 import textwrap
@@ -375,15 +377,66 @@ def test_detach_status_bundle_unbundle(tmp_path, capsys):
     time.sleep(0.5)
     status = _main(*args, "--status", capsys=capsys)
     assert "wait" in status and "passed in" in status and "device-check not running" in status
-    (tmp_path / "work/ledger.jsonl").write_text('{"id": "look"}\n')   # the turn's looks
     bundle = tmp_path / "b" / "device-check.tar.gz"
     _main(*args, "--bundle", str(bundle), capsys=capsys)
     written = D.unbundle(bundle, tmp_path / "collected", tmp_path / "logs")
-    assert (tmp_path / "logs/ledger.jsonl").read_text() == '{"id": "look"}\n'
     assert json.loads((tmp_path / "collected/wait.json").read_text())["output"] == {"x": 1}
     assert (tmp_path / "logs/device-check.log").is_file()
     assert str(tmp_path / "logs/wait/item.log") in written
 
+
+
+def _device_look(work: Path, run: str, ranks: list[float]) -> dict:
+    """A look a turn's training logged (a run's test and its per-question record)."""
+    import numpy as np
+
+    from retrieval_qa.data import Candidate, RetrievalPool
+    from retrieval_qa.evaluation import ledger
+    from retrieval_qa.evaluation.per_question import write_per_question
+
+    pool = RetrievalPool("toy", "dev", [Candidate(f"c{i}", f"s{i}", "", f"d{i}")
+                                        for i in range(4)],
+                         questions=["q0", "q1", "q2"], gold=[[0], [1], [2]])
+    record = write_per_question(work / run / "per_question.jsonl.gz", pool,
+                                np.asarray(ranks), None, (1, 5))
+    return ledger.record(dataset="reqa_squad", pool="dev", metrics={"mrr": 50.0},
+                         questions=3, kind="train", name=run.split("/")[1], seed=1,
+                         ranks=ranks, record_file=record, path=work / "ledger.jsonl")
+
+
+def test_a_turns_looks_come_back_with_their_records_and_are_kept_here(tmp_path, monkeypatch):
+    from experiments.device import status
+    from retrieval_qa.errors import InputFileError
+    from retrieval_qa.evaluation import ledger, ledger_keep
+
+    device = tmp_path / "device"        # the GPU machine's checkout: its runs/device-check
+    work = device / "runs/device-check"
+    device.mkdir()
+    monkeypatch.chdir(device)
+    kept = _device_look(work, "papers/sde/gpu-seed1", [1.0, 2.0, 4.0])
+    lost = _device_look(work, "papers/ade/gpu-seed1", [2.0, 1.0, 1.0])
+    assert kept["record"] == "runs/device-check/papers/sde/gpu-seed1/per_question.jsonl.gz"
+    (work / "papers/ade/gpu-seed1/per_question.jsonl.gz").unlink()   # one that did not
+    (work / "papers/sde/item.log").write_bytes(os.urandom(60_000))
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(status, "BUNDLE_LIMIT", 30_000)   # the logs cannot come back
+    bundle = status.bundle(tmp_path / "b/device-check.tar.gz", tmp_path / "out", work)
+    here = tmp_path / "here"                              # this checkout, collecting
+    here.mkdir()
+    monkeypatch.chdir(here)
+    written = status.unbundle(bundle, here / "checklist", here / "runs/collected")
+    assert not any(w.endswith("item.log") for w in written)
+    looks = {e["id"]: e for e in ledger.read(here / "runs/collected/ledger.jsonl")}
+    assert looks[kept["id"]]["record"] == str(here / "runs/collected/papers/sde/gpu-seed1"
+                                              / "per_question.jsonl.gz")
+    assert looks[lost["id"]]["record"] == lost["record"]  # not back: its path, as logged
+    ledger_keep.keep([kept["id"]], "runs/collected/ledger.jsonl", "results/ledger.jsonl",
+                     "results/gpu/records", stem="sde_gpu")
+    (line,) = ledger.read(here / "results/ledger.jsonl")
+    assert line["record"] == "results/gpu/records/sde_gpu.reqa_squad_dev.questions.jsonl.gz"
+    with pytest.raises(InputFileError, match="is not a file"):
+        ledger_keep.keep([lost["id"]], "runs/collected/ledger.jsonl", "results/ledger.jsonl",
+                         "results/gpu/records", stem="ade_gpu")
 
 # ---- the queue's finished runs, restored on a fresh machine ----------------------------------
 

@@ -113,7 +113,8 @@ def test_a_cut_training_stage_carried_into_a_fresh_turn_and_evaluated(world, tmp
         "gru-train  0.01  cmd    " + _train_words("{runs}/papers", "trainer.max_steps=100000",
                                                  "trainer.max_epochs=1000")
         + f" && carry --weights {run_dir}\n"
-        "gru-eval   0.01  train  python -m experiments.device.stage_eval {carried:gru-train}\n")
+        "gru-eval   0.01  train  python -m experiments.device.stage_eval {carried:gru-train} "
+        "--record-dir {work}\n")
     first = ["--checklist", str(checklist), "--device", "cpu", "--part-bytes", str(2**20)]
     turn1 = [*first, "--output-root", str(tmp_path / "out1"), "--work-root", str(tmp_path / "w1")]
     assert D.main([*turn1, "--deadline", "45", "--grace", "10"]) == 0
@@ -143,6 +144,16 @@ def test_a_cut_training_stage_carried_into_a_fresh_turn_and_evaluated(world, tmp
     assert evaluated["status"] == "passed" and stage["global_steps"] == step
     assert stage["seed"] == 1 and "REDUCED" in stage["description"]
     assert stage["test_pool"]["pool"] == "dev" and stage["test_pool"]["questions"] == 20
+    # its look on the ledger, with the per-question record a bundle brings back
+    from retrieval_qa.evaluation import ledger
+    from retrieval_qa.evaluation.per_question import read_per_question
+
+    record = tmp_path / "w2/gru-eval/stage_eval.questions.jsonl.gz"
+    [look] = [e for e in ledger.read(os.environ["RQA_LEDGER"])
+              if e["record"] == str(record.resolve())]
+    assert look["kind"] == "train" and look["seed"] == 1 and look["questions"] == 20
+    assert look["ranks"] == ledger.ranks_digest(read_per_question(record).ranks)
+    assert look["metrics"]["mrr"] == pytest.approx(stage["mrr"], abs=1e-4)
     # the run that was not cut: the same settings, stopped at the same step
     uncut = tmp_path / "uncut"
     subprocess.run([sys.executable, "-m", "retrieval_qa.cli", *_train_words(

@@ -69,6 +69,9 @@ BUNDLE_LIMIT = 15 * 2**20                   # one file back from the device: at 
 #: small files of the work root a bundle brings back; ledger.jsonl: the turn's test-pool looks
 #: (env.sh points $RQA_LEDGER there), for `rqa ledger --ledger` here
 ARTEFACTS = ("result.json", "config.yaml", "table2.md", "ledger.jsonl")
+#: the per-question records of the turn's tests (a run's, a stage evaluation's), which `rqa
+#: ledger --keep` commits with their looks
+RECORD = re.compile(r"(per_question|.+\.questions)\.jsonl\.gz")
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 #: placeholders that make an item wait for another: {carried:ID} (its carry set, restored)
 #: and {record:ID} (its JSON, finished)

@@ -13,7 +13,7 @@ import tarfile
 from pathlib import Path
 
 from . import carry
-from .checklist import ARTEFACTS, BUNDLE_LIMIT, LOG_FILE, STATUS_FILE, Item
+from .checklist import ARTEFACTS, BUNDLE_LIMIT, LOG_FILE, RECORD, STATUS_FILE, Item
 from .records import finished, tail
 
 RETURNED = "returned.txt"      # in WORK_ROOT/carry: the carry files already handed back
@@ -74,22 +74,23 @@ def status_text(items: list[Item], output_root: Path, work_root: Path) -> str:
 
 def bundle(target: Path, output_root: Path, work_root: Path) -> Path:
     """One .tar.gz of the results so far (checklist/*.json) and the small artefacts of the
-    work root (each run's result.json, config.yaml, Lightning CSV logs, Table 2's row JSONs,
-    the turn's ledger of test-pool looks), the status and the log; artefacts are left out
-    first if it would pass the limit."""
+    work root (each run's result.json, config.yaml and per-question record, Lightning CSV
+    logs, Table 2's row JSONs, the turn's ledger of test-pool looks), the status and the log;
+    if it would pass the limit, the logs are left out first, then every artefact."""
     members = [(p, f"checklist/{p.name}") for p in sorted(output_root.glob("*.json"))]
     members += [(work_root / n, f"work/{n}") for n in (STATUS_FILE, LOG_FILE)
                 if (work_root / n).is_file()]
-    extra = [(p, f"work/{p.relative_to(work_root)}") for p in sorted(work_root.rglob("*"))
-             if p.is_file() and (p.name in ARTEFACTS or p.suffix == ".csv"
-                                 or re.fullmatch(r".+-(dev|train)\.json", p.name)
-                                 or p.name == "item.log")
-             and not {"checkpoints", "carry", "carried"} & set(p.parts)]
+    files = [p for p in sorted(work_root.rglob("*")) if p.is_file()
+             and not {"checkpoints", "carry", "carried"} & set(p.relative_to(work_root).parts)]
+    kept = [p for p in files if p.name in ARTEFACTS or RECORD.fullmatch(p.name)
+            or re.fullmatch(r".+-(dev|train)\.json", p.name)]
+    logs = [p for p in files if p.suffix == ".csv" or p.name == "item.log"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    for chosen in (members + extra, members):
+    for extra in (sorted(kept + logs), kept, []):
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for path, name in chosen:
+            for path, name in members + [(p, f"work/{p.relative_to(work_root)}")
+                                         for p in extra]:
                 tar.add(path, arcname=name)
         if buffer.tell() <= BUNDLE_LIMIT:
             target.write_bytes(buffer.getvalue())
@@ -128,9 +129,10 @@ def return_carry(work_root: Path, out: Path, max_files: int) -> tuple[list[str],
 def unbundle(source: Path, output_root: Path, work_to: Path, carry_to: Path | None = None
              ) -> list[str]:
     """The checklist JSONs of a bundle into ``output_root``, its work files (logs, each run's
-    result.json, config.yaml, CSV logs) under ``work_to``; the carry files lying beside the
-    bundle into ``carry_to/ID/`` (the next turn's pack carries them in). Returns the files
-    written."""
+    result.json, config.yaml, per-question record, CSV logs) under ``work_to``, the turn's
+    ledger relinked to the records as they lie here (:func:`relink_looks`); the carry files
+    lying beside the bundle into ``carry_to/ID/`` (the next turn's pack carries them in).
+    Returns the files written."""
     written = []
     with tarfile.open(source) as tar:
         for member in tar.getmembers():
@@ -141,6 +143,8 @@ def unbundle(source: Path, output_root: Path, work_to: Path, carry_to: Path | No
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
             written.append(str(target))
+    if (work_to / "ledger.jsonl").is_file():
+        relink_looks(work_to / "ledger.jsonl", work_to)
     for final in output_root.glob("*.json"):     # a partial record that its item replaced
         if not final.name.endswith(".partial.json"):
             (output_root / final.name.replace(".json", ".partial.json")).unlink(missing_ok=True)
@@ -149,3 +153,29 @@ def unbundle(source: Path, output_root: Path, work_to: Path, carry_to: Path | No
         for ident in carry.gather(beside, carry_to):
             written += [str(p) for p in sorted((carry_to / ident).iterdir())]
     return written
+
+
+def relink_looks(ledger_file: Path, work_to: Path) -> int:
+    """Point each look of a turn's collected ledger at its per-question record as it came
+    back under ``work_to`` (the device logged its own machine's paths), so that `rqa ledger
+    --keep ID --ledger LEDGER_FILE` commits it here. A record is the file under ``work_to``
+    named by the longest tail of the logged path whose ranks digest to the look's; a look
+    whose record did not come back keeps its path (`--keep` then says so). Returns how many
+    looks were relinked."""
+    from retrieval_qa.evaluation.ledger import append, ranks_digest, read
+    from retrieval_qa.evaluation.per_question import read_per_question
+    from retrieval_qa.written import atomic_path
+
+    entries, relinked = read(ledger_file), 0
+    for entry in entries:
+        logged = Path(entry.get("record") or "")
+        for start in range(int(logged.is_absolute()), len(logged.parts)):
+            found = work_to.joinpath(*logged.parts[start:])
+            if found.is_file() and (not entry.get("ranks") or ranks_digest(
+                    read_per_question(found).ranks) == entry["ranks"]):
+                entry["record"], relinked = str(found.resolve()), relinked + 1
+                break
+    with atomic_path(ledger_file, "ledger") as tmp:
+        for entry in entries:
+            append(entry, tmp)
+    return relinked

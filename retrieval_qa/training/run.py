@@ -157,36 +157,37 @@ def _finish_loggers(trainer: pl.Trainer | None) -> None:
             wandb.finish()
 
 
-def _per_question(module, data, run_dir: Path) -> dict:
-    """The test's per-question record beside result.json (evaluation/per_question.py), for
-    the methods whose test ranks the data module's test pool; ``{}`` for the others."""
+def write_test_record(module, data, folder: Path, name: str | None = None) -> dict:
+    """The test's per-question record (evaluation/per_question.py) in ``folder`` (a run's:
+    ``per_question.jsonl.gz`` beside result.json; ``name``: another file name), for the
+    methods whose test ranks the data module's test pool; ``{}`` for the others."""
     ranks = getattr(module, "test_question_ranks", None)
     pool = getattr(data, "test_pool", None)
     if ranks is None or pool is None or len(ranks[0]) != len(pool.questions):
         return {}
     from ..evaluation.per_question import RUN_DIR_NAME, write_per_question
 
-    path = write_per_question(run_dir / RUN_DIR_NAME, pool, ranks[0].numpy(),
+    path = write_per_question(folder / (name or RUN_DIR_NAME), pool, ranks[0].numpy(),
                               None if ranks[1] is None else ranks[1].numpy(),
                               tuple(module.evaluation["ks"]))
     return {"per_question": path.name}
 
 
-def _log_look(cfg: DictConfig, overrides, report: dict, module, run_dir: Path) -> None:
+def log_test_look(cfg: DictConfig, overrides, test: dict, module, checkpoint: str | Path,
+                  folder: Path) -> None:
     """The test's line in the ledger of test-pool looks (:mod:`..evaluation.ledger`), when it
-    ran on a test pool."""
+    ran on a test pool; ``test``: the report's test (its ``per_question`` in ``folder``)."""
     from ..evaluation import ledger
 
-    test = report["test"]
     if "dataset" not in test or "pool" not in test:
         return
     ranks = getattr(module, "test_question_ranks", None)
-    record = run_dir / test["per_question"] if test.get("per_question") else None
+    record = folder / test["per_question"] if test.get("per_question") else None
     ledger.record(dataset=test["dataset"], pool=test["pool"],
                   metrics=test.get("metrics", {}), questions=int(test.get("questions") or 0),
                   kind="train", name=cfg.experiment,
                   settings=OmegaConf.to_container(cfg, resolve=True), seed=cfg.seed,
-                  overrides=list(overrides), checkpoint=report["checkpoint"],
+                  overrides=list(overrides), checkpoint=str(checkpoint),
                   ranks=None if ranks is None else ranks[0], record_file=record,
                   subset="the test pool capped (data.max_test_questions)"
                   if test.get("capped") else None)
@@ -298,8 +299,8 @@ def _train(composed: Composed | DictConfig) -> dict:
     }
     if cfg.test_after_fit:
         report["test"] = {**module.test_results, **data.describe().get("test", {})}
-        report["test"].update(_per_question(module, data, run_dir))
-        _log_look(cfg, overrides, report, module, run_dir)
+        report["test"].update(write_test_record(module, data, run_dir))
+        log_test_look(cfg, overrides, report["test"], module, report["checkpoint"], run_dir)
     report["seconds"] = round(time.perf_counter() - start, 1)
     report = portable(report)  # runs/..., $RQA_DATA_DIR/...: no machine's absolute paths
     write_text(run_dir / run_folder.RESULT, json.dumps(report, indent=2))
