@@ -152,6 +152,7 @@ def test_a_cut_training_stage_carried_into_a_fresh_turn_and_evaluated(world, tmp
     [look] = [e for e in ledger.read(os.environ["RQA_LEDGER"])
               if e["record"] == str(record.resolve())]
     assert look["kind"] == "train" and look["seed"] == 1 and look["questions"] == 20
+    assert look["family"] == "rehearsal_papers"       # a GPU turn's: gpu_papers, not a CPU study's
     assert look["ranks"] == ledger.ranks_digest(read_per_question(record).ranks)
     assert look["metrics"]["mrr"] == pytest.approx(stage["mrr"], abs=1e-4)
     # the run that was not cut: the same settings, stopped at the same step

@@ -69,6 +69,10 @@ BUNDLE_LIMIT = 15 * 2**20                   # one file back from the device: at 
 #: small files of the work root a bundle brings back; ledger.jsonl: the turn's test-pool looks
 #: (env.sh points $RQA_LEDGER there), for `rqa ledger --ledger` here
 ARTEFACTS = ("result.json", "config.yaml", "table2.md", "ledger.jsonl")
+#: the ledger family ($RQA_LEDGER_FAMILY) of an item's test-pool looks, by its kind, after
+#: "gpu_" (a GPU turn: results/gpu/claims.yaml's families) or "rehearsal_": a turn's looks
+#: never join a CPU study's family
+LEDGER_FAMILY = {"train": "papers", "table2": "table2", "evaluate": "bench"}
 #: the per-question records of the turn's tests (a run's, a stage evaluation's), which `rqa
 #: ledger --keep` commits with their looks
 RECORD = re.compile(r"(per_question|.+\.questions)\.jsonl\.gz")

@@ -11,10 +11,11 @@ import os
 import shlex
 from pathlib import Path
 
+from retrieval_qa.evaluation.ledger import FAMILY_ENV
 from retrieval_qa.sweeps.runner import Action, Process, Record, Step, run_steps
 
 from . import carry
-from .checklist import MIN_SLICE_S, ROOT, Item
+from .checklist import LEDGER_FAMILY, MIN_SLICE_S, ROOT, Item
 from .commands import Context, carried_dir, resolve, steps_of
 from .commands import Step as CommandStep
 from .records import (
@@ -139,7 +140,10 @@ class ItemStep(Step):
                           always=True) if s.internal else
                    Action(resolve(s.argv), shown=shlex.join(s.argv), skip_if=s.skip_if)
                    for s in steps]
-        job = Process(actions, cwd=ROOT, env=ctx.env, log=self.work / "item.log",
+        family = ("gpu_" if ctx.device == "cuda" else "rehearsal_") \
+            + LEDGER_FAMILY.get(item.kind, item.kind)
+        job = Process(actions, cwd=ROOT, env={**ctx.env, FAMILY_ENV: family},
+                      log=self.work / "item.log",
                       stdout=lambda n: self.work / f"step{n}.out", note=self._note)
         if not self.parallel:
             self.util.begin(item.id)
