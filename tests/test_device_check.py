@@ -438,6 +438,16 @@ def test_a_turns_looks_come_back_with_their_records_and_are_kept_here(tmp_path, 
         ledger_keep.keep([lost["id"]], "runs/collected/ledger.jsonl", "results/ledger.jsonl",
                          "results/gpu/records", stem="ade_gpu")
 
+
+def test_a_turns_look_families_are_the_gpu_results_families():
+    import yaml
+
+    from experiments.device.checklist import LEDGER_FAMILY
+
+    claims = yaml.safe_load((D.ROOT / "results/gpu/claims.yaml").read_text())["claims"]
+    used = {c["family"] for c in claims if c.get("family")}
+    assert used and used <= {f"gpu_{name}" for name in LEDGER_FAMILY.values()}
+
 # ---- the queue's finished runs, restored on a fresh machine ----------------------------------
 
 def test_queue_restores_finished_runs_except_those_a_run_to_do_reads(tmp_path):
