@@ -192,7 +192,7 @@ reproduce-distill-plus: distill-plus-train
 		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
 		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
 
-# The pipeline past 86 (results/distill_plus/README.md, part 2): reproduce-distill-plus's
+# The pipeline aimed past 86 (results/distill_plus/README.md, part 2): reproduce-distill-plus's
 # training steps (not its test look), the paragraph reader of
 # conf/pipeline/training/reader_q12k.yaml (seed SEED, no time cap), then
 # conf/pipeline/hybrid_plus_reader.yaml with this seed's checkpoints on the ReQA SQuAD dev pool

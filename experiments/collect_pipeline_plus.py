@@ -1,4 +1,4 @@
-"""Commit one seed of the pipeline past 86 (results/distill_plus/README.md, part 2) after
+"""Commit one seed of the pipeline aimed past 86 (results/distill_plus/README.md, part 2) after
 ``make reproduce-pipeline-plus SEED=S``: the seed's two looks (the ReQA SQuAD dev pool and
 MultiReQA RelationExtraction test, the newest of each in the working ledger) with their
 records through ``rqa ledger --keep``, the same runs' fused records (the paired baselines), each

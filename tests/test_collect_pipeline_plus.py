@@ -1,5 +1,5 @@
-"""experiments/collect_pipeline_plus.py: one seed of the pipeline past 86 committed (its looks
-through `rqa ledger --keep`, the fused baselines, each look's JSON and the times)."""
+"""experiments/collect_pipeline_plus.py: one seed of the pipeline aimed past 86 committed (its
+looks through `rqa ledger --keep`, the fused baselines, each look's JSON and the times)."""
 
 from __future__ import annotations
 

@@ -232,7 +232,7 @@ def test_the_listwise_config_has_the_default_files_keys_and_its_documented_overr
 
 
 def test_the_reader_config_is_the_listwise_one_reading_paragraphs_on_twice_the_questions():
-    """conf/pipeline/training/reader_q12k.yaml (the pipeline past 86's reranker) is a whole
+    """conf/pipeline/training/reader_q12k.yaml (the pipeline aimed past 86's reranker) is a whole
     settings file that differs from reranker_listwise.yaml only where its header says: 12,000
     questions, no time cap, the paragraph read at 256 tokens, its own folder and seed."""
     from retrieval_qa.training.compose import compose_file
