@@ -177,20 +177,26 @@ reproduce-distill-hour: $(STAMP)
 # (the issue's pool); each step timed into runs/distill_plus/times-seed$(SEED).tsv, the test
 # looks on the ledger as family distill_plus. Every step resumes. distill-plus-train: the
 # training steps alone (the device checklist's recipe-distill_plus).
-PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) $(call distill_seed_args,-plus)
-TIMED_PLUS = bash experiments/timed.sh $(or $(TIMES),runs/distill_plus/times-seed$(SEED).tsv)
+# PLUS: the experiment (distill_plus, candidate 3; distill_plus6, candidate 4: 28,800 questions,
+# conf/experiment/distill_plus6.yaml), its folders runs/$(PLUS)/ and
+# runs/distill/teacher-cpu-<suffix>; its dev-pool test on the ledger as family distill_plus too
+PLUS ?= distill_plus
+PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) \
+	$(call distill_seed_args,-$(patsubst distill_%,%,$(PLUS)))
+TIMED_PLUS = bash experiments/timed.sh $(or $(TIMES),runs/$(PLUS)/times-seed$(SEED).tsv)
 # the steps that train a seed's distill_plus student, each timed into $(1)
 define plus_training_steps
 	$(call hour_first_steps,$(1))
-	$(1) teacher $(RQA) prepare experiment=distill_plus profile=cpu $(PLUS_ARGS)
-	$(1) distillation $(RQA) train experiment=distill_plus profile=cpu $(PLUS_ARGS)
+	$(1) teacher $(RQA) prepare experiment=$(PLUS) profile=cpu $(PLUS_ARGS)
+	$(1) distillation env RQA_LEDGER_FAMILY=distill_plus $(RQA) train experiment=$(PLUS) \
+		profile=cpu $(PLUS_ARGS)
 endef
 distill-plus-train: $(STAMP)
 	$(call plus_training_steps,$(TIMED_PLUS))
 reproduce-distill-plus: distill-plus-train
 	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
-		runs/distill_plus/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
-		--family distill_plus --run-file runs/evals/distill_plus-seed$(SEED).multireqa_squad_test.jsonl
+		runs/$(PLUS)/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
+		--family distill_plus --run-file runs/evals/$(PLUS)-seed$(SEED).multireqa_squad_test.jsonl
 
 # The pipeline aimed past 86 (results/distill_plus/README.md, part 2): reproduce-distill-plus's
 # training steps (not its test look), the paragraph reader of
@@ -208,7 +214,7 @@ TIMED_PP = bash experiments/timed.sh $(or $(TIMES),runs/pipeline_plus/times-seed
 PP_OPTS = --pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed$(SEED) \
 	--family pipeline_plus
 PP_KEYS = retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed$(SEED)/model \
-	retrievers.minilm_distill.checkpoint=runs/distill_plus/cpu-seed$(SEED)/model \
+	retrievers.minilm_distill.checkpoint=runs/$(PLUS)/cpu-seed$(SEED)/model \
 	reranker.checkpoint=$(READER)
 define reader_step
 	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \

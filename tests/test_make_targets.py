@@ -98,6 +98,15 @@ def test_the_distill_plus_recipe_shares_the_hour_steps_and_tests_on_its_pool():
                       "data.teacher.output=runs/distill/teacher-cpu-plus-seed2 seed=2") == 2
     assert ("--checkpoint runs/distill_plus/cpu-seed2/model --dataset multireqa_squad --pool "
             "test --family distill_plus") in flat
+    # candidate 4 (PLUS=distill_plus6): its own experiment, folders and times, the same family
+    flat = " ".join(make_n("reproduce-distill-plus", "SEED=2", "PLUS=distill_plus6")
+                    .replace("\\\n", " ").split())
+    assert "bash experiments/timed.sh runs/distill_plus6/times-seed2.tsv distillation env " \
+        "RQA_LEDGER_FAMILY=distill_plus" in flat
+    assert flat.count("experiment=distill_plus6 profile=cpu ") == 2
+    assert "data.teacher.output=runs/distill/teacher-cpu-plus6-seed2 seed=2" in flat
+    assert ("--checkpoint runs/distill_plus6/cpu-seed2/model --dataset multireqa_squad --pool "
+            "test --family distill_plus") in flat
 
 
 def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoints():
