@@ -174,13 +174,14 @@ reproduce-distill-hour: $(STAMP)
 # One MiniLM dual encoder past SDE T5-base (results/distill_plus/README.md): the one-hour
 # recipe's first stage and reranker, the teacher's scores of 14,400 questions and the student of
 # conf/experiment/distill_plus.yaml with its ReQA SQuAD dev-pool test, then MultiReQA SQuAD test
-# (the issue's pool); each step timed into runs/distill_plus/times-seed$(SEED).tsv, the test
-# looks on the ledger as family distill_plus. Every step resumes. distill-plus-train: the
+# (the issue's pool); each step timed into runs/$(PLUS)/times-seed$(SEED).tsv, the test
+# looks on the ledger as family $(PLUS_FAMILY). Every step resumes. distill-plus-train: the
 # training steps alone (the device checklist's recipe-distill_plus).
 # PLUS: the experiment (distill_plus, candidate 3; distill_plus6, candidate 4: 28,800 questions,
 # conf/experiment/distill_plus6.yaml), its folders runs/$(PLUS)/ and
-# runs/distill/teacher-cpu-<suffix>; its dev-pool test on the ledger as family distill_plus too
+# runs/distill/teacher-cpu-<suffix>; both candidates' looks in one family
 PLUS ?= distill_plus
+PLUS_FAMILY = distill_plus
 PLUS_ARGS = data.teacher.reranker=$(HOUR_RERANKER) \
 	$(call distill_seed_args,-$(patsubst distill_%,%,$(PLUS)))
 TIMED_PLUS = bash experiments/timed.sh $(or $(TIMES),runs/$(PLUS)/times-seed$(SEED).tsv)
@@ -188,7 +189,7 @@ TIMED_PLUS = bash experiments/timed.sh $(or $(TIMES),runs/$(PLUS)/times-seed$(SE
 define plus_training_steps
 	$(call hour_first_steps,$(1))
 	$(1) teacher $(RQA) prepare experiment=$(PLUS) profile=cpu $(PLUS_ARGS)
-	$(1) distillation env RQA_LEDGER_FAMILY=distill_plus $(RQA) train experiment=$(PLUS) \
+	$(1) distillation env RQA_LEDGER_FAMILY=$(PLUS_FAMILY) $(RQA) train experiment=$(PLUS) \
 		profile=cpu $(PLUS_ARGS)
 endef
 distill-plus-train: $(STAMP)
@@ -196,7 +197,7 @@ distill-plus-train: $(STAMP)
 reproduce-distill-plus: distill-plus-train
 	$(TIMED_PLUS) multireqa-squad $(RQA) evaluate --checkpoint \
 		runs/$(PLUS)/cpu-seed$(SEED)/model --dataset multireqa_squad --pool test \
-		--family distill_plus --run-file runs/evals/$(PLUS)-seed$(SEED).multireqa_squad_test.jsonl
+		--family $(PLUS_FAMILY) --run-file runs/evals/$(PLUS)-seed$(SEED).multireqa_squad_test.jsonl
 
 # The pipeline aimed past 86 (results/distill_plus/README.md, part 2): reproduce-distill-plus's
 # training steps (not its test look), the paragraph reader of
