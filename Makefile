@@ -8,7 +8,7 @@ export RQA_DATA_DIR ?= $(abspath ../shared/data)
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: setup test test-all lint docs reproduce-table2 reproduce-residual reproduce-endx \
-	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus reproduce-pipeline-plus distill-plus-train pipeline-plus-reader notebook-inputs notebooks bench clean \
+	reproduce-vaes reproduce-mining reproduce-sde-ade reproduce-distill reproduce-distill-hour reproduce-distill-plus reproduce-pipeline-plus distill-plus-train pipeline-plus-reader pipeline-plus-eval notebook-inputs notebooks bench clean \
 	device-check device-check-status device-pack device-slim device-unslim device-collect
 
 $(STAMP): pyproject.toml constraints.txt
@@ -204,34 +204,41 @@ reproduce-distill-plus: distill-plus-train
 # conf/pipeline/training/reader_q12k.yaml (seed SEED, no time cap), then
 # conf/pipeline/hybrid_plus_reader.yaml with this seed's checkpoints on the ReQA SQuAD dev pool
 # and on MultiReQA RelationExtraction test (one rule fixed before either; the looks on the
-# ledger as family pipeline_plus; each look's JSON in runs/pipeline_plus/seed$(SEED)/<pool>.json),
-# each step timed into runs/pipeline_plus/times-seed$(SEED).tsv.
+# ledger as family pipeline_plus; each look's JSON in $(PP_DIR)/<pool>.json), each step timed
+# into runs/pipeline_<plus suffix>/times-seed$(SEED).tsv. PLUS picks the student as above
+# (attempt 1: distill_plus into runs/pipeline_plus/; attempt 2: distill_plus6 into
+# runs/pipeline_plus6/); STUDENT names another student checkpoint.
 # Every step resumes (a reranking from its last shard of scores). About 4 hours a seed on 2
 # CPU threads, most of it the reader's training (seed 1: 100 minutes) and its dev-pool scores
-# (about an hour). pipeline-plus-reader:
-# the reader's training alone (the device checklist's recipe-reader_q12k).
+# (about an hour). pipeline-plus-reader: the reader's training alone (the device checklist's
+# recipe-reader_q12k); pipeline-plus-eval: the two looks alone, from finished checkpoints.
 READER = runs/reranker/reader-q12k$(if $(NOT_42),-seed$(SEED))
-TIMED_PP = bash experiments/timed.sh $(or $(TIMES),runs/pipeline_plus/times-seed$(SEED).tsv)
-PP_OPTS = --pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus/seed$(SEED) \
-	--family pipeline_plus
+PP_DIR = runs/pipeline_$(patsubst distill_%,%,$(PLUS))/seed$(SEED)
+STUDENT ?= runs/$(PLUS)/cpu-seed$(SEED)/model
+TIMED_PP = bash experiments/timed.sh $(or $(TIMES),$(dir $(PP_DIR))times-seed$(SEED).tsv)
+PP_OPTS = --pipeline hybrid_plus_reader --pipeline-dir $(PP_DIR) --family pipeline_plus
 PP_KEYS = retrievers.minilm_ft.checkpoint=runs/ft/dual_bert/cpu-seed$(SEED)/model \
-	retrievers.minilm_distill.checkpoint=runs/$(PLUS)/cpu-seed$(SEED)/model \
-	reranker.checkpoint=$(READER)
+	retrievers.minilm_distill.checkpoint=$(STUDENT) reranker.checkpoint=$(READER)
 define reader_step
 	$(TIMED_PP) reader $(BIN)/python -m retrieval_qa.classifiers.train_reranker \
 		--config conf/pipeline/training/reader_q12k.yaml seed=$(SEED) output=$(READER) \
 		$(RERANKER_ARGS)
 endef
+define pp_eval_steps
+	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev \
+		--result $(PP_DIR)/reqa_squad-dev.json $(PP_KEYS)
+	$(TIMED_PP) relationextraction $(RQA) evaluate $(PP_OPTS) \
+		--dataset multireqa_relationextraction --pool test \
+		--result $(PP_DIR)/multireqa_relationextraction-test.json $(PP_KEYS)
+endef
 pipeline-plus-reader: $(STAMP)
 	$(reader_step)
+pipeline-plus-eval: $(STAMP)
+	$(pp_eval_steps)
 reproduce-pipeline-plus: $(STAMP)
 	$(call plus_training_steps,$(TIMED_PP))
 	$(reader_step)
-	$(TIMED_PP) dev $(RQA) evaluate $(PP_OPTS) --dataset reqa_squad --pool dev \
-		--result runs/pipeline_plus/seed$(SEED)/reqa_squad-dev.json $(PP_KEYS)
-	$(TIMED_PP) relationextraction $(RQA) evaluate $(PP_OPTS) \
-		--dataset multireqa_relationextraction --pool test \
-		--result runs/pipeline_plus/seed$(SEED)/multireqa_relationextraction-test.json $(PP_KEYS)
+	$(pp_eval_steps)
 
 # SDE/ADE paper: the sharing variants sde, ade, ade_ste, ade_fte, ade_spl over 3 seeds, the
 # sweep of conf/sweeps/sde_ade.yaml (its runs use the cpu profile: the sweep file's command),
