@@ -23,11 +23,16 @@ def shared_data() -> Path:
     return d
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("RQA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "rqa-cache"))
-    # test-pool looks of the tests go to a ledger of the session, not the checkout's runs/
-    monkeypatch.setenv("RQA_LEDGER", str(tmp_path_factory.getbasetemp() / "ledger.jsonl"))
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """The cache and the ledger of the session's temporary folder, for every fixture of every
+    scope (a module fixture that trains or evaluates runs before any function fixture): the
+    tests' looks never reach the checkout's runs/ledger.jsonl."""
+    base = tmp_path_factory.getbasetemp()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RQA_CACHE_DIR", str(base / "rqa-cache"))
+        patch.setenv("RQA_LEDGER", str(base / "ledger.jsonl"))
+        yield
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +199,20 @@ def test_keep_refuses_a_record_a_later_look_replaced(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()
     with pytest.raises(InputFileError, match="0 looks"):
         ledger_keep.keep(["ffff"], "runs/l.jsonl", "results/ledger.jsonl", "results/r")
+
+
+@pytest.fixture(scope="module")
+def module_scoped_places():
+    """Where a module fixture (one that trains or evaluates once for its tests) would write."""
+    from retrieval_qa.evaluation.ledger import ledger_path
+
+    return {"ledger": ledger_path(), "cache": Path(os.environ["RQA_CACHE_DIR"])}
+
+
+def test_fixtures_of_every_scope_write_looks_and_caches_in_the_sessions_folder(
+        module_scoped_places, tmp_path_factory):
+    """The tests' looks never reach the checkout's runs/ledger.jsonl: the session's ledger and
+    cache are set before module fixtures run, not only around each test."""
+    base = tmp_path_factory.getbasetemp()
+    for name, place in module_scoped_places.items():
+        assert place.is_relative_to(base), f"a module fixture's {name} is {place}"
