@@ -56,9 +56,9 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
             questions = [pool.questions[q] for q in rows]
             ids = [np.asarray(fused[q][0])[heads[q]] for q in rows]
             values = cache.read(lo, questions, ids) if cache is not None else None
-            if values is None:
+            if values is None or any(np.isnan(v).any() for v in values):
                 start = time.perf_counter()
-                values = _score_heads(pool, rows, ids, score_pairs)
+                values = _score_heads(pool, rows, ids, score_pairs, values)
                 if cache is not None:
                     cache.write(lo, questions, ids, values, time.perf_counter() - start)
             out += zip((heads[q] for q in rows), values, strict=True)
@@ -66,16 +66,24 @@ def head_scores(pool: RetrievalPool, fused: list[tuple], score_pairs, top_k: int
     return out
 
 
-def _score_heads(pool: RetrievalPool, rows: range, ids: list[np.ndarray], score_pairs
-                 ) -> list[np.ndarray]:
-    """The scores of the heads ``ids`` of the questions ``rows``, in one call."""
-    questions = [pool.questions[q] for q, head in zip(rows, ids, strict=True) for _ in head]
-    if not questions:
-        return [np.zeros(0) for _ in ids]
-    text_of = getattr(score_pairs, "text_of", None) or (lambda c: c.text)
-    flat = np.asarray(score_pairs(questions, [text_of(pool.candidates[c]) for head in ids
-                                              for c in head]), dtype=np.float64)
-    values = np.split(flat, np.cumsum([len(head) for head in ids])[:-1])
+def _score_heads(pool: RetrievalPool, rows: range, ids: list[np.ndarray], score_pairs,
+                 known: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """The scores of the heads ``ids`` of the questions ``rows``, in one call: of every pair,
+    or of those that ``known`` (per question, its head's scores read back, NaN where none)
+    lacks."""
+    known = known or [np.full(len(head), np.nan) for head in ids]
+    todo = [np.isnan(k) for k in known]
+    counts = [int(t.sum()) for t in todo]
+    values = [np.array(k, dtype=np.float64) for k in known]
+    if sum(counts):
+        text_of = getattr(score_pairs, "text_of", None) or (lambda c: c.text)
+        flat = np.asarray(score_pairs(
+            [pool.questions[q] for q, n in zip(rows, counts, strict=True) for _ in range(n)],
+            [text_of(pool.candidates[c]) for head, t in zip(ids, todo, strict=True)
+             for c in head[t]]), dtype=np.float64)
+        for v, t, part in zip(values, todo, np.split(flat, np.cumsum(counts)[:-1]),
+                              strict=True):
+            v[t] = part
     for q, v in zip(rows, values, strict=True):
         if not np.isfinite(v).all():
             raise ValueError(f"the reranker gave a non-finite score for "

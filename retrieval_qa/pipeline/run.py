@@ -285,6 +285,7 @@ def run_pipeline(cfg: Pipeline, pool: RetrievalPool, run_dir: str | Path, *,
         if scores is not None:  # the scoring time of a reranking resumed or read back too
             stage["rerank_scores"] = {"folder": str(scores.folder),
                                       "questions_read_back": scores.reused,
+                                      "pairs_read_back": scores.pairs_reused,
                                       "scoring_seconds": round(scores.seconds, 3)}
         stage["reranker_weight"], stage["reranker_top_k"] = weight, top_k
         stage["reranker_gate"] = gate

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from retrieval_qa.pipeline import reranking
+from retrieval_qa.pipeline.fused_ranks import ordered
 from retrieval_qa.pipeline.reranker_scores import RerankerScores
 from retrieval_qa.pipeline.reranking import head_scores
 from retrieval_qa.pipeline.run import fuse
@@ -18,11 +19,12 @@ from tests.pipeline.test_run import _cfg
 DIGEST = "ab" * 32
 
 
-def _fused(pool):
-    cfg = _cfg("convex", 4, weights={"bm25": 0.5, "ctx": 0.5})
+def _fused(pool, weights=None):
+    weights = weights or {"bm25": 0.5, "ctx": 0.5}
+    cfg = _cfg("convex", 4, weights=weights)
     runs = [run_retriever(spec, pool, 4, ks=(1,), doc_level=False, memory_mb=1)
             for spec in cfg.retrievers]
-    return fuse(cfg, runs, {"bm25": 0.5, "ctx": 0.5})
+    return fuse(cfg, runs, weights)
 
 
 class Scorer:
@@ -149,3 +151,48 @@ def test_a_scorer_that_reads_paragraphs_is_given_them():
     expected = [f"{pool.candidates[c].text} | {pool.candidates[c].context}"
                 for q, (head, _) in enumerate(heads) for c in np.asarray(fused[q][0])[head]]
     assert seen == expected and seen
+
+
+
+def _pairs(fused, top_k):
+    """The (question, candidate) pairs of the heads of depth ``top_k``."""
+    return {(q, int(c)) for q, (ids, scores) in enumerate(fused)
+            for c in np.asarray(ids)[ordered(np.asarray(ids), np.asarray(scores))[:top_k]]}
+
+
+@pytest.mark.parametrize("change", ["deeper", "another fusion"])
+def test_other_heads_of_the_same_questions_score_only_the_pairs_no_shard_holds(
+        change, tmp_path, monkeypatch):
+    """Another depth, or another fusion (another first stage) of the same questions: the pairs
+    scored before are read back, only the new ones go to the reranker, and the scores are
+    those of scoring every pair afresh."""
+    pool = tiny_pool()
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
+    fused = _fused(pool)
+    head_scores(pool, fused, Scorer(), 2, cache=RerankerScores(tmp_path, DIGEST))
+    other = _fused(pool, {"bm25": 0.9, "ctx": 0.1}) if change == "another fusion" else fused
+    before, wanted = _pairs(fused, 2), _pairs(other, 3)
+    cache, scorer = RerankerScores(tmp_path, DIGEST), Scorer()
+    _same(head_scores(pool, other, scorer, 3, cache=cache),
+          head_scores(pool, other, Scorer(), 3))
+    assert 0 < scorer.pairs == len(wanted - before) < len(wanted)
+    assert cache.pairs_reused == len(wanted & before) > 0 and cache.reused == 0
+
+
+def test_a_shard_of_format_1_is_read_back_whole_or_scored_again(tmp_path, monkeypatch):
+    """Shards written before candidates were kept: the same heads are read back; other heads
+    are scored whole (the shard cannot say which pairs it holds)."""
+    pool = tiny_pool()
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
+    fused = _fused(pool)
+    head_scores(pool, fused, Scorer(), 2, cache=RerankerScores(tmp_path, DIGEST))
+    for path in RerankerScores(tmp_path, DIGEST).folder.iterdir():
+        shard = json.loads(path.read_text())
+        del shard["questions"], shard["candidates"]
+        path.write_text(json.dumps({**shard, "format": 1}), encoding="utf-8")
+    same = Scorer()
+    head_scores(pool, fused, same, 2, cache=RerankerScores(tmp_path, DIGEST))
+    assert same.calls == 0
+    deeper, cache = Scorer(), RerankerScores(tmp_path, DIGEST)
+    head_scores(pool, fused, deeper, 3, cache=cache)
+    assert deeper.pairs == len(_pairs(fused, 3)) and cache.pairs_reused == 0
