@@ -134,6 +134,22 @@ def test_the_pipeline_plus_recipe_trains_its_reader_and_reads_its_seeds_checkpoi
     assert "seed=42 output=runs/reranker/reader-q12k " in flat
 
 
+def test_attempt_2_of_the_pipeline_runs_into_its_own_folder_and_its_looks_run_alone():
+    """PLUS=distill_plus6: candidate 4's student, runs/pipeline_plus6/ and its times, the
+    looks' family unchanged; pipeline-plus-eval: the two looks alone, STUDENT's checkpoint."""
+    flat = " ".join(make_n("reproduce-pipeline-plus", "PLUS=distill_plus6", "SEED=2")
+                    .replace("\\\n", " ").split())
+    assert "bash experiments/timed.sh runs/pipeline_plus6/times-seed2.tsv dev " in flat
+    assert ("--pipeline hybrid_plus_reader --pipeline-dir runs/pipeline_plus6/seed2 "
+            "--family pipeline_plus") in flat
+    assert "retrievers.minilm_distill.checkpoint=runs/distill_plus6/cpu-seed2/model" in flat
+    looks = make_n("pipeline-plus-eval", "PLUS=distill_plus6", "STUDENT=S/model")
+    assert looks.count("evaluate --pipeline hybrid_plus_reader") == 2
+    assert "train" not in looks and "prepare" not in looks
+    assert looks.count("retrievers.minilm_distill.checkpoint=S/model ") == 2
+    assert "runs/pipeline_plus6/seed42/reqa_squad-dev.json" in looks
+
+
 def test_the_device_checklists_recipe_targets_time_into_TIMES_and_pass_RERANKER_ARGS():
     """distill-plus-train (distill_plus's training steps, no test look) and
     pipeline-plus-reader (the reader alone): each step timed into TIMES, RERANKER_ARGS on
