@@ -110,8 +110,9 @@ class RerankerScores:
             elif (shard["format"] == 2 and shard["first"] == first
                   and shard.get("questions") == questions_digest(questions)):
                 held = shard.get("candidates")
-                check(isinstance(held, list) and len(held) == len(heads), path,
-                      "no candidate list per question")
+                check(isinstance(held, list) and len(held) == len(heads) and all(
+                    isinstance(h, list) and all(type(c) is int for c in h) for h in held),
+                    path, "no list of candidate indices per question")
             else:
                 log.info("%s holds the scores of other heads: scoring them again", path)
                 return None

@@ -179,6 +179,23 @@ def test_other_heads_of_the_same_questions_score_only_the_pairs_no_shard_holds(
     assert cache.pairs_reused == len(wanted & before) > 0 and cache.reused == 0
 
 
+def test_a_shard_whose_candidates_are_damaged_is_rebuilt(tmp_path, monkeypatch, caplog):
+    pool = tiny_pool()
+    monkeypatch.setattr(reranking, "SHARD_QUESTIONS", 2)
+    fused = _fused(pool)
+    head_scores(pool, fused, Scorer(), 2, cache=RerankerScores(tmp_path, DIGEST))
+    cache = RerankerScores(tmp_path, DIGEST)
+    shard = json.loads(cache.path(0).read_text())
+    shard["candidates"][0][0] = "p0s1"
+    cache.path(0).write_text(json.dumps(shard), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        deeper = Scorer()
+        _same(head_scores(pool, fused, deeper, 3, cache=cache),
+              head_scores(pool, fused, Scorer(), 3))
+    assert "0000000.json (no list of candidate indices per question" in caplog.text
+    assert deeper.pairs == len(_pairs(fused, 3)) - cache.pairs_reused
+
+
 def test_a_shard_of_format_1_is_read_back_whole_or_scored_again(tmp_path, monkeypatch):
     """Shards written before candidates were kept: the same heads are read back; other heads
     are scored whole (the shard cannot say which pairs it holds)."""
