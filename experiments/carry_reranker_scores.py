@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from retrieval_qa.data.types import RetrievalPool  # noqa: E402
-from retrieval_qa.errors import InputFileError  # noqa: E402
+from retrieval_qa.errors import DataFormatError, InputFileError  # noqa: E402
+from retrieval_qa.evaluation.runfile import read_run_file  # noqa: E402
 from retrieval_qa.pipeline.reranker_scores import (  # noqa: E402
     FOLDER,
     heads_digest,
@@ -46,7 +47,7 @@ def carry(source: Path, target: Path, pool: RetrievalPool) -> dict:
     if not run_file.is_file():
         raise InputFileError("fused run file", run_file, "is missing",
                              "give the pool folder of a finished pipeline run with a reranker")
-    fused = [json.loads(line) for line in run_file.read_text(encoding="utf-8").splitlines()]
+    fused = read_run_file(run_file)
     if [r["question"] for r in fused] != list(pool.questions):
         raise InputFileError("fused run file", run_file, f"does not rank the questions of "
                              f"{pool.dataset}/{pool.pool} in order",
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
     try:
         pool, _ = load_pool(args.dataset, args.pool, args.data_dir)
         print(json.dumps(carry(args.source, args.target, pool)))
-    except InputFileError as e:
+    except (InputFileError, DataFormatError) as e:
         print(f"carry_reranker_scores: error: {e}", file=sys.stderr)
         return 2
     return 0

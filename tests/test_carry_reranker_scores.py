@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import carry_reranker_scores as C
-from retrieval_qa.errors import InputFileError
+from retrieval_qa.errors import DataFormatError, InputFileError
 from retrieval_qa.pipeline import reranking
 from retrieval_qa.pipeline.fused_ranks import ordered
 from retrieval_qa.pipeline.reranker_scores import RerankerScores
@@ -60,4 +60,13 @@ def test_a_run_of_other_questions_is_refused(tmp_path):
     lines = (tmp_path / "a/fused.run.jsonl").read_text().splitlines()
     (tmp_path / "a/fused.run.jsonl").write_text("\n".join(lines[1:]) + "\n")
     with pytest.raises(InputFileError, match="does not rank the questions"):
+        C.carry(tmp_path / "a", tmp_path / "b", pool)
+
+
+def test_a_damaged_fused_run_names_its_line(tmp_path):
+    pool = tiny_pool()
+    _earlier_run(tmp_path / "a", pool, _fused(pool))
+    with open(tmp_path / "a/fused.run.jsonl", "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    with pytest.raises(DataFormatError, match="line"):
         C.carry(tmp_path / "a", tmp_path / "b", pool)
