@@ -27,10 +27,9 @@ from retrieval_qa.errors import DataFormatError, InputFileError  # noqa: E402
 from retrieval_qa.evaluation.runfile import read_run_file  # noqa: E402
 from retrieval_qa.pipeline.reranker_scores import (  # noqa: E402
     FOLDER,
+    RerankerScores,
     heads_digest,
-    questions_digest,
 )
-from retrieval_qa.written import write_text  # noqa: E402
 
 
 def carry(source: Path, target: Path, pool: RetrievalPool) -> dict:
@@ -60,19 +59,16 @@ def carry(source: Path, target: Path, pool: RetrievalPool) -> dict:
             shard = json.loads(path.read_text(encoding="utf-8"))
             first, scores = shard["first"], shard["scores"]
             questions = pool.questions[first:first + len(scores)]
-            heads = [[index[c] for c in r["top_ids"][:len(s)]]
+            heads = [np.asarray([index[c] for c in r["top_ids"][:len(s)]], dtype=np.int64)
                      for r, s in zip(fused[first:first + len(scores)], scores, strict=True)]
-            if shard.get("format") != 1 or shard["heads"] != heads_digest(
-                    questions, [np.asarray(h) for h in heads]):
+            if shard.get("format") != 1 or shard["heads"] != heads_digest(questions, heads):
                 left += 1
                 continue
-            out = target / FOLDER / folder.name / path.name
-            if out.exists():
+            cache = RerankerScores(target, shard["reranker"])
+            if cache.path(first).exists():
                 kept += 1
                 continue
-            write_text(out, json.dumps({**shard, "format": 2,
-                                        "questions": questions_digest(questions),
-                                        "candidates": heads}))
+            cache.write(first, questions, heads, scores, float(shard.get("seconds") or 0.0))
             carried += 1
         counts[folder.name] = {"carried": carried, "left_behind": left, "already_there": kept}
     return counts

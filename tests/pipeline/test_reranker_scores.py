@@ -153,7 +153,6 @@ def test_a_scorer_that_reads_paragraphs_is_given_them():
     assert seen == expected and seen
 
 
-
 def _pairs(fused, top_k):
     """The (question, candidate) pairs of the heads of depth ``top_k``."""
     return {(q, int(c)) for q, (ids, scores) in enumerate(fused)
